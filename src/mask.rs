@@ -1,0 +1,1 @@
+//! Token masks: the token-level automaton shared across sequences, and per-sequence matchers.
