@@ -1,1 +1,593 @@
-//! Byte-level matching over a compiled grammar.
+//! Byte-level matching over a compiled grammar: a stack machine whose frames are JSON containers
+//! and lexemes.
+//!
+//! A matcher state is a small set of stacks (more than one only while `anyOf`/`oneOf`
+//! alternatives are undecided). Each stack starts with a [`Frame::Root`]; objects and arrays push
+//! frames, lexemes (strings, numbers, literals) are one frame holding a [`dfa::Dfa`] state.
+//! Every state reachable from the start can still be completed: lexeme automata are trimmed and
+//! containers only take a byte that keeps a completion possible, so the token mask never leads
+//! the model into a dead end.
+//!
+//! Whitespace policy: between JSON tokens (and before/after the top-level value) any of
+//! space, tab, newline and carriage return, at most `max_whitespace` bytes per gap.
+
+pub mod dfa;
+
+use crate::grammar::{GrammarInner, LexId, Node, NodeId, ObjectNode};
+use dfa::{Dfa, StateId};
+use std::sync::Arc;
+
+/// Key id for a key matched by an object's `additionalProperties`.
+pub(crate) const ADDITIONAL: u32 = u32::MAX;
+/// No position in a key trie.
+const NO_TRIE: u32 = u32::MAX;
+
+/// Where and why a byte-level check failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    /// Byte offset of the first byte that cannot be accepted (the text length if it ended early).
+    pub offset: usize,
+    /// Why.
+    pub reason: String,
+}
+
+impl std::fmt::Display for Rejection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "rejected at byte {}: {}", self.offset, self.reason)
+    }
+}
+
+/// The set of object keys already used (key ids, in sorted-key order).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Seen {
+    Small(u64),
+    Large(Arc<[u64]>),
+}
+
+impl Seen {
+    fn initial(o: &ObjectNode) -> Seen {
+        let n = o.keys.len();
+        if n <= 64 {
+            let mut w = 0u64;
+            for &k in &o.unavailable {
+                w |= 1 << k;
+            }
+            Seen::Small(w)
+        } else {
+            let mut v = vec![0u64; n.div_ceil(64)];
+            for &k in &o.unavailable {
+                v[k as usize / 64] |= 1 << (k % 64);
+            }
+            Seen::Large(v.into())
+        }
+    }
+
+    #[inline]
+    fn contains(&self, k: u32) -> bool {
+        match self {
+            Seen::Small(w) => w >> k & 1 == 1,
+            Seen::Large(v) => v[k as usize / 64] >> (k % 64) & 1 == 1,
+        }
+    }
+
+    fn with(&self, k: u32) -> Seen {
+        match self {
+            Seen::Small(w) => Seen::Small(w | 1 << k),
+            Seen::Large(v) => {
+                let mut v: Vec<u64> = v.to_vec();
+                v[k as usize / 64] |= 1 << (k % 64);
+                Seen::Large(v.into())
+            }
+        }
+    }
+
+    /// True when some key id in `lo..hi` is not seen.
+    fn any_unseen(&self, lo: u32, hi: u32) -> bool {
+        if lo >= hi {
+            return false;
+        }
+        let mask = |a: u32, b: u32| -> u64 {
+            // bits a..b of a word (0 <= a < b <= 64)
+            let hi = if b == 64 { u64::MAX } else { (1u64 << b) - 1 };
+            hi & !((1u64 << a) - 1)
+        };
+        match self {
+            Seen::Small(w) => !w & mask(lo, hi) != 0,
+            Seen::Large(v) => {
+                let (wl, wh) = (lo / 64, (hi - 1) / 64);
+                (wl..=wh).any(|wi| {
+                    let a = if wi == wl { lo % 64 } else { 0 };
+                    let b = if wi == wh { (hi - 1) % 64 + 1 } else { 64 };
+                    !v[wi as usize] & mask(a, b) != 0
+                })
+            }
+        }
+    }
+}
+
+/// Phase of the top-level frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum RootPhase {
+    Before,
+    InValue,
+    After,
+}
+
+/// Phase of an object frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum ObjPhase {
+    AfterOpen,
+    /// Inside a key: position in the key trie and in the additional-key automaton.
+    InKey {
+        trie: u32,
+        extra: StateId,
+    },
+    AfterKey(u32),
+    AfterColon(u32),
+    InValue,
+    AfterValue,
+    AfterComma,
+    Done,
+}
+
+/// Phase of an array frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum ArrPhase {
+    AfterOpen,
+    InValue,
+    AfterValue,
+    AfterComma,
+    Done,
+}
+
+/// One frame of a matcher stack.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Frame {
+    Root {
+        phase: RootPhase,
+        ws: u16,
+    },
+    Lex {
+        lex: LexId,
+        state: StateId,
+    },
+    Obj {
+        node: NodeId,
+        phase: ObjPhase,
+        seen: Seen,
+        ws: u16,
+    },
+    Arr {
+        node: NodeId,
+        phase: ArrPhase,
+        count: u32,
+        ws: u16,
+    },
+}
+
+/// A matcher stack, bottom first.
+pub(crate) type Stack = Vec<Frame>;
+
+#[inline]
+pub(crate) fn is_ws(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+impl GrammarInner {
+    fn object(&self, node: NodeId) -> &ObjectNode {
+        match &self.nodes[node as usize] {
+            Node::Object(o) => o,
+            _ => unreachable!("object frame on a non-object node"),
+        }
+    }
+
+    fn array(&self, node: NodeId) -> &crate::grammar::ArrayNode {
+        match &self.nodes[node as usize] {
+            Node::Array(a) => a,
+            _ => unreachable!("array frame on a non-array node"),
+        }
+    }
+
+    /// The start stack.
+    pub(crate) fn start_stack(&self) -> Stack {
+        vec![Frame::Root {
+            phase: RootPhase::Before,
+            ws: 0,
+        }]
+    }
+
+    /// True when `frame` holds a complete value (it may be popped).
+    #[inline]
+    pub(crate) fn is_complete(&self, frame: &Frame) -> bool {
+        match frame {
+            Frame::Lex { lex, state } => self.lexemes[*lex as usize].is_accepting(*state),
+            Frame::Obj { phase, .. } => *phase == ObjPhase::Done,
+            Frame::Arr { phase, .. } => *phase == ArrPhase::Done,
+            Frame::Root { phase, .. } => *phase == RootPhase::After,
+        }
+    }
+
+    /// True when `frame` is complete and can take no further byte.
+    fn is_final(&self, frame: &Frame) -> bool {
+        match frame {
+            Frame::Lex { lex, state } => {
+                let d = &self.lexemes[*lex as usize];
+                d.is_accepting(*state) && !d.has_out(*state)
+            }
+            Frame::Obj { phase, .. } => *phase == ObjPhase::Done,
+            Frame::Arr { phase, .. } => *phase == ArrPhase::Done,
+            Frame::Root { .. } => false,
+        }
+    }
+
+    /// Tells the parent (top of `stack`) that its child value is complete.
+    pub(crate) fn child_done(parent: &mut Frame) {
+        match parent {
+            Frame::Root { phase, ws } => {
+                *phase = RootPhase::After;
+                *ws = 0;
+            }
+            Frame::Obj { phase, ws, .. } => {
+                *phase = ObjPhase::AfterValue;
+                *ws = 0;
+            }
+            Frame::Arr {
+                phase, count, ws, ..
+            } => {
+                *phase = ArrPhase::AfterValue;
+                *count += 1;
+                *ws = 0;
+            }
+            Frame::Lex { .. } => unreachable!("a lexeme has no children"),
+        }
+    }
+
+    /// Pops complete frames that cannot continue, so equal states have equal stacks.
+    pub(crate) fn normalize(&self, stack: &mut Stack) {
+        while stack.len() > 1 && self.is_final(stack.last().unwrap()) {
+            stack.pop();
+            Self::child_done(stack.last_mut().unwrap());
+        }
+    }
+
+    /// True when the stack holds a complete output.
+    pub(crate) fn can_end(&self, stack: &[Frame]) -> bool {
+        match stack.len() {
+            1 => self.is_complete(&stack[0]),
+            2 => self.is_complete(&stack[1]),
+            _ => false,
+        }
+    }
+
+    /// Every stack that `stack` becomes after `byte`, appended to `out`.
+    pub(crate) fn step(&self, stack: &[Frame], byte: u8, out: &mut Vec<Stack>) {
+        let n = stack.len();
+        let top = &stack[n - 1];
+        self.consume(stack, byte, out);
+        // The top value may end here and leave the byte to its parent.
+        if n > 1
+            && (is_ws(byte) || matches!(byte, b',' | b'}' | b']'))
+            && self.is_complete(top)
+        {
+            let mut parent: Stack = stack[..n - 1].to_vec();
+            Self::child_done(parent.last_mut().unwrap());
+            self.step(&parent, byte, out);
+        }
+    }
+
+    /// The top frame takes `byte` itself (possibly pushing a child value).
+    fn consume(&self, stack: &[Frame], byte: u8, out: &mut Vec<Stack>) {
+        let n = stack.len();
+        let replace = |f: Frame| -> Stack {
+            let mut s = stack.to_vec();
+            s[n - 1] = f;
+            s
+        };
+        let max_ws = self.max_whitespace;
+        match &stack[n - 1] {
+            Frame::Lex { lex, state } => {
+                let next = self.lexemes[*lex as usize].next(*state, byte);
+                if next != Dfa::DEAD {
+                    out.push(replace(Frame::Lex {
+                        lex: *lex,
+                        state: next,
+                    }));
+                }
+            }
+            Frame::Root { phase, ws } => match phase {
+                RootPhase::Before | RootPhase::After if is_ws(byte) => {
+                    if *ws < max_ws {
+                        out.push(replace(Frame::Root {
+                            phase: *phase,
+                            ws: ws + 1,
+                        }));
+                    }
+                }
+                RootPhase::Before => {
+                    let s = replace(Frame::Root {
+                        phase: RootPhase::InValue,
+                        ws: 0,
+                    });
+                    self.start_value(s, self.root, byte, out);
+                }
+                _ => {}
+            },
+            Frame::Obj {
+                node,
+                phase,
+                seen,
+                ws,
+            } => {
+                let node = *node;
+                let o = self.object(node);
+                let frame = |phase: ObjPhase, seen: &Seen, ws: u16| Frame::Obj {
+                    node,
+                    phase,
+                    seen: seen.clone(),
+                    ws,
+                };
+                let gap = matches!(
+                    phase,
+                    ObjPhase::AfterOpen
+                        | ObjPhase::AfterComma
+                        | ObjPhase::AfterKey(_)
+                        | ObjPhase::AfterColon(_)
+                        | ObjPhase::AfterValue
+                );
+                if gap && is_ws(byte) {
+                    if *ws < max_ws {
+                        out.push(replace(frame(*phase, seen, ws + 1)));
+                    }
+                    return;
+                }
+                match *phase {
+                    ObjPhase::AfterOpen | ObjPhase::AfterComma => {
+                        if byte == b'"' {
+                            if let Some(p) = self.key_step(o, seen, 0, self.extra_start(o), byte) {
+                                let (p, seen) = p;
+                                out.push(replace(frame(p, &seen, 0)));
+                            }
+                        } else if byte == b'}'
+                            && *phase == ObjPhase::AfterOpen
+                            && required_ok(o, seen)
+                        {
+                            out.push(replace(frame(ObjPhase::Done, seen, 0)));
+                        }
+                    }
+                    ObjPhase::InKey { trie, extra } => {
+                        if let Some((p, seen)) = self.key_step(o, seen, trie, extra, byte) {
+                            out.push(replace(frame(p, &seen, 0)));
+                        }
+                    }
+                    ObjPhase::AfterKey(k) => {
+                        if byte == b':' {
+                            out.push(replace(frame(ObjPhase::AfterColon(k), seen, 0)));
+                        }
+                    }
+                    ObjPhase::AfterColon(k) => {
+                        let child = if k == ADDITIONAL {
+                            match o.additional {
+                                Some((_, v)) => v,
+                                None => return,
+                            }
+                        } else {
+                            o.values[k as usize]
+                        };
+                        let s = replace(frame(ObjPhase::InValue, seen, 0));
+                        self.start_value(s, child, byte, out);
+                    }
+                    ObjPhase::AfterValue => {
+                        if byte == b',' && any_key_left(o, seen) {
+                            out.push(replace(frame(ObjPhase::AfterComma, seen, 0)));
+                        } else if byte == b'}' && required_ok(o, seen) {
+                            out.push(replace(frame(ObjPhase::Done, seen, 0)));
+                        }
+                    }
+                    ObjPhase::InValue | ObjPhase::Done => {}
+                }
+            }
+            Frame::Arr {
+                node,
+                phase,
+                count,
+                ws,
+            } => {
+                let (node, count) = (*node, *count);
+                let a = self.array(node);
+                let frame = |phase: ArrPhase, count: u32, ws: u16| Frame::Arr {
+                    node,
+                    phase,
+                    count,
+                    ws,
+                };
+                let gap = matches!(
+                    phase,
+                    ArrPhase::AfterOpen | ArrPhase::AfterValue | ArrPhase::AfterComma
+                );
+                if gap && is_ws(byte) {
+                    if *ws < max_ws {
+                        out.push(replace(frame(*phase, count, ws + 1)));
+                    }
+                    return;
+                }
+                match phase {
+                    ArrPhase::AfterOpen | ArrPhase::AfterComma => {
+                        if byte == b']' {
+                            if *phase == ArrPhase::AfterOpen && a.min_items == 0 {
+                                out.push(replace(frame(ArrPhase::Done, count, 0)));
+                            }
+                        } else if let Some(item) = a.item(count) {
+                            let s = replace(frame(ArrPhase::InValue, count, 0));
+                            self.start_value(s, item, byte, out);
+                        }
+                    }
+                    ArrPhase::AfterValue => {
+                        if byte == b',' && a.item(count).is_some() {
+                            out.push(replace(frame(ArrPhase::AfterComma, count, 0)));
+                        } else if byte == b']' && count >= a.min_items {
+                            out.push(replace(frame(ArrPhase::Done, count, 0)));
+                        }
+                    }
+                    ArrPhase::InValue | ArrPhase::Done => {}
+                }
+            }
+        }
+    }
+
+    fn extra_start(&self, o: &ObjectNode) -> StateId {
+        match o.additional {
+            Some((lex, _)) => self.lexemes[lex as usize].start(),
+            None => Dfa::DEAD,
+        }
+    }
+
+    /// One byte of an object key: the new phase and seen set, if the key can still complete.
+    fn key_step(
+        &self,
+        o: &ObjectNode,
+        seen: &Seen,
+        trie: u32,
+        extra: StateId,
+        byte: u8,
+    ) -> Option<(ObjPhase, Seen)> {
+        let t = if trie == NO_TRIE {
+            None
+        } else {
+            o.trie.child(trie, byte).filter(|&c| {
+                let n = &o.trie.nodes[c as usize];
+                seen.any_unseen(n.lo, n.hi)
+            })
+        };
+        let e = match o.additional {
+            Some((lex, _)) if extra != Dfa::DEAD => self.lexemes[lex as usize].next(extra, byte),
+            _ => Dfa::DEAD,
+        };
+        if let Some(t) = t {
+            if let Some(k) = o.trie.nodes[t as usize].key {
+                return Some((ObjPhase::AfterKey(k), seen.with(k)));
+            }
+        }
+        if e != Dfa::DEAD {
+            let d = &self.lexemes[o.additional.unwrap().0 as usize];
+            if d.is_accepting(e) && !d.has_out(e) {
+                return Some((ObjPhase::AfterKey(ADDITIONAL), seen.clone()));
+            }
+        }
+        if t.is_none() && e == Dfa::DEAD {
+            return None;
+        }
+        Some((
+            ObjPhase::InKey {
+                trie: t.unwrap_or(NO_TRIE),
+                extra: e,
+            },
+            seen.clone(),
+        ))
+    }
+
+    /// Starts a value of `node` with its first byte, pushing onto `stack`.
+    fn start_value(&self, mut stack: Stack, node: NodeId, byte: u8, out: &mut Vec<Stack>) {
+        match &self.nodes[node as usize] {
+            Node::Lex(lex) => {
+                let d = &self.lexemes[*lex as usize];
+                let next = d.next(d.start(), byte);
+                if next != Dfa::DEAD {
+                    stack.push(Frame::Lex {
+                        lex: *lex,
+                        state: next,
+                    });
+                    out.push(stack);
+                }
+            }
+            Node::Object(o) => {
+                if byte == b'{' && stack.len() <= self.max_depth as usize {
+                    stack.push(Frame::Obj {
+                        node,
+                        phase: ObjPhase::AfterOpen,
+                        seen: Seen::initial(o),
+                        ws: 0,
+                    });
+                    out.push(stack);
+                }
+            }
+            Node::Array(_) => {
+                if byte == b'[' && stack.len() <= self.max_depth as usize {
+                    stack.push(Frame::Arr {
+                        node,
+                        phase: ArrPhase::AfterOpen,
+                        count: 0,
+                        ws: 0,
+                    });
+                    out.push(stack);
+                }
+            }
+            Node::Union(alts) => {
+                // Unions are flattened at compile time: no alternative is itself a union.
+                for &alt in alts {
+                    self.start_value(stack.clone(), alt, byte, out);
+                }
+            }
+            Node::Never => {}
+        }
+    }
+}
+
+fn required_ok(o: &ObjectNode, seen: &Seen) -> bool {
+    o.required.iter().all(|&k| seen.contains(k))
+}
+
+fn any_key_left(o: &ObjectNode, seen: &Seen) -> bool {
+    o.additional.is_some() || seen.any_unseen(0, o.keys.len() as u32)
+}
+
+/// Adds `stack` to `set` unless an equal stack is there.
+pub(crate) fn insert_unique(set: &mut Vec<Stack>, stack: Stack) {
+    if !set.contains(&stack) {
+        set.push(stack);
+    }
+}
+
+/// A byte-at-a-time matcher over a grammar (no tokens involved).
+pub(crate) struct ByteMatcher<'g> {
+    g: &'g GrammarInner,
+    states: Vec<Stack>,
+    scratch: Vec<Stack>,
+}
+
+impl<'g> ByteMatcher<'g> {
+    pub(crate) fn new(grammar: &'g crate::Grammar) -> Self {
+        let g = &*grammar.inner;
+        ByteMatcher {
+            g,
+            states: vec![g.start_stack()],
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Takes one byte; false (and no change) if it is not allowed.
+    pub(crate) fn push_byte(&mut self, byte: u8) -> bool {
+        advance(self.g, &self.states, byte, &mut self.scratch);
+        if self.scratch.is_empty() {
+            return false;
+        }
+        std::mem::swap(&mut self.states, &mut self.scratch);
+        true
+    }
+
+    pub(crate) fn can_end(&self) -> bool {
+        self.states.iter().any(|s| self.g.can_end(s))
+    }
+}
+
+/// All stacks `states` become after `byte`, normalized and without duplicates, into `out`.
+pub(crate) fn advance(g: &GrammarInner, states: &[Stack], byte: u8, out: &mut Vec<Stack>) {
+    out.clear();
+    let mut tmp = Vec::new();
+    for s in states {
+        g.step(s, byte, &mut tmp);
+        for mut t in tmp.drain(..) {
+            g.normalize(&mut t);
+            insert_unique(out, t);
+        }
+    }
+}

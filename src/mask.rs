@@ -1,1 +1,554 @@
 //! Token masks: the token-level automaton shared across sequences, and per-sequence matchers.
+//!
+//! The vocabulary's tokens are laid out as a byte trie in depth-first order, so a subtree is a
+//! contiguous run of nodes and a dead prefix skips its whole subtree at once. For the frame on
+//! top of a matcher stack, the tokens it accepts on its own (without completing) do not depend
+//! on the frames below it: they are computed once per distinct top frame by one walk over the
+//! trie and cached — that cache *is* the token-level automaton, built lazily and shared by every
+//! sequence. The few tokens that complete the top value and continue into its parent ("exits")
+//! are checked against the real stack at run time. Whole masks are also cached per matcher state.
+
+use crate::automaton::{advance, Frame, Stack};
+use crate::error::{Error, Result};
+use crate::grammar::{Grammar, GrammarInner};
+use crate::vocab::{TokenId, Vocab};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock, Weak};
+
+/// A set of allowed tokens, one bit per token id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TokenMask {
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl TokenMask {
+    /// An empty mask for a vocabulary of `len` tokens.
+    pub fn new(len: usize) -> Self {
+        TokenMask {
+            words: vec![0; len.div_ceil(64)],
+            len,
+        }
+    }
+
+    /// Number of token ids the mask covers.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for a mask over an empty vocabulary.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// True when `token` is allowed.
+    #[inline]
+    pub fn is_allowed(&self, token: TokenId) -> bool {
+        let t = token as usize;
+        t < self.len && self.words[t / 64] >> (t % 64) & 1 == 1
+    }
+
+    /// Number of allowed tokens.
+    pub fn count(&self) -> usize {
+        self.words.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    /// The allowed token ids, in increasing order.
+    pub fn iter(&self) -> impl Iterator<Item = TokenId> + '_ {
+        self.words.iter().enumerate().flat_map(|(i, &w)| {
+            let mut w = w;
+            std::iter::from_fn(move || {
+                if w == 0 {
+                    return None;
+                }
+                let b = w.trailing_zeros();
+                w &= w - 1;
+                Some((i * 64) as TokenId + b)
+            })
+        })
+    }
+
+    /// The bits, 64 tokens a word, token `t` at bit `t % 64` of word `t / 64`.
+    pub fn words(&self) -> &[u64] {
+        &self.words
+    }
+
+    fn clear(&mut self) {
+        self.words.iter_mut().for_each(|w| *w = 0);
+    }
+
+    #[inline]
+    fn set(&mut self, token: TokenId) {
+        let t = token as usize;
+        self.words[t / 64] |= 1 << (t % 64);
+    }
+}
+
+/// The vocabulary as a byte trie in depth-first order.
+#[derive(Debug)]
+pub(crate) struct TokenTrie {
+    /// Byte leading into node `i` (node 0 is the root).
+    byte: Vec<u8>,
+    depth: Vec<u16>,
+    /// One past the last node of `i`'s subtree.
+    next: Vec<u32>,
+    /// Tokens ending at node `i`: `toks[tok_start[i]..tok_start[i + 1]]`.
+    tok_start: Vec<u32>,
+    toks: Vec<TokenId>,
+}
+
+impl TokenTrie {
+    fn new(vocab: &Vocab) -> TokenTrie {
+        let mut list: Vec<(&[u8], TokenId)> = (0..vocab.len() as TokenId)
+            .filter(|&t| !vocab.is_special(t))
+            .filter_map(|t| vocab.token_bytes(t).filter(|b| !b.is_empty()).map(|b| (b, t)))
+            .collect();
+        list.sort_unstable();
+        let mut trie = TokenTrie {
+            byte: vec![0],
+            depth: vec![0],
+            next: vec![0],
+            tok_start: vec![0],
+            toks: Vec::with_capacity(list.len()),
+        };
+        let mut path: Vec<u32> = vec![0];
+        let mut prev: &[u8] = &[];
+        for (bytes, id) in list {
+            let lcp = prev.iter().zip(bytes).take_while(|(a, b)| a == b).count();
+            while path.len() > lcp + 1 {
+                let n = path.pop().unwrap();
+                trie.next[n as usize] = trie.byte.len() as u32;
+            }
+            for (d, &b) in bytes.iter().enumerate().skip(lcp) {
+                trie.byte.push(b);
+                trie.depth.push((d + 1).min(u16::MAX as usize) as u16);
+                trie.next.push(0);
+                trie.tok_start.push(trie.toks.len() as u32);
+                path.push(trie.byte.len() as u32 - 1);
+            }
+            trie.toks.push(id);
+            prev = bytes;
+        }
+        while let Some(n) = path.pop() {
+            trie.next[n as usize] = trie.byte.len() as u32;
+        }
+        trie.tok_start.push(trie.toks.len() as u32);
+        trie
+    }
+
+    #[inline]
+    fn tokens(&self, node: usize) -> &[TokenId] {
+        &self.toks[self.tok_start[node] as usize..self.tok_start[node + 1] as usize]
+    }
+
+    #[inline]
+    fn has_children(&self, node: usize) -> bool {
+        self.next[node] as usize > node + 1
+    }
+
+    /// Walks a lexeme automaton from `state` over the whole trie.
+    fn walk_lex(&self, dfa: &crate::automaton::dfa::Dfa, state: u32, out: &mut Vec<TokenId>, exits: &mut Vec<u32>) {
+        if dfa.is_accepting(state) {
+            exits.push(0);
+        }
+        let mut levels: Vec<u32> = vec![state; 1];
+        let mut i = 1usize;
+        let end = self.byte.len();
+        while i < end {
+            let d = self.depth[i] as usize;
+            let s = dfa.next(levels[d - 1], self.byte[i]);
+            if s == 0 {
+                i = self.next[i] as usize;
+                continue;
+            }
+            if levels.len() <= d {
+                levels.resize(d + 1, 0);
+            }
+            levels[d] = s;
+            out.extend_from_slice(self.tokens(i));
+            if dfa.is_accepting(s) && self.has_children(i) {
+                exits.push(i as u32);
+            }
+            i += 1;
+        }
+    }
+
+    /// Walks stacks over the subtree below `from` (its own tokens excluded). With `exits`, the
+    /// stacks are a local walk whose bottom frame may complete: nodes where it can are recorded.
+    fn walk_stacks(
+        &self,
+        g: &GrammarInner,
+        from: usize,
+        start: Vec<Stack>,
+        out: &mut Vec<TokenId>,
+        mut exits: Option<&mut Vec<u32>>,
+    ) {
+        let base = self.depth[from] as usize;
+        let mut levels: Vec<Vec<Stack>> = vec![start];
+        let mut i = from + 1;
+        let end = self.next[from] as usize;
+        while i < end {
+            let d = self.depth[i] as usize - base;
+            let mut next = Vec::new();
+            advance(g, &levels[d - 1], self.byte[i], &mut next);
+            if next.is_empty() {
+                i = self.next[i] as usize;
+                continue;
+            }
+            out.extend_from_slice(self.tokens(i));
+            if let Some(ex) = exits.as_deref_mut() {
+                if self.has_children(i) && next.iter().any(|s| s.len() == 1 && g.is_complete(&s[0])) {
+                    ex.push(i as u32);
+                }
+            }
+            if levels.len() <= d {
+                levels.resize(d + 1, Vec::new());
+            }
+            levels[d] = next;
+            i += 1;
+        }
+    }
+}
+
+/// Tokens a top frame accepts on its own, and where it may complete with more bytes to follow.
+#[derive(Debug)]
+struct Local {
+    allowed: TokenSet,
+    /// Trie nodes (0 = before any byte) where the frame is complete and the token may go on.
+    exits: Vec<u32>,
+}
+
+#[derive(Debug)]
+enum TokenSet {
+    Sparse(Vec<TokenId>),
+    Dense(Vec<u64>),
+}
+
+impl TokenSet {
+    fn new(ids: Vec<TokenId>, vocab_len: usize) -> TokenSet {
+        let words = vocab_len.div_ceil(64);
+        if ids.len() * 2 < words {
+            TokenSet::Sparse(ids)
+        } else {
+            let mut w = vec![0u64; words];
+            for t in ids {
+                w[t as usize / 64] |= 1 << (t % 64);
+            }
+            TokenSet::Dense(w)
+        }
+    }
+
+    fn or_into(&self, mask: &mut TokenMask) {
+        match self {
+            TokenSet::Sparse(ids) => ids.iter().for_each(|&t| mask.set(t)),
+            TokenSet::Dense(w) => mask.words.iter_mut().zip(w).for_each(|(a, b)| *a |= b),
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        match self {
+            TokenSet::Sparse(v) => v.len() * 4,
+            TokenSet::Dense(w) => w.len() * 8,
+        }
+    }
+}
+
+/// Most whole masks kept per automaton.
+const FULL_CACHE_ENTRIES: usize = 512;
+
+struct Shared {
+    grammar: Grammar,
+    vocab: Arc<Vocab>,
+    trie: Arc<TokenTrie>,
+    local: RwLock<HashMap<Frame, Arc<Local>>>,
+    full: RwLock<HashMap<Vec<Stack>, Arc<TokenMask>>>,
+}
+
+/// A compiled grammar bound to a vocabulary: the shared token-level automaton.
+///
+/// Clone it freely (it is an `Arc`); it is `Send + Sync`, and its mask caches are shared by
+/// every [`Matcher`] made from it.
+#[derive(Clone)]
+pub struct TokenAutomaton {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for TokenAutomaton {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenAutomaton")
+            .field("vocab_len", &self.shared.vocab.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Tries are built once per vocabulary and shared by every automaton over it.
+static TRIES: Mutex<Vec<(Weak<Vocab>, Arc<TokenTrie>)>> = Mutex::new(Vec::new());
+
+fn trie_for(vocab: &Arc<Vocab>) -> Arc<TokenTrie> {
+    let mut tries = TRIES.lock().unwrap_or_else(|e| e.into_inner());
+    tries.retain(|(w, _)| w.strong_count() > 0);
+    if let Some((_, t)) = tries.iter().find(|(w, _)| std::ptr::eq(w.as_ptr(), Arc::as_ptr(vocab))) {
+        return t.clone();
+    }
+    let t = Arc::new(TokenTrie::new(vocab));
+    tries.push((Arc::downgrade(vocab), t.clone()));
+    t
+}
+
+impl TokenAutomaton {
+    /// Binds `grammar` to `vocab`. Cheap: masks are computed lazily and cached.
+    pub fn new(grammar: &Grammar, vocab: Arc<Vocab>) -> Self {
+        let trie = trie_for(&vocab);
+        TokenAutomaton {
+            shared: Arc::new(Shared {
+                grammar: grammar.clone(),
+                vocab,
+                trie,
+                local: RwLock::new(HashMap::new()),
+                full: RwLock::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// A matcher at the start of an output.
+    pub fn matcher(&self) -> Matcher {
+        Matcher {
+            auto: self.clone(),
+            states: vec![self.g().start_stack()],
+            history: Vec::new(),
+            tokens: Vec::new(),
+            finished: false,
+        }
+    }
+
+    /// The vocabulary.
+    pub fn vocab(&self) -> &Arc<Vocab> {
+        &self.shared.vocab
+    }
+
+    /// The grammar.
+    pub fn grammar(&self) -> &Grammar {
+        &self.shared.grammar
+    }
+
+    /// Approximate heap bytes held by the mask caches.
+    pub fn cache_bytes(&self) -> usize {
+        let local: usize = read(&self.shared.local)
+            .values()
+            .map(|l| l.allowed.bytes() + l.exits.len() * 4 + 64)
+            .sum();
+        let full = read(&self.shared.full).len() * self.shared.vocab.len().div_ceil(8);
+        local + full
+    }
+
+    fn g(&self) -> &GrammarInner {
+        &self.shared.grammar.inner
+    }
+
+    fn local(&self, frame: &Frame) -> Arc<Local> {
+        if let Some(l) = read(&self.shared.local).get(frame) {
+            return l.clone();
+        }
+        let g = self.g();
+        let trie = &self.shared.trie;
+        let mut ids = Vec::new();
+        let mut exits = Vec::new();
+        match frame {
+            Frame::Lex { lex, state } => trie.walk_lex(&g.lexemes[*lex as usize], *state, &mut ids, &mut exits),
+            _ => {
+                if g.is_complete(frame) {
+                    exits.push(0);
+                }
+                trie.walk_stacks(g, 0, vec![vec![frame.clone()]], &mut ids, Some(&mut exits));
+            }
+        }
+        let l = Arc::new(Local {
+            allowed: TokenSet::new(ids, self.shared.vocab.len()),
+            exits,
+        });
+        self.shared
+            .local
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(frame.clone(), l.clone());
+        l
+    }
+
+    /// Adds to `mask` every token `stack` accepts.
+    fn fill_stack(&self, stack: &[Frame], mask: &mut TokenMask) {
+        let n = stack.len();
+        let local = self.local(&stack[n - 1]);
+        local.allowed.or_into(mask);
+        if n == 1 || local.exits.is_empty() {
+            return;
+        }
+        let mut parent: Stack = stack[..n - 1].to_vec();
+        GrammarInner::child_done(parent.last_mut().unwrap());
+        let mut ids = Vec::new();
+        for &node in &local.exits {
+            if node == 0 {
+                self.fill_stack(&parent, mask);
+            } else {
+                self.shared
+                    .trie
+                    .walk_stacks(self.g(), node as usize, vec![parent.clone()], &mut ids, None);
+            }
+        }
+        ids.iter().for_each(|&t| mask.set(t));
+    }
+}
+
+fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One sequence's position in the grammar: fill masks, accept tokens, roll back, fork (clone).
+#[derive(Clone, Debug)]
+pub struct Matcher {
+    auto: TokenAutomaton,
+    states: Vec<Stack>,
+    history: Vec<Vec<Stack>>,
+    tokens: Vec<TokenId>,
+    finished: bool,
+}
+
+impl Matcher {
+    /// Sets `mask` to the tokens allowed next (end-of-generation tokens only where the output
+    /// may end; nothing once finished).
+    pub fn fill_mask(&mut self, mask: &mut TokenMask) {
+        let vocab_len = self.auto.shared.vocab.len();
+        if mask.len != vocab_len {
+            *mask = TokenMask::new(vocab_len);
+        }
+        if self.finished {
+            mask.clear();
+            return;
+        }
+        if let Some(m) = read(&self.auto.shared.full).get(&self.states) {
+            mask.words.copy_from_slice(&m.words);
+            return;
+        }
+        mask.clear();
+        for s in &self.states {
+            self.auto.fill_stack(s, mask);
+        }
+        if self.can_end() {
+            for &t in self.auto.shared.vocab.eos_tokens() {
+                if (t as usize) < vocab_len {
+                    mask.set(t);
+                }
+            }
+        }
+        let mut full = self.auto.shared.full.write().unwrap_or_else(|e| e.into_inner());
+        if full.len() < FULL_CACHE_ENTRIES {
+            full.insert(self.states.clone(), Arc::new(mask.clone()));
+        }
+    }
+
+    /// True when `token` may come next (checks that one token only: cheaper than a mask).
+    pub fn is_allowed(&self, token: TokenId) -> bool {
+        self.next_states(token).is_ok()
+    }
+
+    fn next_states(&self, token: TokenId) -> Result<Option<Vec<Stack>>> {
+        let vocab = &self.auto.shared.vocab;
+        let forbidden = || Error::TokenForbidden {
+            token,
+            text: String::from_utf8_lossy(vocab.token_bytes(token).unwrap_or_default()).into_owned(),
+        };
+        if token as usize >= vocab.len() {
+            return Err(Error::TokenOutOfVocabulary {
+                token,
+                vocab_size: vocab.len(),
+            });
+        }
+        if self.finished {
+            return Err(forbidden());
+        }
+        if vocab.eos_tokens().contains(&token) {
+            return if self.can_end() { Ok(None) } else { Err(forbidden()) };
+        }
+        if vocab.is_special(token) {
+            return Err(forbidden());
+        }
+        let bytes = vocab.token_bytes(token).unwrap_or_default();
+        if bytes.is_empty() {
+            return Err(forbidden());
+        }
+        let g = self.auto.g();
+        let mut cur = self.states.clone();
+        let mut next = Vec::new();
+        for &b in bytes {
+            advance(g, &cur, b, &mut next);
+            if next.is_empty() {
+                return Err(forbidden());
+            }
+            std::mem::swap(&mut cur, &mut next);
+        }
+        Ok(Some(cur))
+    }
+
+    /// Accepts `token`, or returns a typed error (and changes nothing) when it is not allowed.
+    pub fn accept(&mut self, token: TokenId) -> Result<()> {
+        let next = self.next_states(token)?;
+        let prev = match next {
+            Some(s) => std::mem::replace(&mut self.states, s),
+            None => {
+                self.finished = true;
+                self.states.clone()
+            }
+        };
+        self.history.push(prev);
+        self.tokens.push(token);
+        Ok(())
+    }
+
+    /// True when the output may end here (end-of-generation tokens are allowed).
+    pub fn can_end(&self) -> bool {
+        !self.finished && self.states.iter().any(|s| self.auto.g().can_end(s))
+    }
+
+    /// True once an end-of-generation token was accepted, or when nothing else may follow.
+    pub fn is_finished(&self) -> bool {
+        if self.finished {
+            return true;
+        }
+        // Complete and no byte can follow.
+        let g = self.auto.g();
+        self.can_end()
+            && (0..=255u8).all(|b| {
+                let mut out = Vec::new();
+                advance(g, &self.states, b, &mut out);
+                out.is_empty()
+            })
+    }
+
+    /// Undoes the last `n` accepted tokens.
+    pub fn rollback(&mut self, n: usize) -> Result<()> {
+        if n > self.tokens.len() {
+            return Err(Error::Rollback {
+                requested: n,
+                available: self.tokens.len(),
+            });
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let keep = self.tokens.len() - n;
+        self.states = self.history[keep].clone();
+        self.history.truncate(keep);
+        self.tokens.truncate(keep);
+        self.finished = false;
+        Ok(())
+    }
+
+    /// The tokens accepted so far.
+    pub fn accepted_tokens(&self) -> &[TokenId] {
+        &self.tokens
+    }
+
+    /// The automaton this matcher runs on.
+    pub fn automaton(&self) -> &TokenAutomaton {
+        &self.auto
+    }
+}

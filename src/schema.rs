@@ -1,1 +1,1691 @@
 //! JSON Schema → grammar IR.
+//!
+//! Supported, with exact semantics: `type` (lists, and the aliases `dict`, `float`, `tuple`,
+//! `any`), `nullable`, `enum`, `const`, `properties`, `required`, `additionalProperties`,
+//! `items`, `prefixItems` (and draft-07 array `items` with `additionalItems`), `minItems`,
+//! `maxItems`, `minLength`, `maxLength`, `pattern`, `format` (date, time, date-time, email, uuid,
+//! ipv4, uri), `minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum`, `anyOf`, `oneOf`
+//! (when its alternatives are provably disjoint), `allOf` (where the parts merge), `$ref` into
+//! the same document (`$defs`, `definitions`, any JSON pointer; recursion included).
+//! Annotations are ignored. Any other assertion keyword is refused with
+//! [`Error::UnsupportedKeyword`], unless [`CompileOptions::lenient`] is set, in which case it is
+//! dropped and listed in [`crate::Grammar::dropped_keywords`].
+//!
+//! Value encoding policy (what the grammar writes; every output is valid):
+//! - strings: see [`crate::automaton::dfa::Dfa::json_string`] for escapes;
+//! - integers: `-?(0|[1-9][0-9]*)` with at most 19 digits, optionally followed by `.0…`;
+//! - numbers: at most 19 integer digits and 20 fraction digits; an exponent (at most 3 digits)
+//!   only when the number has no bounds;
+//! - `-0` is not produced.
+
+use crate::automaton::dfa::{Dfa, DfaError, Op};
+use crate::error::{Error, Result};
+use crate::grammar::{ArrayNode, Grammar, GrammarInner, KeyTrie, LexId, Node, NodeId, ObjectNode};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How to compile a schema, and the limits that keep hostile schemas bounded.
+#[derive(Debug, Clone)]
+pub struct CompileOptions {
+    /// Drop keywords that cannot be enforced (listing them) instead of refusing the schema.
+    pub lenient: bool,
+    /// Most whitespace bytes in one gap between JSON tokens (0 = compact JSON only).
+    pub max_whitespace: u16,
+    /// Most nested objects/arrays in an output.
+    pub max_depth: u32,
+    /// Most nested subschemas while compiling.
+    pub max_schema_depth: usize,
+    /// Most states in one lexeme automaton.
+    pub max_lexeme_states: usize,
+    /// Most states over all lexeme automata.
+    pub max_total_states: usize,
+    /// Most grammar nodes.
+    pub max_nodes: usize,
+    /// Longest compile time.
+    pub max_compile_time: Duration,
+}
+
+impl Default for CompileOptions {
+    fn default() -> Self {
+        CompileOptions {
+            lenient: false,
+            max_whitespace: 20,
+            max_depth: 64,
+            max_schema_depth: 200,
+            max_lexeme_states: 20_000,
+            max_total_states: 200_000,
+            max_nodes: 200_000,
+            max_compile_time: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Compiles `schema` into a grammar.
+pub(crate) fn compile(schema: &Value, options: &CompileOptions) -> Result<Grammar> {
+    let mut c = Compiler {
+        root: schema,
+        opts: options,
+        nodes: Vec::new(),
+        lexemes: Vec::new(),
+        refs: HashMap::new(),
+        dropped: Vec::new(),
+        depth: 0,
+        any: None,
+        total_states: 0,
+        deadline: Instant::now() + options.max_compile_time,
+    };
+    let root = c.compile(schema, "")?;
+    let mut inner = GrammarInner {
+        nodes: c.nodes,
+        lexemes: c.lexemes,
+        root,
+        max_whitespace: options.max_whitespace,
+        max_depth: options.max_depth,
+        dropped: c.dropped,
+    };
+    finalize(&mut inner, options)?;
+    Ok(Grammar {
+        inner: Arc::new(inner),
+    })
+}
+
+/// Keywords that never constrain: ignored.
+const ANNOTATIONS: &[&str] = &[
+    "$schema",
+    "$id",
+    "$comment",
+    "$defs",
+    "definitions",
+    "title",
+    "description",
+    "default",
+    "examples",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "contentMediaType",
+    "contentEncoding",
+    "contentSchema",
+    "$vocabulary",
+    "$anchor",
+    "$dynamicAnchor",
+];
+
+/// Assertion keywords callmask cannot enforce exactly, with the reason.
+const UNSUPPORTED: &[(&str, &str)] = &[
+    ("not", "negation is not supported"),
+    ("if", "conditionals are not supported"),
+    ("then", "conditionals are not supported"),
+    ("else", "conditionals are not supported"),
+    ("uniqueItems", "item uniqueness cannot be enforced by an automaton"),
+    ("contains", "`contains` is not supported"),
+    ("minContains", "`contains` is not supported"),
+    ("maxContains", "`contains` is not supported"),
+    ("multipleOf", "`multipleOf` is not supported"),
+    ("minProperties", "property counts are not supported"),
+    ("maxProperties", "property counts are not supported"),
+    ("patternProperties", "pattern properties are not supported"),
+    ("propertyNames", "`propertyNames` is not supported"),
+    ("dependentRequired", "dependencies are not supported"),
+    ("dependentSchemas", "dependencies are not supported"),
+    ("dependencies", "dependencies are not supported"),
+    ("unevaluatedProperties", "`unevaluatedProperties` is not supported"),
+    ("unevaluatedItems", "`unevaluatedItems` is not supported"),
+    ("$dynamicRef", "dynamic references are not supported"),
+    ("$recursiveRef", "recursive references are not supported"),
+];
+
+/// The JSON types, as a bit set.
+const T_NULL: u8 = 1;
+const T_BOOL: u8 = 2;
+const T_INT: u8 = 4;
+const T_NUM: u8 = 8;
+const T_STR: u8 = 16;
+const T_OBJ: u8 = 32;
+const T_ARR: u8 = 64;
+const T_ALL: u8 = 127;
+
+struct Compiler<'a> {
+    root: &'a Value,
+    opts: &'a CompileOptions,
+    nodes: Vec<Node>,
+    lexemes: Vec<Dfa>,
+    refs: HashMap<String, NodeId>,
+    dropped: Vec<String>,
+    depth: usize,
+    any: Option<NodeId>,
+    total_states: usize,
+    deadline: Instant,
+}
+
+fn invalid(path: &str, message: impl Into<String>) -> Error {
+    Error::InvalidSchema {
+        path: if path.is_empty() { "#".into() } else { format!("#{path}") },
+        message: message.into(),
+    }
+}
+
+fn ptr(path: &str) -> String {
+    if path.is_empty() {
+        "#".into()
+    } else {
+        format!("#{path}")
+    }
+}
+
+fn escape_ptr(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+impl<'a> Compiler<'a> {
+    fn push(&mut self, node: Node) -> Result<NodeId> {
+        if self.nodes.len() >= self.opts.max_nodes {
+            return Err(Error::LimitExceeded {
+                what: "grammar nodes",
+                limit: self.opts.max_nodes,
+            });
+        }
+        self.nodes.push(node);
+        Ok(self.nodes.len() as NodeId - 1)
+    }
+
+    fn lexeme(&mut self, dfa: Dfa) -> Result<NodeId> {
+        if dfa.is_empty() {
+            return self.push(Node::Never);
+        }
+        self.total_states += dfa.state_count();
+        if self.total_states > self.opts.max_total_states {
+            return Err(Error::LimitExceeded {
+                what: "automaton states",
+                limit: self.opts.max_total_states,
+            });
+        }
+        self.lexemes.push(dfa);
+        let id = self.lexemes.len() as LexId - 1;
+        self.push(Node::Lex(id))
+    }
+
+    fn dfa_err(&self, e: DfaError, path: &str, pattern: &str) -> Error {
+        match e {
+            DfaError::TooLarge => Error::LimitExceeded {
+                what: "states in one lexeme automaton",
+                limit: self.opts.max_lexeme_states,
+            },
+            DfaError::Regex(message) => Error::InvalidPattern {
+                pattern: pattern.into(),
+                path: ptr(path),
+                message,
+            },
+        }
+    }
+
+    fn regex(&self, re: &str, path: &str) -> Result<Dfa> {
+        Dfa::from_regex(re, self.opts.max_lexeme_states).map_err(|e| self.dfa_err(e, path, re))
+    }
+
+    fn and(&self, a: &Dfa, b: &Dfa, path: &str) -> Result<Dfa> {
+        a.product(b, Op::And, self.opts.max_lexeme_states)
+            .map_err(|e| self.dfa_err(e, path, ""))
+    }
+
+    fn unsupported(&mut self, keyword: &str, path: &str, reason: &str) -> Result<()> {
+        if self.opts.lenient {
+            self.dropped.push(format!("{keyword} at {}", ptr(path)));
+            Ok(())
+        } else {
+            Err(Error::UnsupportedKeyword {
+                keyword: keyword.into(),
+                path: ptr(path),
+                reason: reason.into(),
+            })
+        }
+    }
+
+    fn check_budget(&self) -> Result<()> {
+        if Instant::now() > self.deadline {
+            return Err(Error::LimitExceeded {
+                what: "compile time (ms)",
+                limit: self.opts.max_compile_time.as_millis() as usize,
+            });
+        }
+        Ok(())
+    }
+
+    /// The node for "any JSON value".
+    fn any(&mut self) -> Result<NodeId> {
+        if let Some(a) = self.any {
+            return Ok(a);
+        }
+        let id = self.push(Node::Never)?;
+        self.any = Some(id);
+        let scalar = self.scalar_any()?;
+        let obj = self.push(Node::Object(Box::new(ObjectNode {
+            keys: vec![],
+            values: vec![],
+            trie: KeyTrie::new(&[]),
+            required: vec![],
+            unavailable: vec![],
+            additional: None,
+        })))?;
+        let key = self.string_dfa(&Map::new(), "")?.json_string(self.opts.max_lexeme_states);
+        let key = key.map_err(|e| self.dfa_err(e, "", ""))?;
+        self.total_states += key.state_count();
+        self.lexemes.push(key);
+        let key_lex = self.lexemes.len() as LexId - 1;
+        if let Node::Object(o) = &mut self.nodes[obj as usize] {
+            o.additional = Some((key_lex, id));
+        }
+        let arr = self.push(Node::Array(ArrayNode {
+            prefix: vec![],
+            items: Some(id),
+            min_items: 0,
+            max_items: u32::MAX,
+        }))?;
+        self.nodes[id as usize] = Node::Union(vec![scalar, obj, arr]);
+        Ok(id)
+    }
+
+    fn scalar_any(&mut self) -> Result<NodeId> {
+        let s = self.string_dfa(&Map::new(), "")?;
+        let s = s
+            .json_string(self.opts.max_lexeme_states)
+            .map_err(|e| self.dfa_err(e, "", ""))?;
+        let rest = self.regex(&format!("null|true|false|{NUMBER}"), "")?;
+        let d = s
+            .product(&rest, Op::Or, self.opts.max_lexeme_states)
+            .map_err(|e| self.dfa_err(e, "", ""))?;
+        self.lexeme(d)
+    }
+
+    fn compile(&mut self, schema: &Value, path: &str) -> Result<NodeId> {
+        self.depth += 1;
+        if self.depth > self.opts.max_schema_depth {
+            self.depth -= 1;
+            return Err(Error::LimitExceeded {
+                what: "schema nesting depth",
+                limit: self.opts.max_schema_depth,
+            });
+        }
+        self.check_budget()?;
+        let r = self.compile_inner(schema, path);
+        self.depth -= 1;
+        r
+    }
+
+    fn compile_inner(&mut self, schema: &Value, path: &str) -> Result<NodeId> {
+        let obj = match schema {
+            Value::Bool(true) => return self.any(),
+            Value::Bool(false) => return self.push(Node::Never),
+            Value::Object(o) => o,
+            _ => return Err(invalid(path, "a schema must be an object or a boolean")),
+        };
+        // Refuse what cannot be enforced.
+        for (k, _) in obj.iter() {
+            if let Some((_, reason)) = UNSUPPORTED.iter().find(|(u, _)| u == k) {
+                if k == "uniqueItems" && obj[k] == Value::Bool(false) {
+                    continue;
+                }
+                self.unsupported(k, path, reason)?;
+            }
+        }
+        if let Some(r) = obj.get("$ref") {
+            let r = r.as_str().ok_or_else(|| invalid(path, "$ref must be a string"))?;
+            let has_siblings = obj
+                .keys()
+                .any(|k| k != "$ref" && !ANNOTATIONS.contains(&k.as_str()));
+            if !has_siblings {
+                return self.compile_ref(r, path);
+            }
+            let mut rest = obj.clone();
+            rest.remove("$ref");
+            let all = Value::Array(vec![serde_json::json!({ "$ref": r }), Value::Object(rest)]);
+            let mut m = Map::new();
+            m.insert("allOf".into(), all);
+            return self.compile(&Value::Object(m), path);
+        }
+        if let Some(all) = obj.get("allOf") {
+            let parts = all
+                .as_array()
+                .ok_or_else(|| invalid(path, "allOf must be an array"))?;
+            let mut rest = obj.clone();
+            rest.remove("allOf");
+            let mut list: Vec<Value> = parts.clone();
+            list.push(Value::Object(rest));
+            let merged = self.merge_all(&list, path)?;
+            return self.compile(&merged, &format!("{path}/allOf"));
+        }
+        for kw in ["anyOf", "oneOf"] {
+            if let Some(alts) = obj.get(kw) {
+                let alts = alts
+                    .as_array()
+                    .ok_or_else(|| invalid(path, format!("{kw} must be an array")))?;
+                if alts.is_empty() {
+                    return Err(invalid(path, format!("{kw} must not be empty")));
+                }
+                let mut rest = obj.clone();
+                rest.remove(kw);
+                let other = if kw == "anyOf" { "oneOf" } else { "anyOf" };
+                if rest.contains_key(other) {
+                    // allOf[{anyOf}, {oneOf}]: distribute the first over the second.
+                    let mut ids = Vec::new();
+                    for (i, alt) in alts.iter().enumerate() {
+                        let merged = self.merge_all(&[Value::Object(rest.clone()), alt.clone()], path)?;
+                        ids.push(self.compile(&merged, &format!("{path}/{kw}/{i}"))?);
+                    }
+                    return self.union(ids, kw == "oneOf", path);
+                }
+                let constrains = rest.keys().any(|k| !ANNOTATIONS.contains(&k.as_str()));
+                let mut ids = Vec::new();
+                for (i, alt) in alts.iter().enumerate() {
+                    let p = format!("{path}/{kw}/{i}");
+                    let id = if constrains {
+                        let merged = self.merge_all(&[Value::Object(rest.clone()), alt.clone()], &p)?;
+                        self.compile(&merged, &p)?
+                    } else {
+                        self.compile(alt, &p)?
+                    };
+                    ids.push(id);
+                }
+                return self.union(ids, kw == "oneOf", path);
+            }
+        }
+        if obj.contains_key("const") || obj.contains_key("enum") {
+            return self.compile_enum(obj, path);
+        }
+        self.compile_typed(obj, path)
+    }
+
+    fn compile_ref(&mut self, r: &str, path: &str) -> Result<NodeId> {
+        let pointer = self.ref_pointer(r, path)?;
+        if let Some(&id) = self.refs.get(&pointer) {
+            return Ok(id);
+        }
+        let target = self
+            .root
+            .pointer(&pointer)
+            .ok_or_else(|| Error::UnresolvedRef {
+                reference: r.into(),
+                path: ptr(path),
+            })?;
+        let id = self.push(Node::Never)?;
+        self.refs.insert(pointer.clone(), id);
+        let t = self.compile(target, &pointer)?;
+        self.nodes[id as usize] = Node::Union(vec![t]);
+        Ok(id)
+    }
+
+    /// The JSON pointer a `$ref` names, in the document being compiled.
+    fn ref_pointer(&self, r: &str, path: &str) -> Result<String> {
+        let unresolved = || Error::UnresolvedRef {
+            reference: r.into(),
+            path: ptr(path),
+        };
+        let frag = r.strip_prefix('#').ok_or_else(unresolved)?;
+        if !(frag.is_empty() || frag.starts_with('/')) {
+            return Err(unresolved());
+        }
+        // Percent-decoding of the fragment.
+        let mut out = Vec::new();
+        let b = frag.as_bytes();
+        let mut i = 0;
+        while i < b.len() {
+            if b[i] == b'%' && i + 2 < b.len() + 0 && i + 2 <= b.len() - 1 {
+                let h = std::str::from_utf8(&b[i + 1..i + 3]).ok();
+                if let Some(v) = h.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                    out.push(v);
+                    i += 3;
+                    continue;
+                }
+            }
+            out.push(b[i]);
+            i += 1;
+        }
+        String::from_utf8(out).map_err(|_| unresolved())
+    }
+
+    /// Resolves a top-level `$ref` of a part for merging (one level, no recursion needed).
+    fn deref_part(&self, part: &Value, path: &str, depth: usize) -> Result<Value> {
+        if depth > 32 {
+            return Err(Error::LimitExceeded {
+                what: "$ref chain length",
+                limit: 32,
+            });
+        }
+        if let Value::Object(o) = part {
+            if let Some(r) = o.get("$ref").and_then(Value::as_str) {
+                let p = self.ref_pointer(r, path)?;
+                let t = self.root.pointer(&p).ok_or_else(|| Error::UnresolvedRef {
+                    reference: r.into(),
+                    path: ptr(path),
+                })?;
+                let t = self.deref_part(t, path, depth + 1)?;
+                let mut rest = o.clone();
+                rest.remove("$ref");
+                if rest.keys().all(|k| ANNOTATIONS.contains(&k.as_str())) {
+                    return Ok(t);
+                }
+                return self.merge_two(&t, &Value::Object(rest), path, depth + 1);
+            }
+            if let Some(Value::Array(all)) = o.get("allOf") {
+                let mut rest = o.clone();
+                rest.remove("allOf");
+                let mut acc = Value::Object(rest);
+                for p in all {
+                    let p = self.deref_part(p, path, depth + 1)?;
+                    acc = self.merge_two(&acc, &p, path, depth + 1)?;
+                }
+                return Ok(acc);
+            }
+        }
+        Ok(part.clone())
+    }
+
+    fn merge_all(&self, parts: &[Value], path: &str) -> Result<Value> {
+        let mut acc = Value::Object(Map::new());
+        for p in parts {
+            let p = self.deref_part(p, path, 0)?;
+            acc = self.merge_two(&acc, &p, path, 0)?;
+        }
+        Ok(acc)
+    }
+
+    /// The conjunction of two schemas as one schema, where keywords combine exactly.
+    fn merge_two(&self, a: &Value, b: &Value, path: &str, depth: usize) -> Result<Value> {
+        let (a, b) = match (a, b) {
+            (Value::Bool(false), _) | (_, Value::Bool(false)) => return Ok(Value::Bool(false)),
+            (Value::Bool(true), x) | (x, Value::Bool(true)) => return self.deref_part(x, path, depth),
+            (Value::Object(a), Value::Object(b)) => (a, b),
+            _ => return Err(invalid(path, "allOf parts must be schemas")),
+        };
+        let b = match self.deref_part(&Value::Object(b.clone()), path, depth)? {
+            Value::Object(b) => b,
+            other => return self.merge_two(&Value::Object(a.clone()), &other, path, depth),
+        };
+        let mut out = a.clone();
+        // Unions: at most one side may carry them; the other side is distributed into them.
+        for kw in ["anyOf", "oneOf"] {
+            if out.contains_key(kw) && b.contains_key(kw) {
+                let x = out.remove(kw).unwrap();
+                let y = b[kw].clone();
+                let mut m = Map::new();
+                m.insert(kw.into(), x);
+                let mut n = Map::new();
+                n.insert(kw.into(), y);
+                // allOf of two unions: expand the product for anyOf; refuse for oneOf.
+                if kw == "oneOf" {
+                    return Err(Error::UnsupportedKeyword {
+                        keyword: "oneOf".into(),
+                        path: ptr(path),
+                        reason: "allOf of two oneOf cannot be merged".into(),
+                    });
+                }
+                let (xs, ys) = (
+                    m[kw].as_array().cloned().unwrap_or_default(),
+                    n[kw].as_array().cloned().unwrap_or_default(),
+                );
+                let mut prod = Vec::new();
+                for x in &xs {
+                    for y in &ys {
+                        prod.push(serde_json::json!({ "allOf": [x, y] }));
+                    }
+                }
+                out.insert(kw.into(), Value::Array(prod));
+                let mut b2 = b.clone();
+                b2.remove(kw);
+                return self.merge_two(&Value::Object(out), &Value::Object(b2), path, depth);
+            }
+        }
+        for (k, bv) in b.iter() {
+            let Some(av) = out.get(k).cloned() else {
+                out.insert(k.clone(), bv.clone());
+                continue;
+            };
+            if &av == bv {
+                continue;
+            }
+            let merged = match k.as_str() {
+                "type" => {
+                    let ta = type_set(&av, false, path)?;
+                    let tb = type_set(bv, false, path)?;
+                    let t = ta & tb | (ta & T_NUM != 0 && tb & T_INT != 0) as u8 * T_INT
+                        | (tb & T_NUM != 0 && ta & T_INT != 0) as u8 * T_INT;
+                    type_value(t)
+                }
+                "required" => {
+                    let mut r: Vec<Value> = av.as_array().cloned().unwrap_or_default();
+                    for x in bv.as_array().cloned().unwrap_or_default() {
+                        if !r.contains(&x) {
+                            r.push(x);
+                        }
+                    }
+                    Value::Array(r)
+                }
+                "properties" => {
+                    let (pa, pb) = match (av.as_object(), bv.as_object()) {
+                        (Some(x), Some(y)) => (x, y),
+                        _ => return Err(invalid(path, "properties must be an object")),
+                    };
+                    let mut m = pa.clone();
+                    for (pk, ps) in pb {
+                        match m.get(pk) {
+                            Some(x) => {
+                                let both = serde_json::json!({ "allOf": [x, ps] });
+                                m.insert(pk.clone(), both);
+                            }
+                            None => {
+                                m.insert(pk.clone(), ps.clone());
+                            }
+                        }
+                    }
+                    Value::Object(m)
+                }
+                "items" | "additionalProperties" if av.is_object() || av.is_boolean() => {
+                    if k == "additionalProperties" {
+                        // Exact only when both sides list the same properties.
+                        let props = |o: &Map<String, Value>| -> Vec<String> {
+                            let mut v: Vec<String> = o
+                                .get("properties")
+                                .and_then(Value::as_object)
+                                .map(|p| p.keys().cloned().collect())
+                                .unwrap_or_default();
+                            v.sort();
+                            v
+                        };
+                        if props(a) != props(&b) {
+                            return Err(Error::UnsupportedKeyword {
+                                keyword: "additionalProperties".into(),
+                                path: ptr(path),
+                                reason: "allOf parts with different properties and additionalProperties cannot be merged".into(),
+                            });
+                        }
+                    }
+                    serde_json::json!({ "allOf": [av, bv] })
+                }
+                "minimum" | "exclusiveMinimum" | "minLength" | "minItems" => {
+                    num_pick(&av, bv, true, path)?
+                }
+                "maximum" | "exclusiveMaximum" | "maxLength" | "maxItems" => {
+                    num_pick(&av, bv, false, path)?
+                }
+                "enum" | "const" => {
+                    // keep both: compile_enum filters values by the rest of the schema
+                    let va = enum_values(k, &av);
+                    let vb = enum_values(k, bv);
+                    let both: Vec<Value> = va.into_iter().filter(|x| vb.iter().any(|y| json_eq(x, y))).collect();
+                    out.remove("const");
+                    out.insert("enum".into(), Value::Array(both));
+                    continue;
+                }
+                "pattern" | "format" => {
+                    // Two patterns: express the second as a nested allOf on strings.
+                    let mut extra = Map::new();
+                    extra.insert(k.clone(), bv.clone());
+                    let patterns = out
+                        .entry("x-callmask-allOf-strings")
+                        .or_insert_with(|| Value::Array(vec![]));
+                    patterns.as_array_mut().unwrap().push(Value::Object(extra));
+                    continue;
+                }
+                _ if ANNOTATIONS.contains(&k.as_str()) => continue,
+                _ => {
+                    return Err(Error::UnsupportedKeyword {
+                        keyword: k.clone(),
+                        path: ptr(path),
+                        reason: "allOf parts with different values for this keyword cannot be merged".into(),
+                    })
+                }
+            };
+            out.insert(k.clone(), merged);
+        }
+        Ok(Value::Object(out))
+    }
+
+    fn union(&mut self, ids: Vec<NodeId>, one_of: bool, path: &str) -> Result<NodeId> {
+        if one_of {
+            self.check_disjoint(&ids, path)?;
+        }
+        if ids.len() == 1 {
+            return Ok(ids[0]);
+        }
+        self.push(Node::Union(ids))
+    }
+
+    /// Refuses a `oneOf` whose alternatives might both match one value.
+    fn check_disjoint(&mut self, ids: &[NodeId], path: &str) -> Result<()> {
+        // Alternatives reached through unfinished $refs cannot be inspected yet: refuse.
+        let mut firsts = Vec::new();
+        for &id in ids {
+            match self.first_bytes(id, 0) {
+                Some(f) => firsts.push(f),
+                None => {
+                    return self.unsupported("oneOf", path, "alternatives that cannot be proven disjoint");
+                }
+            }
+        }
+        for i in 0..ids.len() {
+            for j in i + 1..ids.len() {
+                let overlap = (0..4).any(|w| firsts[i][w] & firsts[j][w] != 0);
+                if overlap && !self.disjoint(ids[i], ids[j], 0) {
+                    return self.unsupported("oneOf", path, "alternatives that may overlap (only provably disjoint ones are supported)");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The first bytes a node's values can start with, or None if not yet known.
+    fn first_bytes(&self, id: NodeId, depth: usize) -> Option<[u64; 4]> {
+        if depth > 50 {
+            return None;
+        }
+        let mut set = [0u64; 4];
+        let mut add = |b: u8| set[b as usize / 64] |= 1 << (b % 64);
+        match &self.nodes[id as usize] {
+            Node::Lex(l) => {
+                let d = &self.lexemes[*l as usize];
+                for b in 0..=255u8 {
+                    if d.next(d.start(), b) != Dfa::DEAD {
+                        add(b);
+                    }
+                }
+            }
+            Node::Object(_) => add(b'{'),
+            Node::Array(_) => add(b'['),
+            Node::Never => {}
+            Node::Union(alts) => {
+                if alts.is_empty() {
+                    return None; // a $ref placeholder still being compiled
+                }
+                for &a in alts {
+                    let f = self.first_bytes(a, depth + 1)?;
+                    for w in 0..4 {
+                        set[w] |= f[w];
+                    }
+                }
+            }
+        }
+        Some(set)
+    }
+
+    /// True when no value matches both nodes (conservative: false when unsure).
+    fn disjoint(&self, a: NodeId, b: NodeId, depth: usize) -> bool {
+        if depth > 20 {
+            return false;
+        }
+        match (&self.nodes[a as usize], &self.nodes[b as usize]) {
+            (Node::Never, _) | (_, Node::Never) => true,
+            (Node::Union(xs), _) => !xs.is_empty() && xs.iter().all(|&x| self.disjoint(x, b, depth + 1)),
+            (_, Node::Union(ys)) => !ys.is_empty() && ys.iter().all(|&y| self.disjoint(a, y, depth + 1)),
+            (Node::Lex(x), Node::Lex(y)) => {
+                let (x, y) = (&self.lexemes[*x as usize], &self.lexemes[*y as usize]);
+                x.product(y, Op::And, self.opts.max_lexeme_states)
+                    .map(|d| d.is_empty())
+                    .unwrap_or(false)
+            }
+            (Node::Object(x), Node::Object(y)) => {
+                // A key required by both whose values are disjoint (a discriminator).
+                x.required.iter().any(|&kx| {
+                    let key = &x.keys[kx as usize];
+                    y.keys.iter().position(|k| k == key).is_some_and(|ky| {
+                        y.required.contains(&(ky as u32))
+                            && self.disjoint(x.values[kx as usize], y.values[ky], depth + 1)
+                    })
+                }) || {
+                    // A key required by one that the other forbids.
+                    let forbids = |p: &ObjectNode, q: &ObjectNode| {
+                        p.required.iter().any(|&k| {
+                            q.additional.is_none() && !q.keys.contains(&p.keys[k as usize])
+                        })
+                    };
+                    forbids(x, y) || forbids(y, x)
+                }
+            }
+            (Node::Array(x), Node::Array(y)) => x.max_items < y.min_items || y.max_items < x.min_items,
+            (Node::Lex(_), _) | (_, Node::Lex(_)) => true,
+            (Node::Object(_), Node::Array(_)) | (Node::Array(_), Node::Object(_)) => true,
+        }
+    }
+
+    fn compile_enum(&mut self, obj: &Map<String, Value>, path: &str) -> Result<NodeId> {
+        let mut values: Vec<Value> = Vec::new();
+        if let Some(c) = obj.get("const") {
+            values.push(c.clone());
+        }
+        if let Some(e) = obj.get("enum") {
+            let e = e.as_array().ok_or_else(|| invalid(path, "enum must be an array"))?;
+            if obj.contains_key("const") {
+                values.retain(|v| e.iter().any(|x| json_eq(v, x)));
+            } else {
+                values.extend(e.iter().cloned());
+            }
+        }
+        // Other keywords filter the values.
+        let mut rest = obj.clone();
+        rest.remove("const");
+        rest.remove("enum");
+        if rest.keys().any(|k| !ANNOTATIONS.contains(&k.as_str())) {
+            let mut check = rest.clone();
+            for d in ["$defs", "definitions"] {
+                if let Some(v) = self.root.get(d) {
+                    check.insert(d.into(), v.clone());
+                }
+            }
+            let v = jsonschema::options()
+                .should_validate_formats(true)
+                .build(&Value::Object(check))
+                .map_err(|e| invalid(path, format!("cannot check enum values against the schema: {e}")))?;
+            values.retain(|x| v.is_valid(x));
+        }
+        let mut scalars_text: Vec<Vec<u8>> = Vec::new();
+        let mut strings: Vec<Vec<u8>> = Vec::new();
+        let mut others: Vec<NodeId> = Vec::new();
+        for v in &values {
+            self.check_budget()?;
+            match v {
+                Value::String(s) => strings.push(s.as_bytes().to_vec()),
+                Value::Number(n) => {
+                    scalars_text.push(n.to_string().into_bytes());
+                    if let Some(f) = n.as_f64() {
+                        if f.fract() == 0.0 && f.abs() < 1e19 {
+                            let i = f as i128;
+                            scalars_text.push(i.to_string().into_bytes());
+                            scalars_text.push(format!("{i}.0").into_bytes());
+                        }
+                    }
+                }
+                Value::Bool(b) => scalars_text.push(b.to_string().into_bytes()),
+                Value::Null => scalars_text.push(b"null".to_vec()),
+                Value::Array(items) => {
+                    let mut prefix = Vec::new();
+                    for (i, it) in items.iter().enumerate() {
+                        prefix.push(self.const_node(it, &format!("{path}/enum/{i}"))?);
+                    }
+                    let n = items.len() as u32;
+                    others.push(self.push(Node::Array(ArrayNode {
+                        prefix,
+                        items: None,
+                        min_items: n,
+                        max_items: n,
+                    }))?);
+                }
+                Value::Object(_) => others.push(self.const_node(v, path)?),
+            }
+        }
+        let max = self.opts.max_lexeme_states;
+        let mut lex: Option<Dfa> = None;
+        if !strings.is_empty() {
+            let d = Dfa::literals(strings.iter().map(|s| s.as_slice()), max)
+                .and_then(|d| d.json_string(max))
+                .map_err(|e| self.dfa_err(e, path, ""))?;
+            lex = Some(d);
+        }
+        if !scalars_text.is_empty() {
+            let d = Dfa::literals(scalars_text.iter().map(|s| s.as_slice()), max)
+                .map_err(|e| self.dfa_err(e, path, ""))?;
+            lex = Some(match lex {
+                Some(l) => l.product(&d, Op::Or, max).map_err(|e| self.dfa_err(e, path, ""))?,
+                None => d,
+            });
+        }
+        if let Some(l) = lex {
+            let id = self.lexeme(l)?;
+            others.push(id);
+        }
+        match others.len() {
+            0 => self.push(Node::Never),
+            1 => Ok(others[0]),
+            _ => self.push(Node::Union(others)),
+        }
+    }
+
+    /// A node matching exactly one JSON value.
+    fn const_node(&mut self, v: &Value, path: &str) -> Result<NodeId> {
+        match v {
+            Value::Object(m) => {
+                let mut entries: Vec<(Vec<u8>, NodeId)> = Vec::new();
+                for (k, x) in m {
+                    let id = self.const_node(x, &format!("{path}/{}", escape_ptr(k)))?;
+                    entries.push((serde_json::to_vec(k)?, id));
+                }
+                entries.sort_by(|a, b| a.0.cmp(&b.0));
+                let keys: Vec<Vec<u8>> = entries.iter().map(|e| e.0.clone()).collect();
+                let values = entries.iter().map(|e| e.1).collect();
+                let required = (0..keys.len() as u32).collect();
+                self.push(Node::Object(Box::new(ObjectNode {
+                    trie: KeyTrie::new(&keys),
+                    keys,
+                    values,
+                    required,
+                    unavailable: vec![],
+                    additional: None,
+                })))
+            }
+            _ => {
+                let mut m = Map::new();
+                m.insert("const".into(), v.clone());
+                self.compile_enum(&m, path)
+            }
+        }
+    }
+
+    fn compile_typed(&mut self, obj: &Map<String, Value>, path: &str) -> Result<NodeId> {
+        let mut types = match obj.get("type") {
+            Some(t) => type_set(t, true, path)?,
+            None => T_ALL,
+        };
+        if obj.get("nullable") == Some(&Value::Bool(true)) {
+            types |= T_NULL;
+        }
+        if types & T_NUM != 0 {
+            types &= !T_INT;
+        }
+        let mut alts = Vec::new();
+        let mut lex: Option<Dfa> = None;
+        let max = self.opts.max_lexeme_states;
+        let mut add_lex = |this: &mut Self, d: Dfa| -> Result<()> {
+            lex = Some(match lex.take() {
+                Some(l) => l.product(&d, Op::Or, max).map_err(|e| this.dfa_err(e, path, ""))?,
+                None => d,
+            });
+            Ok(())
+        };
+        if types & T_NULL != 0 {
+            let d = self.regex("null", path)?;
+            add_lex(self, d)?;
+        }
+        if types & T_BOOL != 0 {
+            let d = self.regex("true|false", path)?;
+            add_lex(self, d)?;
+        }
+        if types & (T_INT | T_NUM) != 0 {
+            let d = self.number_dfa(obj, types & T_INT != 0, path)?;
+            add_lex(self, d)?;
+        }
+        if types & T_STR != 0 {
+            let d = self.string_dfa(obj, path)?;
+            let d = d.json_string(max).map_err(|e| self.dfa_err(e, path, ""))?;
+            add_lex(self, d)?;
+        }
+        if let Some(l) = lex {
+            alts.push(self.lexeme(l)?);
+        }
+        if types & T_OBJ != 0 {
+            alts.push(self.compile_object(obj, path)?);
+        }
+        if types & T_ARR != 0 {
+            alts.push(self.compile_array(obj, path)?);
+        }
+        match alts.len() {
+            0 => self.push(Node::Never),
+            1 => Ok(alts[0]),
+            _ => self.push(Node::Union(alts)),
+        }
+    }
+
+    /// The automaton over a string's decoded content.
+    fn string_dfa(&mut self, obj: &Map<String, Value>, path: &str) -> Result<Dfa> {
+        let mut parts: Vec<Dfa> = Vec::new();
+        let min = get_count(obj, "minLength", path)?;
+        let max = get_count(obj, "maxLength", path)?;
+        if min.is_some() || max.is_some() {
+            let min = min.unwrap_or(0);
+            let re = match max {
+                Some(m) if m < min => return Ok(Dfa::literals(std::iter::empty(), 10).unwrap()),
+                Some(m) => format!("(?s:.){{{min},{m}}}"),
+                None => format!("(?s:.){{{min},}}"),
+            };
+            if min > 100_000 || max.is_some_and(|m| m > 100_000) {
+                return Err(Error::LimitExceeded {
+                    what: "string length bound",
+                    limit: 100_000,
+                });
+            }
+            parts.push(self.regex(&re, path)?);
+        }
+        if let Some(p) = obj.get("pattern") {
+            let p = p.as_str().ok_or_else(|| invalid(path, "pattern must be a string"))?;
+            let re = format!("(?s:.)*(?:{})(?s:.)*", translate_ecma(p));
+            parts.push(Dfa::from_regex(&re, self.opts.max_lexeme_states).map_err(|e| match e {
+                DfaError::Regex(m) => Error::InvalidPattern {
+                    pattern: p.into(),
+                    path: ptr(path),
+                    message: m,
+                },
+                DfaError::TooLarge => Error::LimitExceeded {
+                    what: "states in one lexeme automaton",
+                    limit: self.opts.max_lexeme_states,
+                },
+            })?);
+        }
+        if let Some(f) = obj.get("format") {
+            let f = f.as_str().ok_or_else(|| invalid(path, "format must be a string"))?;
+            match format_regex(f) {
+                Some(re) => parts.push(self.regex(&re, path)?),
+                None => self.unsupported("format", path, &format!("format {f:?} is not supported"))?,
+            }
+        }
+        if let Some(Value::Array(extra)) = obj.get("x-callmask-allOf-strings") {
+            for e in extra.clone() {
+                if let Value::Object(m) = e {
+                    parts.push(self.string_dfa(&m, path)?);
+                }
+            }
+        }
+        let mut acc = match parts.pop() {
+            Some(d) => d,
+            None => self.regex("(?s:.)*", path)?,
+        };
+        for p in parts {
+            acc = self.and(&acc, &p, path)?;
+        }
+        Ok(acc)
+    }
+
+    fn number_dfa(&mut self, obj: &Map<String, Value>, integer: bool, path: &str) -> Result<Dfa> {
+        let bound = |k: &str| -> Result<Option<f64>> {
+            match obj.get(k) {
+                None => Ok(None),
+                Some(Value::Number(n)) => Ok(n.as_f64()),
+                Some(Value::Bool(_)) if k.starts_with("exclusive") => Ok(None),
+                Some(_) => Err(invalid(path, format!("{k} must be a number"))),
+            }
+        };
+        let mut lowers: Vec<(f64, bool)> = Vec::new();
+        let mut uppers: Vec<(f64, bool)> = Vec::new();
+        // draft-04 style boolean exclusives
+        let excl_min_bool = obj.get("exclusiveMinimum") == Some(&Value::Bool(true));
+        let excl_max_bool = obj.get("exclusiveMaximum") == Some(&Value::Bool(true));
+        if let Some(m) = bound("minimum")? {
+            lowers.push((m, excl_min_bool));
+        }
+        if let Some(m) = bound("exclusiveMinimum")? {
+            lowers.push((m, true));
+        }
+        if let Some(m) = bound("maximum")? {
+            uppers.push((m, excl_max_bool));
+        }
+        if let Some(m) = bound("exclusiveMaximum")? {
+            uppers.push((m, true));
+        }
+        if integer {
+            let lo = lowers
+                .iter()
+                .map(|&(b, ex)| if ex { b.floor() + 1.0 } else { b.ceil() })
+                .fold(None, |a: Option<f64>, b| Some(a.map_or(b, |a| a.max(b))));
+            let hi = uppers
+                .iter()
+                .map(|&(b, ex)| if ex { b.ceil() - 1.0 } else { b.floor() })
+                .fold(None, |a: Option<f64>, b| Some(a.map_or(b, |a| a.min(b))));
+            let re = match int_range_regex(lo, hi) {
+                Some(r) => format!("(?:{r})(?:\\.0{{1,20}})?"),
+                None => return Ok(Dfa::literals(std::iter::empty(), 10).unwrap()),
+            };
+            return self.regex(&re, path);
+        }
+        if lowers.is_empty() && uppers.is_empty() {
+            return self.regex(NUMBER, path);
+        }
+        let mut acc = self.regex(BOUNDED_NUMBER, path)?;
+        for (b, ex) in lowers {
+            let re = ge_regex(&Dec::from_f64(b), ex);
+            let d = self.regex(&re, path)?;
+            acc = self.and(&acc, &d, path)?;
+        }
+        for (b, ex) in uppers {
+            let re = le_regex(&Dec::from_f64(b), ex);
+            let d = self.regex(&re, path)?;
+            acc = self.and(&acc, &d, path)?;
+        }
+        Ok(acc)
+    }
+
+    fn compile_object(&mut self, obj: &Map<String, Value>, path: &str) -> Result<NodeId> {
+        let props = match obj.get("properties") {
+            None => Map::new(),
+            Some(Value::Object(p)) => p.clone(),
+            Some(_) => return Err(invalid(path, "properties must be an object")),
+        };
+        let required: Vec<String> = match obj.get("required") {
+            None => vec![],
+            Some(Value::Array(r)) => r
+                .iter()
+                .map(|x| {
+                    x.as_str()
+                        .map(str::to_owned)
+                        .ok_or_else(|| invalid(path, "required must list strings"))
+                })
+                .collect::<Result<_>>()?,
+            Some(_) => return Err(invalid(path, "required must be an array")),
+        };
+        let id = self.push(Node::Never)?;
+        let additional_node = match obj.get("additionalProperties") {
+            None | Some(Value::Bool(true)) => Some(self.any()?),
+            Some(Value::Bool(false)) => None,
+            Some(s @ Value::Object(_)) => Some(self.compile(s, &format!("{path}/additionalProperties"))?),
+            Some(_) => return Err(invalid(path, "additionalProperties must be a schema")),
+        };
+        let mut entries: Vec<(Vec<u8>, String, Option<NodeId>)> = Vec::new();
+        for (k, s) in &props {
+            let p = format!("{path}/properties/{}", escape_ptr(k));
+            let v = self.compile(s, &p)?;
+            entries.push((serde_json::to_vec(k)?, k.clone(), Some(v)));
+        }
+        for r in &required {
+            if !props.contains_key(r) {
+                // A required key that only additionalProperties can match.
+                entries.push((serde_json::to_vec(r)?, r.clone(), additional_node));
+            }
+        }
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        entries.dedup_by(|a, b| a.0 == b.0);
+        let never = self.push(Node::Never)?;
+        let keys: Vec<Vec<u8>> = entries.iter().map(|e| e.0.clone()).collect();
+        let values: Vec<NodeId> = entries.iter().map(|e| e.2.unwrap_or(never)).collect();
+        let req: Vec<u32> = entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| required.contains(&e.1))
+            .map(|(i, _)| i as u32)
+            .collect();
+        let additional = match additional_node {
+            None => None,
+            Some(v) => {
+                let max = self.opts.max_lexeme_states;
+                let any = self.regex("(?s:.)*", path)?;
+                let listed: Vec<&[u8]> = entries.iter().map(|e| e.1.as_bytes()).collect();
+                let lit = Dfa::literals(listed, max).map_err(|e| self.dfa_err(e, path, ""))?;
+                let d = any
+                    .product(&lit, Op::AndNot, max)
+                    .and_then(|d| d.json_string(max))
+                    .map_err(|e| self.dfa_err(e, path, ""))?;
+                self.total_states += d.state_count();
+                self.lexemes.push(d);
+                Some((self.lexemes.len() as LexId - 1, v))
+            }
+        };
+        self.nodes[id as usize] = Node::Object(Box::new(ObjectNode {
+            trie: KeyTrie::new(&keys),
+            keys,
+            values,
+            required: req,
+            unavailable: vec![],
+            additional,
+        }));
+        Ok(id)
+    }
+
+    fn compile_array(&mut self, obj: &Map<String, Value>, path: &str) -> Result<NodeId> {
+        let id = self.push(Node::Never)?;
+        let mut prefix = Vec::new();
+        let mut items = None;
+        let mut items_set = false;
+        if let Some(Value::Array(p)) = obj.get("prefixItems") {
+            for (i, s) in p.iter().enumerate() {
+                prefix.push(self.compile(s, &format!("{path}/prefixItems/{i}"))?);
+            }
+        }
+        match obj.get("items") {
+            Some(Value::Array(p)) => {
+                // draft-07 tuple form
+                for (i, s) in p.iter().enumerate() {
+                    prefix.push(self.compile(s, &format!("{path}/items/{i}"))?);
+                }
+                match obj.get("additionalItems") {
+                    None => {}
+                    Some(s) => {
+                        items = Some(self.compile(s, &format!("{path}/additionalItems"))?);
+                        items_set = true;
+                    }
+                }
+            }
+            Some(s) => {
+                items = Some(self.compile(s, &format!("{path}/items"))?);
+                items_set = true;
+            }
+            None => {}
+        }
+        if !items_set {
+            items = Some(self.any()?);
+        }
+        let min_items = get_count(obj, "minItems", path)?.unwrap_or(0) as u32;
+        let max_items = get_count(obj, "maxItems", path)?.map_or(u32::MAX, |m| m.min(u32::MAX as u64 - 1) as u32);
+        if min_items > max_items {
+            self.nodes[id as usize] = Node::Never;
+            return Ok(id);
+        }
+        self.nodes[id as usize] = Node::Array(ArrayNode {
+            prefix,
+            items,
+            min_items,
+            max_items,
+        });
+        Ok(id)
+    }
+}
+
+/// Flattens unions, drops values that admit nothing, and checks the root.
+fn finalize(g: &mut GrammarInner, _opts: &CompileOptions) -> Result<()> {
+    let n = g.nodes.len();
+    // 1. Flatten unions into their non-union leaves (union cycles contribute nothing).
+    let mut flat: Vec<Option<Vec<NodeId>>> = vec![None; n];
+    fn leaves(g: &GrammarInner, id: NodeId, seen: &mut Vec<bool>, out: &mut Vec<NodeId>) {
+        if seen[id as usize] {
+            return;
+        }
+        seen[id as usize] = true;
+        match &g.nodes[id as usize] {
+            Node::Union(alts) => {
+                for &a in alts {
+                    leaves(g, a, seen, out);
+                }
+            }
+            Node::Never => {}
+            _ => {
+                if !out.contains(&id) {
+                    out.push(id)
+                }
+            }
+        }
+    }
+    for id in 0..n {
+        if matches!(g.nodes[id], Node::Union(_)) {
+            let mut seen = vec![false; n];
+            let mut out = Vec::new();
+            leaves(g, id as NodeId, &mut seen, &mut out);
+            flat[id] = Some(out);
+        }
+    }
+    for (id, f) in flat.into_iter().enumerate() {
+        if let Some(f) = f {
+            g.nodes[id] = if f.is_empty() { Node::Never } else { Node::Union(f) };
+        }
+    }
+    // 2. Productivity: which nodes admit at least one finite value.
+    let mut prod = vec![false; n];
+    loop {
+        let mut changed = false;
+        for id in 0..n {
+            if prod[id] {
+                continue;
+            }
+            let p = match &g.nodes[id] {
+                Node::Lex(l) => !g.lexemes[*l as usize].is_empty(),
+                Node::Never => false,
+                Node::Union(alts) => alts.iter().any(|&a| prod[a as usize]),
+                Node::Object(o) => o.required.iter().all(|&k| prod[o.values[k as usize] as usize]),
+                Node::Array(a) => (0..a.min_items).all(|i| match a.prefix.get(i as usize) {
+                    Some(&p) => prod[p as usize],
+                    None => a.items.is_some_and(|it| prod[it as usize]),
+                }),
+            };
+            if p {
+                prod[id] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    // 3. Prune what admits nothing.
+    for id in 0..n {
+        if !prod[id] {
+            g.nodes[id] = Node::Never;
+            continue;
+        }
+        match &mut g.nodes[id] {
+            Node::Union(alts) => alts.retain(|&a| prod[a as usize]),
+            Node::Object(o) => {
+                o.unavailable = (0..o.keys.len() as u32)
+                    .filter(|&k| !prod[o.values[k as usize] as usize])
+                    .collect();
+                if let Some((_, v)) = o.additional {
+                    if !prod[v as usize] {
+                        o.additional = None;
+                    }
+                }
+            }
+            Node::Array(a) => {
+                let first_bad = a.prefix.iter().position(|&p| !prod[p as usize]);
+                if let Some(i) = first_bad {
+                    a.max_items = a.max_items.min(i as u32);
+                    a.prefix.truncate(i);
+                } else if a.items.is_some_and(|it| !prod[it as usize]) {
+                    a.max_items = a.max_items.min(a.prefix.len() as u32);
+                }
+                if a.items.is_none() {
+                    a.max_items = a.max_items.min(a.prefix.len() as u32);
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn type_set(t: &Value, strict: bool, path: &str) -> Result<u8> {
+    let one = |s: &str| -> Result<u8> {
+        Ok(match s {
+            "null" => T_NULL,
+            "boolean" | "bool" => T_BOOL,
+            "integer" | "int" => T_INT,
+            "number" | "float" => T_NUM | T_INT,
+            "string" | "str" => T_STR,
+            "object" | "dict" => T_OBJ,
+            "array" | "tuple" | "list" => T_ARR,
+            "any" => T_ALL,
+            _ => return Err(invalid(path, format!("unknown type {s:?}"))),
+        })
+    };
+    let _ = strict;
+    match t {
+        Value::String(s) => one(s),
+        Value::Array(list) => {
+            let mut m = 0;
+            for x in list {
+                m |= one(x.as_str().ok_or_else(|| invalid(path, "type must list strings"))?)?;
+            }
+            Ok(m)
+        }
+        _ => Err(invalid(path, "type must be a string or a list of strings")),
+    }
+}
+
+fn type_value(t: u8) -> Value {
+    let mut v = Vec::new();
+    for (bit, name) in [
+        (T_NULL, "null"),
+        (T_BOOL, "boolean"),
+        (T_STR, "string"),
+        (T_OBJ, "object"),
+        (T_ARR, "array"),
+    ] {
+        if t & bit != 0 {
+            v.push(Value::String(name.into()));
+        }
+    }
+    if t & T_NUM != 0 {
+        v.push("number".into());
+    } else if t & T_INT != 0 {
+        v.push("integer".into());
+    }
+    Value::Array(v)
+}
+
+fn num_pick(a: &Value, b: &Value, max: bool, path: &str) -> Result<Value> {
+    let (x, y) = match (a.as_f64(), b.as_f64()) {
+        (Some(x), Some(y)) => (x, y),
+        _ => return Err(invalid(path, "bounds must be numbers")),
+    };
+    Ok(if (x >= y) == max { a.clone() } else { b.clone() })
+}
+
+fn enum_values(k: &str, v: &Value) -> Vec<Value> {
+    if k == "const" {
+        vec![v.clone()]
+    } else {
+        v.as_array().cloned().unwrap_or_default()
+    }
+}
+
+/// JSON Schema equality (numbers compare by value).
+fn json_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b)),
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+fn get_count(obj: &Map<String, Value>, k: &str, path: &str) -> Result<Option<u64>> {
+    match obj.get(k) {
+        None => Ok(None),
+        Some(v) => match v.as_f64() {
+            Some(f) if f >= 0.0 && f.fract() == 0.0 => Ok(Some(f.min(u64::MAX as f64) as u64)),
+            _ => Err(invalid(path, format!("{k} must be a non-negative integer"))),
+        },
+    }
+}
+
+/// A JSON number (bounded digits; exponent allowed).
+const NUMBER: &str = r"-?(?:0|[1-9][0-9]{0,18})(?:\.[0-9]{1,20})?(?:[eE][+-]?[0-9]{1,3})?";
+/// A JSON number without exponent (used with bounds).
+const BOUNDED_NUMBER: &str = r"-?(?:0|[1-9][0-9]{0,18})(?:\.[0-9]{1,20})?";
+/// Largest magnitude with 19 digits.
+const MAX_MAG: u128 = 9_999_999_999_999_999_999;
+
+/// Regex for integers in `lo..=hi` (None when empty); bounds beyond 19 digits mean no bound.
+fn int_range_regex(lo: Option<f64>, hi: Option<f64>) -> Option<String> {
+    let m = MAX_MAG as f64;
+    let lo: i128 = match lo {
+        Some(l) if l > m => return None,
+        Some(l) if l >= -m => l as i128,
+        _ => -(MAX_MAG as i128),
+    };
+    let hi: i128 = match hi {
+        Some(h) if h < -m => return None,
+        Some(h) if h <= m => h as i128,
+        _ => MAX_MAG as i128,
+    };
+    if lo > hi {
+        return None;
+    }
+    let mut alts = Vec::new();
+    if hi >= 0 {
+        alts.push(pos_range(lo.max(0) as u128, hi as u128));
+    }
+    if lo < 0 {
+        let a = (-(hi.min(-1))) as u128;
+        let b = (-lo) as u128;
+        alts.push(format!("-(?:{})", pos_range(a, b)));
+    }
+    Some(alts.join("|"))
+}
+
+/// Regex for non-negative integers in `a..=b`, without leading zeros.
+fn pos_range(a: u128, b: u128) -> String {
+    let digits = |x: u128| x.to_string().len();
+    let mut alts = Vec::new();
+    for len in digits(a)..=digits(b) {
+        let lo = if len == 1 { 0 } else { 10u128.pow(len as u32 - 1) };
+        let hi = 10u128.pow(len as u32) - 1;
+        let (lo, hi) = (lo.max(a), hi.min(b));
+        if lo <= hi {
+            alts.push(eq_len(lo.to_string().as_bytes(), hi.to_string().as_bytes()));
+        }
+    }
+    alts.join("|")
+}
+
+/// Regex for digit strings of equal length between `lo` and `hi`.
+fn eq_len(lo: &[u8], hi: &[u8]) -> String {
+    if lo.is_empty() {
+        return String::new();
+    }
+    if lo[0] == hi[0] {
+        return format!("{}{}", lo[0] as char, eq_len(&lo[1..], &hi[1..]));
+    }
+    let n = lo.len() - 1;
+    let lo_zero = lo[1..].iter().all(|&c| c == b'0');
+    let hi_nine = hi[1..].iter().all(|&c| c == b'9');
+    let mut alts = Vec::new();
+    let mut start = lo[0];
+    if !lo_zero {
+        alts.push(format!("{}(?:{})", lo[0] as char, eq_len(&lo[1..], &vec![b'9'; n])));
+        start += 1;
+    }
+    let mut end = hi[0];
+    let hi_alt = if !hi_nine {
+        end -= 1;
+        Some(format!("{}(?:{})", hi[0] as char, eq_len(&vec![b'0'; n], &hi[1..])))
+    } else {
+        None
+    };
+    if start <= end {
+        alts.push(format!("[{}-{}][0-9]{{{n}}}", start as char, end as char));
+    }
+    alts.extend(hi_alt);
+    format!("(?:{})", alts.join("|"))
+}
+
+/// A decimal bound: sign, integer digits (no leading zeros) and fraction digits (no trailing zeros).
+struct Dec {
+    neg: bool,
+    int: String,
+    frac: String,
+}
+
+impl Dec {
+    fn from_f64(f: f64) -> Dec {
+        let s = format!("{}", f.abs());
+        let (i, fr) = s.split_once('.').unwrap_or((&s, ""));
+        let int = i.trim_start_matches('0');
+        Dec {
+            neg: f < 0.0,
+            int: if int.is_empty() { "0".into() } else { int.into() },
+            frac: fr.trim_end_matches('0').into(),
+        }
+    }
+    fn is_zero(&self) -> bool {
+        self.int == "0" && self.frac.is_empty()
+    }
+}
+
+const FRAC_OPT: &str = r"(?:\.[0-9]+)?";
+const MAG: &str = r"(?:0|[1-9][0-9]*)(?:\.[0-9]+)?";
+
+/// Regex for magnitudes (unsigned numbers) `>= m` (or `> m`).
+fn ge_mag(m: &Dec, excl: bool) -> String {
+    let mut alts = Vec::new();
+    let mi: u128 = m.int.parse().unwrap_or(u128::MAX);
+    if mi < MAX_MAG {
+        alts.push(format!("(?:{}){FRAC_OPT}", pos_range(mi + 1, MAX_MAG)));
+    }
+    if m.int.len() <= 19 {
+        let tail = if m.frac.is_empty() {
+            if excl {
+                r"\.[0-9]*[1-9][0-9]*".to_string()
+            } else {
+                FRAC_OPT.to_string()
+            }
+        } else {
+            format!(r"\.{}", frac_ge(m.frac.as_bytes(), excl))
+        };
+        alts.push(format!("{}{tail}", m.int));
+    }
+    if alts.is_empty() {
+        return "[^\\s\\S]".into();
+    }
+    format!("(?:{})", alts.join("|"))
+}
+
+/// Regex for magnitudes `<= m` (or `< m`).
+fn le_mag(m: &Dec, excl: bool) -> String {
+    if m.int.len() > 19 {
+        return MAG.into();
+    }
+    let mut alts = Vec::new();
+    let mi: u128 = m.int.parse().unwrap_or(0);
+    if mi >= 1 {
+        alts.push(format!("(?:{}){FRAC_OPT}", pos_range(0, mi - 1)));
+    }
+    if m.frac.is_empty() {
+        if !excl {
+            alts.push(format!(r"{}(?:\.0+)?", m.int));
+        }
+    } else if let Some(f) = frac_le(m.frac.as_bytes(), excl) {
+        alts.push(format!(r"{}(?:\.{f})?", m.int));
+    } else {
+        alts.push(m.int.clone());
+    }
+    if alts.is_empty() {
+        return "[^\\s\\S]".into();
+    }
+    format!("(?:{})", alts.join("|"))
+}
+
+/// Digit strings `d` with `d >= f` (or `>`), comparing as zero-padded fractions.
+fn frac_ge(f: &[u8], excl: bool) -> String {
+    if f.is_empty() {
+        return if excl { "[0-9]*[1-9][0-9]*".into() } else { "[0-9]*".into() };
+    }
+    let mut alts = Vec::new();
+    if f[0] < b'9' {
+        alts.push(format!("[{}-9][0-9]*", (f[0] + 1) as char));
+    }
+    alts.push(format!("{}{}", f[0] as char, frac_ge(&f[1..], excl)));
+    format!("(?:{})", alts.join("|"))
+}
+
+/// Digit strings `d` with `d <= f` (or `<`), or None when there are none.
+fn frac_le(f: &[u8], excl: bool) -> Option<String> {
+    if f.is_empty() {
+        return if excl { None } else { Some("0*".into()) };
+    }
+    let mut alts = Vec::new();
+    if f[0] > b'0' {
+        alts.push(format!("[0-{}][0-9]*", (f[0] - 1) as char));
+    }
+    match frac_le(&f[1..], excl) {
+        // `f[0]` alone pads with zeros, below a non-empty (non-zero) rest.
+        Some(rest) if f.len() > 1 => alts.push(format!("{}(?:{rest})?", f[0] as char)),
+        Some(rest) => alts.push(format!("{}{rest}", f[0] as char)),
+        None if f.len() > 1 => alts.push((f[0] as char).to_string()),
+        None => {}
+    }
+    (!alts.is_empty()).then(|| format!("(?:{})", alts.join("|")))
+}
+
+/// Regex for numbers `>= b` (or `> b`).
+fn ge_regex(b: &Dec, excl: bool) -> String {
+    if !b.neg || b.is_zero() {
+        ge_mag(b, excl)
+    } else {
+        format!("{MAG}|-{}", le_mag(b, excl))
+    }
+}
+
+/// Regex for numbers `<= b` (or `< b`).
+fn le_regex(b: &Dec, excl: bool) -> String {
+    if b.neg && !b.is_zero() {
+        format!("-{}", ge_mag(b, excl))
+    } else {
+        // Negative zero equals zero; `-0` is excluded when zero itself is.
+        let neg = if b.is_zero() && excl { r"-(?:0\.[0-9]*[1-9][0-9]*|[1-9][0-9]*(?:\.[0-9]+)?)".to_string() } else { format!("-{MAG}") };
+        format!("{neg}|{}", le_mag(b, excl))
+    }
+}
+
+/// Rewrites ECMA-262 class escapes that differ in the regex crate (`\d`, `\w` are ASCII there).
+fn translate_ecma(p: &str) -> String {
+    let mut out = String::new();
+    let mut in_class = false;
+    let mut chars = p.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                let Some(n) = chars.next() else {
+                    out.push('\\');
+                    break;
+                };
+                let rep = match (n, in_class) {
+                    ('d', false) => "[0-9]",
+                    ('d', true) => "0-9",
+                    ('D', false) => "[^0-9]",
+                    ('w', false) => "[0-9A-Za-z_]",
+                    ('w', true) => "0-9A-Za-z_",
+                    ('W', false) => "[^0-9A-Za-z_]",
+                    ('b', false) => r"(?-u:\b)",
+                    ('B', false) => r"(?-u:\B)",
+                    _ => {
+                        out.push('\\');
+                        out.push(n);
+                        continue;
+                    }
+                };
+                out.push_str(rep);
+            }
+            '[' if !in_class => {
+                in_class = true;
+                out.push(c);
+                if chars.peek() == Some(&'^') {
+                    out.push(chars.next().unwrap());
+                }
+                if chars.peek() == Some(&']') {
+                    out.push_str("\\]");
+                    chars.next();
+                }
+            }
+            ']' if in_class => {
+                in_class = false;
+                out.push(c);
+            }
+            '[' if in_class => out.push_str("\\["),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// Regexes for the supported formats, over the decoded string.
+fn format_regex(f: &str) -> Option<String> {
+    let date = concat!(
+        "(?:[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))",
+        "|(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)-02-29)"
+    );
+    let time = r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,9})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])";
+    let label = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?";
+    let octet = "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])";
+    let pchar = "(?:[A-Za-z0-9._~!$&'()*+,;=:@-]|%[0-9A-Fa-f]{2})";
+    Some(match f {
+        "date" => date.to_string(),
+        "time" => time.to_string(),
+        "date-time" => format!("{date}T{time}"),
+        "email" => format!("[A-Za-z0-9_+-]{{1,32}}(?:\\.[A-Za-z0-9_+-]{{1,32}}){{0,3}}@{label}(?:\\.{label}){{1,4}}"),
+        "uuid" => "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}".into(),
+        "ipv4" => format!("{octet}(?:\\.{octet}){{3}}"),
+        "uri" => format!(
+            "[a-z][a-z0-9+.-]{{0,15}}://{label}(?:\\.{label}){{0,8}}(?::[0-9]{{1,5}})?(?:/{pchar}*){{0,16}}(?:\\?(?:{pchar}|[/?])*)?(?:#(?:{pchar}|[/?])*)?"
+        ),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dfa(re: &str) -> Dfa {
+        Dfa::from_regex(re, 100_000).unwrap()
+    }
+
+    #[test]
+    fn integer_ranges_are_exact() {
+        for (lo, hi) in [(0, 0), (-5, 5), (7, 123), (-1000, -17), (1, 99), (10, 10), (-3, 250)] {
+            let re = int_range_regex(Some(lo as f64), Some(hi as f64)).unwrap();
+            let d = dfa(&re);
+            for x in -1200i64..1200 {
+                assert_eq!(d.matches(x.to_string().as_bytes()), x >= lo && x <= hi, "{x} in [{lo},{hi}]: {re}");
+            }
+        }
+    }
+
+    #[test]
+    fn number_bounds_are_exact() {
+        let cases = [(0.5, false), (-2.25, true), (0.0, true), (3.0, false), (-0.1, false)];
+        let samples: Vec<String> = {
+            let mut v = Vec::new();
+            for i in -400..400 {
+                let x = i as f64 / 100.0;
+                v.push(format!("{x}"));
+                v.push(format!("{x:.3}"));
+            }
+            v
+        };
+        for (b, ex) in cases {
+            let shape = dfa(BOUNDED_NUMBER);
+            let ge = shape.product(&dfa(&ge_regex(&Dec::from_f64(b), ex)), Op::And, 100_000).unwrap();
+            let le = shape.product(&dfa(&le_regex(&Dec::from_f64(b), ex)), Op::And, 100_000).unwrap();
+            for s in &samples {
+                let x: f64 = s.parse().unwrap();
+                if s.starts_with("-0") && x == 0.0 {
+                    continue;
+                }
+                let want_ge = if ex { x > b } else { x >= b };
+                let want_le = if ex { x < b } else { x <= b };
+                assert_eq!(ge.matches(s.as_bytes()), want_ge, "{s} >= {b} excl={ex}");
+                assert_eq!(le.matches(s.as_bytes()), want_le, "{s} <= {b} excl={ex}");
+            }
+        }
+    }
+
+    #[test]
+    fn ecma_translation() {
+        assert_eq!(translate_ecma(r"^\d+[\w-]$"), r"^[0-9]+[0-9A-Za-z_-]$");
+    }
+}
