@@ -54,7 +54,7 @@ impl Default for CompileOptions {
             max_whitespace: 20,
             max_depth: 64,
             max_schema_depth: 200,
-            max_lexeme_states: 20_000,
+            max_lexeme_states: 50_000,
             max_total_states: 200_000,
             max_nodes: 200_000,
             max_compile_time: Duration::from_secs(10),
@@ -119,7 +119,10 @@ const UNSUPPORTED: &[(&str, &str)] = &[
     ("if", "conditionals are not supported"),
     ("then", "conditionals are not supported"),
     ("else", "conditionals are not supported"),
-    ("uniqueItems", "item uniqueness cannot be enforced by an automaton"),
+    (
+        "uniqueItems",
+        "item uniqueness cannot be enforced by an automaton",
+    ),
     ("contains", "`contains` is not supported"),
     ("minContains", "`contains` is not supported"),
     ("maxContains", "`contains` is not supported"),
@@ -131,7 +134,10 @@ const UNSUPPORTED: &[(&str, &str)] = &[
     ("dependentRequired", "dependencies are not supported"),
     ("dependentSchemas", "dependencies are not supported"),
     ("dependencies", "dependencies are not supported"),
-    ("unevaluatedProperties", "`unevaluatedProperties` is not supported"),
+    (
+        "unevaluatedProperties",
+        "`unevaluatedProperties` is not supported",
+    ),
     ("unevaluatedItems", "`unevaluatedItems` is not supported"),
     ("$dynamicRef", "dynamic references are not supported"),
     ("$recursiveRef", "recursive references are not supported"),
@@ -162,7 +168,11 @@ struct Compiler<'a> {
 
 fn invalid(path: &str, message: impl Into<String>) -> Error {
     Error::InvalidSchema {
-        path: if path.is_empty() { "#".into() } else { format!("#{path}") },
+        path: if path.is_empty() {
+            "#".into()
+        } else {
+            format!("#{path}")
+        },
         message: message.into(),
     }
 }
@@ -269,7 +279,9 @@ impl<'a> Compiler<'a> {
             unavailable: vec![],
             additional: None,
         })))?;
-        let key = self.string_dfa(&Map::new(), "")?.json_string(self.opts.max_lexeme_states);
+        let key = self
+            .string_dfa(&Map::new(), "")?
+            .json_string(self.opts.max_lexeme_states);
         let key = key.map_err(|e| self.dfa_err(e, "", ""))?;
         self.total_states += key.state_count();
         self.lexemes.push(key);
@@ -331,7 +343,9 @@ impl<'a> Compiler<'a> {
             }
         }
         if let Some(r) = obj.get("$ref") {
-            let r = r.as_str().ok_or_else(|| invalid(path, "$ref must be a string"))?;
+            let r = r
+                .as_str()
+                .ok_or_else(|| invalid(path, "$ref must be a string"))?;
             let has_siblings = obj
                 .keys()
                 .any(|k| k != "$ref" && !ANNOTATIONS.contains(&k.as_str()));
@@ -371,7 +385,8 @@ impl<'a> Compiler<'a> {
                     // allOf[{anyOf}, {oneOf}]: distribute the first over the second.
                     let mut ids = Vec::new();
                     for (i, alt) in alts.iter().enumerate() {
-                        let merged = self.merge_all(&[Value::Object(rest.clone()), alt.clone()], path)?;
+                        let merged =
+                            self.merge_all(&[Value::Object(rest.clone()), alt.clone()], path)?;
                         ids.push(self.compile(&merged, &format!("{path}/{kw}/{i}"))?);
                     }
                     return self.union(ids, kw == "oneOf", path);
@@ -381,7 +396,8 @@ impl<'a> Compiler<'a> {
                 for (i, alt) in alts.iter().enumerate() {
                     let p = format!("{path}/{kw}/{i}");
                     let id = if constrains {
-                        let merged = self.merge_all(&[Value::Object(rest.clone()), alt.clone()], &p)?;
+                        let merged =
+                            self.merge_all(&[Value::Object(rest.clone()), alt.clone()], &p)?;
                         self.compile(&merged, &p)?
                     } else {
                         self.compile(alt, &p)?
@@ -495,7 +511,9 @@ impl<'a> Compiler<'a> {
     fn merge_two(&self, a: &Value, b: &Value, path: &str, depth: usize) -> Result<Value> {
         let (a, b) = match (a, b) {
             (Value::Bool(false), _) | (_, Value::Bool(false)) => return Ok(Value::Bool(false)),
-            (Value::Bool(true), x) | (x, Value::Bool(true)) => return self.deref_part(x, path, depth),
+            (Value::Bool(true), x) | (x, Value::Bool(true)) => {
+                return self.deref_part(x, path, depth)
+            }
             (Value::Object(a), Value::Object(b)) => (a, b),
             _ => return Err(invalid(path, "allOf parts must be schemas")),
         };
@@ -549,7 +567,8 @@ impl<'a> Compiler<'a> {
                 "type" => {
                     let ta = type_set(&av, false, path)?;
                     let tb = type_set(bv, false, path)?;
-                    let t = ta & tb | (ta & T_NUM != 0 && tb & T_INT != 0) as u8 * T_INT
+                    let t = ta & tb
+                        | (ta & T_NUM != 0 && tb & T_INT != 0) as u8 * T_INT
                         | (tb & T_NUM != 0 && ta & T_INT != 0) as u8 * T_INT;
                     type_value(t)
                 }
@@ -613,7 +632,10 @@ impl<'a> Compiler<'a> {
                     // keep both: compile_enum filters values by the rest of the schema
                     let va = enum_values(k, &av);
                     let vb = enum_values(k, bv);
-                    let both: Vec<Value> = va.into_iter().filter(|x| vb.iter().any(|y| json_eq(x, y))).collect();
+                    let both: Vec<Value> = va
+                        .into_iter()
+                        .filter(|x| vb.iter().any(|y| json_eq(x, y)))
+                        .collect();
                     out.remove("const");
                     out.insert("enum".into(), Value::Array(both));
                     continue;
@@ -633,7 +655,9 @@ impl<'a> Compiler<'a> {
                     return Err(Error::UnsupportedKeyword {
                         keyword: k.clone(),
                         path: ptr(path),
-                        reason: "allOf parts with different values for this keyword cannot be merged".into(),
+                        reason:
+                            "allOf parts with different values for this keyword cannot be merged"
+                                .into(),
                     })
                 }
             };
@@ -660,7 +684,11 @@ impl<'a> Compiler<'a> {
             match self.first_bytes(id, 0) {
                 Some(f) => firsts.push(f),
                 None => {
-                    return self.unsupported("oneOf", path, "alternatives that cannot be proven disjoint");
+                    return self.unsupported(
+                        "oneOf",
+                        path,
+                        "alternatives that cannot be proven disjoint",
+                    );
                 }
             }
         }
@@ -668,7 +696,11 @@ impl<'a> Compiler<'a> {
             for j in i + 1..ids.len() {
                 let overlap = (0..4).any(|w| firsts[i][w] & firsts[j][w] != 0);
                 if overlap && !self.disjoint(ids[i], ids[j], 0) {
-                    return self.unsupported("oneOf", path, "alternatives that may overlap (only provably disjoint ones are supported)");
+                    return self.unsupported(
+                        "oneOf",
+                        path,
+                        "alternatives that may overlap (only provably disjoint ones are supported)",
+                    );
                 }
             }
         }
@@ -716,8 +748,12 @@ impl<'a> Compiler<'a> {
         }
         match (&self.nodes[a as usize], &self.nodes[b as usize]) {
             (Node::Never, _) | (_, Node::Never) => true,
-            (Node::Union(xs), _) => !xs.is_empty() && xs.iter().all(|&x| self.disjoint(x, b, depth + 1)),
-            (_, Node::Union(ys)) => !ys.is_empty() && ys.iter().all(|&y| self.disjoint(a, y, depth + 1)),
+            (Node::Union(xs), _) => {
+                !xs.is_empty() && xs.iter().all(|&x| self.disjoint(x, b, depth + 1))
+            }
+            (_, Node::Union(ys)) => {
+                !ys.is_empty() && ys.iter().all(|&y| self.disjoint(a, y, depth + 1))
+            }
             (Node::Lex(x), Node::Lex(y)) => {
                 let (x, y) = (&self.lexemes[*x as usize], &self.lexemes[*y as usize]);
                 x.product(y, Op::And, self.opts.max_lexeme_states)
@@ -742,7 +778,9 @@ impl<'a> Compiler<'a> {
                     forbids(x, y) || forbids(y, x)
                 }
             }
-            (Node::Array(x), Node::Array(y)) => x.max_items < y.min_items || y.max_items < x.min_items,
+            (Node::Array(x), Node::Array(y)) => {
+                x.max_items < y.min_items || y.max_items < x.min_items
+            }
             (Node::Lex(_), _) | (_, Node::Lex(_)) => true,
             (Node::Object(_), Node::Array(_)) | (Node::Array(_), Node::Object(_)) => true,
         }
@@ -754,7 +792,9 @@ impl<'a> Compiler<'a> {
             values.push(c.clone());
         }
         if let Some(e) = obj.get("enum") {
-            let e = e.as_array().ok_or_else(|| invalid(path, "enum must be an array"))?;
+            let e = e
+                .as_array()
+                .ok_or_else(|| invalid(path, "enum must be an array"))?;
             if obj.contains_key("const") {
                 values.retain(|v| e.iter().any(|x| json_eq(v, x)));
             } else {
@@ -775,7 +815,12 @@ impl<'a> Compiler<'a> {
             let v = jsonschema::options()
                 .should_validate_formats(true)
                 .build(&Value::Object(check))
-                .map_err(|e| invalid(path, format!("cannot check enum values against the schema: {e}")))?;
+                .map_err(|e| {
+                    invalid(
+                        path,
+                        format!("cannot check enum values against the schema: {e}"),
+                    )
+                })?;
             values.retain(|x| v.is_valid(x));
         }
         let mut scalars_text: Vec<Vec<u8>> = Vec::new();
@@ -825,7 +870,9 @@ impl<'a> Compiler<'a> {
             let d = Dfa::literals(scalars_text.iter().map(|s| s.as_slice()), max)
                 .map_err(|e| self.dfa_err(e, path, ""))?;
             lex = Some(match lex {
-                Some(l) => l.product(&d, Op::Or, max).map_err(|e| self.dfa_err(e, path, ""))?,
+                Some(l) => l
+                    .product(&d, Op::Or, max)
+                    .map_err(|e| self.dfa_err(e, path, ""))?,
                 None => d,
             });
         }
@@ -886,7 +933,9 @@ impl<'a> Compiler<'a> {
         let max = self.opts.max_lexeme_states;
         let mut add_lex = |this: &mut Self, d: Dfa| -> Result<()> {
             lex = Some(match lex.take() {
-                Some(l) => l.product(&d, Op::Or, max).map_err(|e| this.dfa_err(e, path, ""))?,
+                Some(l) => l
+                    .product(&d, Op::Or, max)
+                    .map_err(|e| this.dfa_err(e, path, ""))?,
                 None => d,
             });
             Ok(())
@@ -931,39 +980,41 @@ impl<'a> Compiler<'a> {
         let max = get_count(obj, "maxLength", path)?;
         if min.is_some() || max.is_some() {
             let min = min.unwrap_or(0);
-            let re = match max {
-                Some(m) if m < min => return Ok(Dfa::literals(std::iter::empty(), 10).unwrap()),
-                Some(m) => format!("(?s:.){{{min},{m}}}"),
-                None => format!("(?s:.){{{min},}}"),
-            };
-            if min > 100_000 || max.is_some_and(|m| m > 100_000) {
-                return Err(Error::LimitExceeded {
-                    what: "string length bound",
-                    limit: 100_000,
-                });
+            if max.is_some_and(|m| m < min) {
+                return Ok(Dfa::literals(std::iter::empty(), 10).unwrap());
             }
-            parts.push(self.regex(&re, path)?);
+            let d = Dfa::char_count(min, max, self.opts.max_lexeme_states)
+                .map_err(|e| self.dfa_err(e, path, ""))?;
+            parts.push(d);
         }
         if let Some(p) = obj.get("pattern") {
-            let p = p.as_str().ok_or_else(|| invalid(path, "pattern must be a string"))?;
+            let p = p
+                .as_str()
+                .ok_or_else(|| invalid(path, "pattern must be a string"))?;
             let re = format!("(?s:.)*(?:{})(?s:.)*", translate_ecma(p));
-            parts.push(Dfa::from_regex(&re, self.opts.max_lexeme_states).map_err(|e| match e {
-                DfaError::Regex(m) => Error::InvalidPattern {
-                    pattern: p.into(),
-                    path: ptr(path),
-                    message: m,
-                },
-                DfaError::TooLarge => Error::LimitExceeded {
-                    what: "states in one lexeme automaton",
-                    limit: self.opts.max_lexeme_states,
-                },
-            })?);
+            parts.push(
+                Dfa::from_regex(&re, self.opts.max_lexeme_states).map_err(|e| match e {
+                    DfaError::Regex(m) => Error::InvalidPattern {
+                        pattern: p.into(),
+                        path: ptr(path),
+                        message: m,
+                    },
+                    DfaError::TooLarge => Error::LimitExceeded {
+                        what: "states in one lexeme automaton",
+                        limit: self.opts.max_lexeme_states,
+                    },
+                })?,
+            );
         }
         if let Some(f) = obj.get("format") {
-            let f = f.as_str().ok_or_else(|| invalid(path, "format must be a string"))?;
+            let f = f
+                .as_str()
+                .ok_or_else(|| invalid(path, "format must be a string"))?;
             match format_regex(f) {
                 Some(re) => parts.push(self.regex(&re, path)?),
-                None => self.unsupported("format", path, &format!("format {f:?} is not supported"))?,
+                None => {
+                    self.unsupported("format", path, &format!("format {f:?} is not supported"))?
+                }
             }
         }
         if let Some(Value::Array(extra)) = obj.get("x-callmask-allOf-strings") {
@@ -1063,7 +1114,9 @@ impl<'a> Compiler<'a> {
         let additional_node = match obj.get("additionalProperties") {
             None | Some(Value::Bool(true)) => Some(self.any()?),
             Some(Value::Bool(false)) => None,
-            Some(s @ Value::Object(_)) => Some(self.compile(s, &format!("{path}/additionalProperties"))?),
+            Some(s @ Value::Object(_)) => {
+                Some(self.compile(s, &format!("{path}/additionalProperties"))?)
+            }
             Some(_) => return Err(invalid(path, "additionalProperties must be a schema")),
         };
         let mut entries: Vec<(Vec<u8>, String, Option<NodeId>)> = Vec::new();
@@ -1150,7 +1203,8 @@ impl<'a> Compiler<'a> {
             items = Some(self.any()?);
         }
         let min_items = get_count(obj, "minItems", path)?.unwrap_or(0) as u32;
-        let max_items = get_count(obj, "maxItems", path)?.map_or(u32::MAX, |m| m.min(u32::MAX as u64 - 1) as u32);
+        let max_items = get_count(obj, "maxItems", path)?
+            .map_or(u32::MAX, |m| m.min(u32::MAX as u64 - 1) as u32);
         if min_items > max_items {
             self.nodes[id as usize] = Node::Never;
             return Ok(id);
@@ -1199,7 +1253,11 @@ fn finalize(g: &mut GrammarInner, _opts: &CompileOptions) -> Result<()> {
     }
     for (id, f) in flat.into_iter().enumerate() {
         if let Some(f) = f {
-            g.nodes[id] = if f.is_empty() { Node::Never } else { Node::Union(f) };
+            g.nodes[id] = if f.is_empty() {
+                Node::Never
+            } else {
+                Node::Union(f)
+            };
         }
     }
     // 2. Productivity: which nodes admit at least one finite value.
@@ -1214,7 +1272,10 @@ fn finalize(g: &mut GrammarInner, _opts: &CompileOptions) -> Result<()> {
                 Node::Lex(l) => !g.lexemes[*l as usize].is_empty(),
                 Node::Never => false,
                 Node::Union(alts) => alts.iter().any(|&a| prod[a as usize]),
-                Node::Object(o) => o.required.iter().all(|&k| prod[o.values[k as usize] as usize]),
+                Node::Object(o) => o
+                    .required
+                    .iter()
+                    .all(|&k| prod[o.values[k as usize] as usize]),
                 Node::Array(a) => (0..a.min_items).all(|i| match a.prefix.get(i as usize) {
                     Some(&p) => prod[p as usize],
                     None => a.items.is_some_and(|it| prod[it as usize]),
@@ -1285,7 +1346,9 @@ fn type_set(t: &Value, strict: bool, path: &str) -> Result<u8> {
         Value::Array(list) => {
             let mut m = 0;
             for x in list {
-                m |= one(x.as_str().ok_or_else(|| invalid(path, "type must list strings"))?)?;
+                m |= one(x
+                    .as_str()
+                    .ok_or_else(|| invalid(path, "type must list strings"))?)?;
             }
             Ok(m)
         }
@@ -1319,7 +1382,11 @@ fn num_pick(a: &Value, b: &Value, max: bool, path: &str) -> Result<Value> {
         (Some(x), Some(y)) => (x, y),
         _ => return Err(invalid(path, "bounds must be numbers")),
     };
-    Ok(if (x >= y) == max { a.clone() } else { b.clone() })
+    Ok(if (x >= y) == max {
+        a.clone()
+    } else {
+        b.clone()
+    })
 }
 
 fn enum_values(k: &str, v: &Value) -> Vec<Value> {
@@ -1334,9 +1401,13 @@ fn enum_values(k: &str, v: &Value) -> Vec<Value> {
 fn json_eq(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
-        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b)),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b))
+        }
         (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
         }
         _ => a == b,
     }
@@ -1392,7 +1463,11 @@ fn pos_range(a: u128, b: u128) -> String {
     let digits = |x: u128| x.to_string().len();
     let mut alts = Vec::new();
     for len in digits(a)..=digits(b) {
-        let lo = if len == 1 { 0 } else { 10u128.pow(len as u32 - 1) };
+        let lo = if len == 1 {
+            0
+        } else {
+            10u128.pow(len as u32 - 1)
+        };
         let hi = 10u128.pow(len as u32) - 1;
         let (lo, hi) = (lo.max(a), hi.min(b));
         if lo <= hi {
@@ -1416,13 +1491,21 @@ fn eq_len(lo: &[u8], hi: &[u8]) -> String {
     let mut alts = Vec::new();
     let mut start = lo[0];
     if !lo_zero {
-        alts.push(format!("{}(?:{})", lo[0] as char, eq_len(&lo[1..], &vec![b'9'; n])));
+        alts.push(format!(
+            "{}(?:{})",
+            lo[0] as char,
+            eq_len(&lo[1..], &vec![b'9'; n])
+        ));
         start += 1;
     }
     let mut end = hi[0];
     let hi_alt = if !hi_nine {
         end -= 1;
-        Some(format!("{}(?:{})", hi[0] as char, eq_len(&vec![b'0'; n], &hi[1..])))
+        Some(format!(
+            "{}(?:{})",
+            hi[0] as char,
+            eq_len(&vec![b'0'; n], &hi[1..])
+        ))
     } else {
         None
     };
@@ -1447,7 +1530,11 @@ impl Dec {
         let int = i.trim_start_matches('0');
         Dec {
             neg: f < 0.0,
-            int: if int.is_empty() { "0".into() } else { int.into() },
+            int: if int.is_empty() {
+                "0".into()
+            } else {
+                int.into()
+            },
             frac: fr.trim_end_matches('0').into(),
         }
     }
@@ -1512,7 +1599,11 @@ fn le_mag(m: &Dec, excl: bool) -> String {
 /// Digit strings `d` with `d >= f` (or `>`), comparing as zero-padded fractions.
 fn frac_ge(f: &[u8], excl: bool) -> String {
     if f.is_empty() {
-        return if excl { "[0-9]*[1-9][0-9]*".into() } else { "[0-9]*".into() };
+        return if excl {
+            "[0-9]*[1-9][0-9]*".into()
+        } else {
+            "[0-9]*".into()
+        };
     }
     let mut alts = Vec::new();
     if f[0] < b'9' {
@@ -1556,7 +1647,11 @@ fn le_regex(b: &Dec, excl: bool) -> String {
         format!("-{}", ge_mag(b, excl))
     } else {
         // Negative zero equals zero; `-0` is excluded when zero itself is.
-        let neg = if b.is_zero() && excl { r"-(?:0\.[0-9]*[1-9][0-9]*|[1-9][0-9]*(?:\.[0-9]+)?)".to_string() } else { format!("-{MAG}") };
+        let neg = if b.is_zero() && excl {
+            r"-(?:0\.[0-9]*[1-9][0-9]*|[1-9][0-9]*(?:\.[0-9]+)?)".to_string()
+        } else {
+            format!("-{MAG}")
+        };
         format!("{neg}|{}", le_mag(b, excl))
     }
 }
@@ -1646,18 +1741,36 @@ mod tests {
 
     #[test]
     fn integer_ranges_are_exact() {
-        for (lo, hi) in [(0, 0), (-5, 5), (7, 123), (-1000, -17), (1, 99), (10, 10), (-3, 250)] {
+        for (lo, hi) in [
+            (0, 0),
+            (-5, 5),
+            (7, 123),
+            (-1000, -17),
+            (1, 99),
+            (10, 10),
+            (-3, 250),
+        ] {
             let re = int_range_regex(Some(lo as f64), Some(hi as f64)).unwrap();
             let d = dfa(&re);
             for x in -1200i64..1200 {
-                assert_eq!(d.matches(x.to_string().as_bytes()), x >= lo && x <= hi, "{x} in [{lo},{hi}]: {re}");
+                assert_eq!(
+                    d.matches(x.to_string().as_bytes()),
+                    x >= lo && x <= hi,
+                    "{x} in [{lo},{hi}]: {re}"
+                );
             }
         }
     }
 
     #[test]
     fn number_bounds_are_exact() {
-        let cases = [(0.5, false), (-2.25, true), (0.0, true), (3.0, false), (-0.1, false)];
+        let cases = [
+            (0.5, false),
+            (-2.25, true),
+            (0.0, true),
+            (3.0, false),
+            (-0.1, false),
+        ];
         let samples: Vec<String> = {
             let mut v = Vec::new();
             for i in -400..400 {
@@ -1669,8 +1782,12 @@ mod tests {
         };
         for (b, ex) in cases {
             let shape = dfa(BOUNDED_NUMBER);
-            let ge = shape.product(&dfa(&ge_regex(&Dec::from_f64(b), ex)), Op::And, 100_000).unwrap();
-            let le = shape.product(&dfa(&le_regex(&Dec::from_f64(b), ex)), Op::And, 100_000).unwrap();
+            let ge = shape
+                .product(&dfa(&ge_regex(&Dec::from_f64(b), ex)), Op::And, 100_000)
+                .unwrap();
+            let le = shape
+                .product(&dfa(&le_regex(&Dec::from_f64(b), ex)), Op::And, 100_000)
+                .unwrap();
             for s in &samples {
                 let x: f64 = s.parse().unwrap();
                 if s.starts_with("-0") && x == 0.0 {

@@ -19,7 +19,11 @@ pub(crate) type StateId = u32;
 /// A trimmed dense byte DFA.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Dfa {
-    /// `trans[s * 256 + b]`: the next state.
+    /// Byte → equivalence class (bytes of one class behave alike in every state).
+    classes: [u8; 256],
+    /// Number of classes: the width of a row of `trans`.
+    stride: usize,
+    /// `trans[s * stride + classes[b]]`: the next state.
     trans: Vec<StateId>,
     accept: Vec<bool>,
     /// True when the state has at least one live transition.
@@ -60,7 +64,7 @@ impl Dfa {
     /// The state after `byte`.
     #[inline]
     pub(crate) fn next(&self, state: StateId, byte: u8) -> StateId {
-        self.trans[(state as usize) << 8 | byte as usize]
+        self.trans[state as usize * self.stride + self.classes[byte as usize] as usize]
     }
 
     /// True when the input read so far is a complete lexeme.
@@ -87,7 +91,7 @@ impl Dfa {
 
     /// Heap bytes used.
     pub(crate) fn memory(&self) -> usize {
-        self.trans.len() * 4 + self.accept.len() * 2
+        self.trans.len() * 4 + self.accept.len() * 2 + 256
     }
 
     /// Whether `bytes` is accepted as a whole.
@@ -128,15 +132,88 @@ impl Dfa {
         let start = ra
             .start_state(&start::Config::new().anchored(Anchored::Yes))
             .map_err(|e| DfaError::Regex(e.to_string()))?;
+        let bc = ra.byte_classes();
+        let mut classes = [0u8; 256];
+        for b in 0..=255u8 {
+            classes[b as usize] = bc.get(b);
+        }
         Self::build(
             start,
             max_states,
+            &classes,
             |&s, b| {
                 let n = ra.next_state(s, b);
                 (!ra.is_dead_state(n) && !ra.is_quit_state(n)).then_some(n)
             },
             |&s| ra.is_match_state(ra.next_eoi_state(s)),
         )
+    }
+
+    /// Valid UTF-8 strings of `min..=max` characters (`max = None`: no upper bound), built
+    /// directly: eight states per count (one between characters, seven inside a multi-byte one).
+    pub(crate) fn char_count(
+        min: u64,
+        max: Option<u64>,
+        max_states: usize,
+    ) -> Result<Dfa, DfaError> {
+        let cap = max.unwrap_or(min);
+        let counts = cap as usize + 1;
+        if counts.saturating_mul(8).saturating_add(1) > max_states {
+            return Err(DfaError::TooLarge);
+        }
+        // Classes: 0 ASCII, 1 80-8F, 2 90-9F, 3 A0-BF, 4 invalid, 5 C2-DF, 6 E0, 7 E1-EC|EE-EF,
+        // 8 ED, 9 F0, 10 F1-F3, 11 F4.
+        let classes: [u8; 256] = std::array::from_fn(|b| match b as u8 {
+            0x00..=0x7f => 0,
+            0x80..=0x8f => 1,
+            0x90..=0x9f => 2,
+            0xa0..=0xbf => 3,
+            0xc2..=0xdf => 5,
+            0xe0 => 6,
+            0xe1..=0xec | 0xee..=0xef => 7,
+            0xed => 8,
+            0xf0 => 9,
+            0xf1..=0xf3 => 10,
+            0xf4 => 11,
+            _ => 4,
+        });
+        const STRIDE: usize = 12;
+        // State of count c: S = 1 + 8c; pending kinds 1..=7: one more, two more, E0, ED,
+        // three more, F0, F4 continuation bytes.
+        let st = |c: usize, k: usize| (1 + 8 * c + k) as StateId;
+        let n = 1 + 8 * counts;
+        let mut trans = vec![0 as StateId; n * STRIDE];
+        let mut accept = vec![false; n];
+        for c in 0..counts {
+            let unbounded_top = max.is_none() && c == cap as usize;
+            let next = if unbounded_top { c } else { c + 1 };
+            accept[st(c, 0) as usize] = c as u64 >= min;
+            if next >= counts {
+                continue; // at the maximum: no more characters
+            }
+            let row = |s: StateId| s as usize * STRIDE;
+            let s0 = row(st(c, 0));
+            trans[s0] = st(next, 0);
+            trans[s0 + 5] = st(c, 1);
+            trans[s0 + 6] = st(c, 3);
+            trans[s0 + 7] = st(c, 2);
+            trans[s0 + 8] = st(c, 4);
+            trans[s0 + 9] = st(c, 6);
+            trans[s0 + 10] = st(c, 5);
+            trans[s0 + 11] = st(c, 7);
+            for cont in 1..=3 {
+                trans[row(st(c, 1)) + cont] = st(next, 0); // last continuation byte
+                trans[row(st(c, 2)) + cont] = st(c, 1);
+                trans[row(st(c, 5)) + cont] = st(c, 2);
+            }
+            trans[row(st(c, 3)) + 3] = st(c, 1); // E0: A0-BF
+            trans[row(st(c, 4)) + 1] = st(c, 1); // ED: 80-9F
+            trans[row(st(c, 4)) + 2] = st(c, 1);
+            trans[row(st(c, 6)) + 2] = st(c, 2); // F0: 90-BF
+            trans[row(st(c, 6)) + 3] = st(c, 2);
+            trans[row(st(c, 7)) + 1] = st(c, 2); // F4: 80-8F
+        }
+        Ok(Dfa::trimmed(classes, STRIDE, trans, accept, 1))
     }
 
     /// The automaton matching exactly the given byte strings.
@@ -147,10 +224,30 @@ impl Dfa {
         let mut words: Vec<&[u8]> = words.into_iter().collect();
         words.sort_unstable();
         words.dedup();
+        // Bytes that occur in no word form one class.
+        let mut used = [false; 256];
+        words
+            .iter()
+            .flat_map(|w| w.iter())
+            .for_each(|&b| used[b as usize] = true);
+        let mut classes = [0u8; 256];
+        let mut next_class = 1u8;
+        for b in 0..256 {
+            if used[b] {
+                classes[b] = next_class;
+                next_class = next_class.wrapping_add(1);
+                if next_class == 0 {
+                    // more than 255 distinct bytes: fall back to one class per byte
+                    classes = std::array::from_fn(|i| i as u8);
+                    break;
+                }
+            }
+        }
         // Key: (lo, hi, depth) = the range of words sharing the first `depth` bytes.
         Self::build(
             (0usize, words.len(), 0usize),
             max_states,
+            &classes,
             |&(lo, hi, d), b| {
                 let s = &words[lo..hi];
                 let a = lo + s.partition_point(|w| w.len() <= d || w[d] < b);
@@ -165,21 +262,35 @@ impl Dfa {
     pub(crate) fn build<K: Clone + Eq + Hash>(
         start: K,
         max_states: usize,
+        classes: &[u8; 256],
         step: impl Fn(&K, u8) -> Option<K>,
         accept: impl Fn(&K) -> bool,
     ) -> Result<Dfa, DfaError> {
+        // Renumber classes densely and pick one representative byte per class.
+        let mut dense = [u8::MAX; 256];
+        let mut reps: Vec<u8> = Vec::new();
+        let mut cls = [0u8; 256];
+        for b in 0..256 {
+            let c = classes[b] as usize;
+            if dense[c] == u8::MAX {
+                dense[c] = reps.len() as u8;
+                reps.push(b as u8);
+            }
+            cls[b] = dense[c];
+        }
+        let stride = reps.len();
         let mut ids: HashMap<K, StateId> = HashMap::new();
         let mut keys: Vec<K> = vec![start.clone()];
         ids.insert(start, 1);
         // state 0 dead, state 1 start
-        let mut trans: Vec<StateId> = vec![0; 512];
+        let mut trans: Vec<StateId> = vec![0; 2 * stride];
         let mut acc = vec![false];
         let mut i = 0;
         while i < keys.len() {
             let k = keys[i].clone();
             acc.push(accept(&k));
             let sid = i + 1;
-            for b in 0..=255u8 {
+            for (c, &b) in reps.iter().enumerate() {
                 if let Some(n) = step(&k, b) {
                     let id = match ids.get(&n) {
                         Some(&id) => id,
@@ -190,25 +301,31 @@ impl Dfa {
                             let id = keys.len() as StateId + 1;
                             ids.insert(n.clone(), id);
                             keys.push(n);
-                            trans.extend(std::iter::repeat_n(0, 256));
+                            trans.extend(std::iter::repeat_n(0, stride));
                             id
                         }
                     };
-                    trans[sid << 8 | b as usize] = id;
+                    trans[sid * stride + c] = id;
                 }
             }
             i += 1;
         }
-        Ok(Dfa::trimmed(trans, acc, 1))
+        Ok(Dfa::trimmed(cls, stride, trans, acc, 1))
     }
 
     /// Drops states that cannot reach acceptance and renumbers in breadth-first order.
-    fn trimmed(trans: Vec<StateId>, accept: Vec<bool>, start: StateId) -> Dfa {
+    fn trimmed(
+        classes: [u8; 256],
+        stride: usize,
+        trans: Vec<StateId>,
+        accept: Vec<bool>,
+        start: StateId,
+    ) -> Dfa {
         let n = accept.len();
         let mut rev: Vec<Vec<StateId>> = vec![Vec::new(); n];
         for s in 1..n {
-            for b in 0..256 {
-                let t = trans[s << 8 | b] as usize;
+            for b in 0..stride {
+                let t = trans[s * stride + b] as usize;
                 if t != 0 {
                     rev[t].push(s as StateId);
                 }
@@ -227,7 +344,9 @@ impl Dfa {
         }
         if !live[start as usize] {
             return Dfa {
-                trans: vec![0; 256],
+                classes: [0; 256],
+                stride: 1,
+                trans: vec![0],
                 accept: vec![false],
                 has_out: vec![false],
                 start: 0,
@@ -239,8 +358,8 @@ impl Dfa {
         let mut i = 0;
         while i < order.len() {
             let s = order[i];
-            for b in 0..256 {
-                let t = trans[s << 8 | b] as usize;
+            for b in 0..stride {
+                let t = trans[s * stride + b] as usize;
                 if t != 0 && live[t] && map[t] == 0 {
                     map[t] = order.len() as StateId + 1;
                     order.push(t);
@@ -249,21 +368,23 @@ impl Dfa {
             i += 1;
         }
         let m = order.len() + 1;
-        let mut nt = vec![0 as StateId; m * 256];
+        let mut nt = vec![0 as StateId; m * stride];
         let mut na = vec![false; m];
         let mut no = vec![false; m];
         for (i, &s) in order.iter().enumerate() {
             let ns = i + 1;
             na[ns] = accept[s];
-            for b in 0..256 {
-                let t = trans[s << 8 | b] as usize;
+            for b in 0..stride {
+                let t = trans[s * stride + b] as usize;
                 if t != 0 && live[t] {
-                    nt[ns << 8 | b] = map[t];
+                    nt[ns * stride + b] = map[t];
                     no[ns] = true;
                 }
             }
         }
         Dfa {
+            classes,
+            stride,
             trans: nt,
             accept: na,
             has_out: no,
@@ -273,9 +394,11 @@ impl Dfa {
 
     /// Combines two automata over the same bytes.
     pub(crate) fn product(&self, other: &Dfa, op: Op, max_states: usize) -> Result<Dfa, DfaError> {
+        let classes = refine(&self.classes, &other.classes);
         Self::build(
             (self.start, other.start),
             max_states,
+            &classes,
             |&(a, b), byte| {
                 let (na, nb) = (self.next(a, byte), other.next(b, byte));
                 let keep = match op {
@@ -298,67 +421,91 @@ impl Dfa {
 
     /// The JSON string literal (quotes included) whose decoded content this DFA accepts.
     ///
-    /// Escaping policy: `"` and `\` must be escaped (`\"`, `\\`), control characters must be
-    /// escaped (`\n`, `\t`, `\r`, `\b`, `\f` or `\u00XX`), `/` may be written `\/`; every other
-    /// character is written as itself (UTF-8), so `\uXXXX` for non-control characters is not
-    /// produced or accepted.
+    /// Escaping policy: `"` and `\` are escaped (`\"`, `\\`), the control characters
+    /// backspace, form feed, newline, carriage return and tab are written `\b`, `\f`, `\n`, `\r`,
+    /// `\t`; `/` may be written `\/`; every other character is written as itself (UTF-8). `\uXXXX`
+    /// escapes are neither produced nor accepted, so other control characters cannot appear.
     pub(crate) fn json_string(&self, max_states: usize) -> Result<Dfa, DfaError> {
-        #[derive(Clone, PartialEq, Eq, Hash)]
-        enum K {
-            Open,
-            In(StateId),
-            Esc(StateId),
-            /// After `\u`, `\u0`, `\u00`, `\u00X` (with X the high nibble).
-            U(StateId, u8, u8),
-            Closed,
+        // Bytes with a role in the JSON encoding get classes of their own.
+        let mut special = [0u8; 256];
+        for (i, b) in b"\"\\/bfnrt".iter().enumerate() {
+            special[*b as usize] = i as u8 + 1;
         }
-        let content = self;
-        Self::build(
-            K::Open,
-            max_states,
-            |k, b| match *k {
-                K::Open => (b == b'"' && content.start != 0).then_some(K::In(content.start)),
-                K::In(q) => match b {
-                    b'"' => content.is_accepting(q).then_some(K::Closed),
-                    b'\\' => Some(K::Esc(q)),
-                    0..=0x1f => None,
-                    _ => {
-                        let n = content.next(q, b);
-                        (n != 0).then_some(K::In(n))
-                    }
-                },
-                K::Esc(q) => {
-                    let decoded = match b {
-                        b'"' => b'"',
-                        b'\\' => b'\\',
-                        b'/' => b'/',
-                        b'b' => 0x08,
-                        b'f' => 0x0c,
-                        b'n' => b'\n',
-                        b'r' => b'\r',
-                        b't' => b'\t',
-                        b'u' => return Some(K::U(q, 0, 0)),
-                        _ => return None,
-                    };
-                    let n = content.next(q, decoded);
-                    (n != 0).then_some(K::In(n))
+        for b in special.iter_mut().take(0x20) {
+            *b = 20;
+        }
+        let classes = refine(&self.classes, &special);
+        let mut reps: Vec<u8> = Vec::new();
+        let mut dense = [u8::MAX; 256];
+        let mut cls = [0u8; 256];
+        for b in 0..256 {
+            let c = classes[b] as usize;
+            if dense[c] == u8::MAX {
+                dense[c] = reps.len() as u8;
+                reps.push(b as u8);
+            }
+            cls[b] = dense[c];
+        }
+        let stride = reps.len();
+        let n = self.accept.len(); // content states, dead included
+        let total = 3 + 2 * n;
+        if total > max_states.saturating_mul(2) {
+            return Err(DfaError::TooLarge);
+        }
+        // 1 = before the opening quote, 2 = after the closing quote; per content state q:
+        // In(q) = 3 + 2q, and Esc(q) = 4 + 2q after a backslash.
+        const OPEN: usize = 1;
+        const CLOSED: usize = 2;
+        let in_ = |q: usize| (3 + 2 * q) as StateId;
+        let esc = |q: usize| (4 + 2 * q) as StateId;
+        let mut trans = vec![0 as StateId; total * stride];
+        let mut accept = vec![false; total];
+        accept[CLOSED] = true;
+        if self.start != Self::DEAD {
+            trans[OPEN * stride + cls[b'"' as usize] as usize] = in_(self.start as usize);
+        }
+        for q in 1..n {
+            let target = |byte: u8| -> StateId {
+                match self.next(q as StateId, byte) as usize {
+                    0 => 0,
+                    t => in_(t),
                 }
-                K::U(q, pos, hi) => match (pos, b) {
-                    (0, b'0') | (1, b'0') => Some(K::U(q, pos + 1, 0)),
-                    (2, b'0') => Some(K::U(q, 3, 0)),
-                    (2, b'1') => Some(K::U(q, 3, 1)),
-                    (3, _) => {
-                        let lo = (b as char).to_digit(16)? as u8;
-                        let n = content.next(q, hi << 4 | lo);
-                        (n != 0).then_some(K::In(n))
-                    }
-                    _ => None,
-                },
-                K::Closed => None,
-            },
-            |k| matches!(k, K::Closed),
-        )
+            };
+            for (c, &b) in reps.iter().enumerate() {
+                trans[in_(q) as usize * stride + c] = match b {
+                    b'"' if self.is_accepting(q as StateId) => CLOSED as StateId,
+                    b'"' | 0..=0x1f => 0,
+                    b'\\' => esc(q),
+                    _ => target(b),
+                };
+                trans[esc(q) as usize * stride + c] = match b {
+                    b'"' | b'\\' | b'/' => target(b),
+                    b'b' => target(0x08),
+                    b'f' => target(0x0c),
+                    b'n' => target(b'\n'),
+                    b'r' => target(b'\r'),
+                    b't' => target(b'\t'),
+                    _ => 0,
+                };
+            }
+        }
+        let d = Dfa::trimmed(cls, stride, trans, accept, OPEN as StateId);
+        if d.state_count() > max_states {
+            return Err(DfaError::TooLarge);
+        }
+        Ok(d)
     }
+}
+
+/// The coarsest partition of bytes finer than both `a` and `b`.
+fn refine(a: &[u8; 256], b: &[u8; 256]) -> [u8; 256] {
+    let mut ids: HashMap<(u8, u8), u8> = HashMap::new();
+    let mut out = [0u8; 256];
+    for i in 0..256 {
+        let n = ids.len() as u8;
+        out[i] = *ids.entry((a[i], b[i])).or_insert(n);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -378,12 +525,16 @@ mod tests {
     fn json_string_escapes() {
         let any = Dfa::from_regex("(?s:.)*", 1000).unwrap();
         let s = any.json_string(1000).unwrap();
-        assert!(s.matches(br#""a\"b\\c\n\u001f\/""#));
+        assert!(s.matches(br#""a\"b\\c\n\t\/""#));
+        assert!(!s.matches(br#""\u0041""#));
         assert!(s.matches("\"é\"".as_bytes()));
         assert!(!s.matches(b"\"a\nb\""));
         assert!(!s.matches(br#""\x""#));
         assert!(!s.matches(br#""a""b""#));
-        let lit = Dfa::literals([&b"a\"b"[..]], 100).unwrap().json_string(100).unwrap();
+        let lit = Dfa::literals([&b"a\"b"[..]], 100)
+            .unwrap()
+            .json_string(100)
+            .unwrap();
         assert!(lit.matches(br#""a\"b""#) && !lit.matches(br#""a"b""#));
     }
 
@@ -398,5 +549,31 @@ mod tests {
         // trimmed: "c" is a live prefix of "cd"
         assert_ne!(and.next(and.start(), b'c'), Dfa::DEAD);
         assert_eq!(and.next(and.start(), b'x'), Dfa::DEAD);
+    }
+
+    #[test]
+    fn char_counts() {
+        let d = Dfa::char_count(2, Some(3), 1000).unwrap();
+        assert!(
+            !d.matches(b"a")
+                && d.matches(b"ab")
+                && d.matches("aé€".as_bytes())
+                && !d.matches(b"abcd")
+        );
+        assert!(d.matches("𝄞x".as_bytes()) && !d.matches(b"a\xff") && !d.matches(b"\xed\xa0\x80a"));
+        let u = Dfa::char_count(1, None, 1000).unwrap();
+        assert!(!u.matches(b"") && u.matches(b"abcdefgh") && u.matches("日本語".as_bytes()));
+        let re = Dfa::from_regex("(?s:.){0,5}", 1000).unwrap();
+        let me = Dfa::char_count(0, Some(5), 1000).unwrap();
+        for w in [
+            "",
+            "abc",
+            "ééééé",
+            "éééééé",
+            "\u{10ffff}",
+            "ab\u{7ff}\u{800}",
+        ] {
+            assert_eq!(re.matches(w.as_bytes()), me.matches(w.as_bytes()), "{w:?}");
+        }
     }
 }
