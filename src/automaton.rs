@@ -265,10 +265,7 @@ impl GrammarInner {
         let top = &stack[n - 1];
         self.consume(stack, byte, out);
         // The top value may end here and leave the byte to its parent.
-        if n > 1
-            && (is_ws(byte) || matches!(byte, b',' | b'}' | b']'))
-            && self.is_complete(top)
-        {
+        if n > 1 && (is_ws(byte) || matches!(byte, b',' | b'}' | b']')) && self.is_complete(top) {
             let mut parent: Stack = stack[..n - 1].to_vec();
             Self::child_done(parent.last_mut().unwrap());
             self.step(&parent, byte, out);

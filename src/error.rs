@@ -18,7 +18,9 @@ pub enum Error {
         message: String,
     },
     /// A keyword callmask cannot enforce exactly; refused rather than silently dropped.
-    #[error("unsupported JSON Schema keyword `{keyword}` at {path}: {reason} (lenient mode drops it)")]
+    #[error(
+        "unsupported JSON Schema keyword `{keyword}` at {path}: {reason} (lenient mode drops it)"
+    )]
     UnsupportedKeyword {
         /// The keyword, e.g. `uniqueItems`.
         keyword: String,

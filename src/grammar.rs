@@ -155,7 +155,10 @@ impl Grammar {
     }
 
     /// Compiles a JSON Schema given as JSON text.
-    pub fn from_json_schema_str(schema: &str, options: &crate::CompileOptions) -> crate::Result<Grammar> {
+    pub fn from_json_schema_str(
+        schema: &str,
+        options: &crate::CompileOptions,
+    ) -> crate::Result<Grammar> {
         let v: serde_json::Value = serde_json::from_str(schema)?;
         Self::from_json_schema(&v, options)
     }

@@ -101,7 +101,12 @@ impl TokenTrie {
     fn new(vocab: &Vocab) -> TokenTrie {
         let mut list: Vec<(&[u8], TokenId)> = (0..vocab.len() as TokenId)
             .filter(|&t| !vocab.is_special(t))
-            .filter_map(|t| vocab.token_bytes(t).filter(|b| !b.is_empty()).map(|b| (b, t)))
+            .filter_map(|t| {
+                vocab
+                    .token_bytes(t)
+                    .filter(|b| !b.is_empty())
+                    .map(|b| (b, t))
+            })
             .collect();
         list.sort_unstable();
         let mut trie = TokenTrie {
@@ -147,7 +152,13 @@ impl TokenTrie {
     }
 
     /// Walks a lexeme automaton from `state` over the whole trie.
-    fn walk_lex(&self, dfa: &crate::automaton::dfa::Dfa, state: u32, out: &mut Vec<TokenId>, exits: &mut Vec<u32>) {
+    fn walk_lex(
+        &self,
+        dfa: &crate::automaton::dfa::Dfa,
+        state: u32,
+        out: &mut Vec<TokenId>,
+        exits: &mut Vec<u32>,
+    ) {
         if dfa.is_accepting(state) {
             exits.push(0);
         }
@@ -197,7 +208,8 @@ impl TokenTrie {
             }
             out.extend_from_slice(self.tokens(i));
             if let Some(ex) = exits.as_deref_mut() {
-                if self.has_children(i) && next.iter().any(|s| s.len() == 1 && g.is_complete(&s[0])) {
+                if self.has_children(i) && next.iter().any(|s| s.len() == 1 && g.is_complete(&s[0]))
+                {
                     ex.push(i as u32);
                 }
             }
@@ -287,7 +299,10 @@ static TRIES: Mutex<Vec<(Weak<Vocab>, Arc<TokenTrie>)>> = Mutex::new(Vec::new())
 fn trie_for(vocab: &Arc<Vocab>) -> Arc<TokenTrie> {
     let mut tries = TRIES.lock().unwrap_or_else(|e| e.into_inner());
     tries.retain(|(w, _)| w.strong_count() > 0);
-    if let Some((_, t)) = tries.iter().find(|(w, _)| std::ptr::eq(w.as_ptr(), Arc::as_ptr(vocab))) {
+    if let Some((_, t)) = tries
+        .iter()
+        .find(|(w, _)| std::ptr::eq(w.as_ptr(), Arc::as_ptr(vocab)))
+    {
         return t.clone();
     }
     let t = Arc::new(TokenTrie::new(vocab));
@@ -354,7 +369,9 @@ impl TokenAutomaton {
         let mut ids = Vec::new();
         let mut exits = Vec::new();
         match frame {
-            Frame::Lex { lex, state } => trie.walk_lex(&g.lexemes[*lex as usize], *state, &mut ids, &mut exits),
+            Frame::Lex { lex, state } => {
+                trie.walk_lex(&g.lexemes[*lex as usize], *state, &mut ids, &mut exits)
+            }
             _ => {
                 if g.is_complete(frame) {
                     exits.push(0);
@@ -389,9 +406,13 @@ impl TokenAutomaton {
             if node == 0 {
                 self.fill_stack(&parent, mask);
             } else {
-                self.shared
-                    .trie
-                    .walk_stacks(self.g(), node as usize, vec![parent.clone()], &mut ids, None);
+                self.shared.trie.walk_stacks(
+                    self.g(),
+                    node as usize,
+                    vec![parent.clone()],
+                    &mut ids,
+                    None,
+                );
             }
         }
         ids.iter().for_each(|&t| mask.set(t));
@@ -439,7 +460,12 @@ impl Matcher {
                 }
             }
         }
-        let mut full = self.auto.shared.full.write().unwrap_or_else(|e| e.into_inner());
+        let mut full = self
+            .auto
+            .shared
+            .full
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
         if full.len() < FULL_CACHE_ENTRIES {
             full.insert(self.states.clone(), Arc::new(mask.clone()));
         }
@@ -454,7 +480,8 @@ impl Matcher {
         let vocab = &self.auto.shared.vocab;
         let forbidden = || Error::TokenForbidden {
             token,
-            text: String::from_utf8_lossy(vocab.token_bytes(token).unwrap_or_default()).into_owned(),
+            text: String::from_utf8_lossy(vocab.token_bytes(token).unwrap_or_default())
+                .into_owned(),
         };
         if token as usize >= vocab.len() {
             return Err(Error::TokenOutOfVocabulary {
@@ -466,7 +493,11 @@ impl Matcher {
             return Err(forbidden());
         }
         if vocab.eos_tokens().contains(&token) {
-            return if self.can_end() { Ok(None) } else { Err(forbidden()) };
+            return if self.can_end() {
+                Ok(None)
+            } else {
+                Err(forbidden())
+            };
         }
         if vocab.is_special(token) {
             return Err(forbidden());

@@ -11,9 +11,44 @@ use std::sync::Arc;
 fn small_vocab() -> Arc<Vocab> {
     let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
     for t in [
-        "{\"", "\":", "\": ", "\",", "\"}", "\"}]", "}]", "},", "\", \"", ", \"", " \"", "[{", "true", "false",
-        "null", "12", "3.5", "-1", "00", "\\n", "\\\"", "\\u00", "Paris", "name", "\"name\":", "celsius",
-        "\"unit\": \"", "\n  ", "  ", "e+", "1e", "\":[", "]}", "é", "\u{e9}t", "2024-", "-01", "T12:",
+        "{\"",
+        "\":",
+        "\": ",
+        "\",",
+        "\"}",
+        "\"}]",
+        "}]",
+        "},",
+        "\", \"",
+        ", \"",
+        " \"",
+        "[{",
+        "true",
+        "false",
+        "null",
+        "12",
+        "3.5",
+        "-1",
+        "00",
+        "\\n",
+        "\\\"",
+        "\\u00",
+        "Paris",
+        "name",
+        "\"name\":",
+        "celsius",
+        "\"unit\": \"",
+        "\n  ",
+        "  ",
+        "e+",
+        "1e",
+        "\":[",
+        "]}",
+        "é",
+        "\u{e9}t",
+        "2024-",
+        "-01",
+        "T12:",
     ] {
         tokens.push(t.as_bytes().to_vec());
     }
@@ -41,7 +76,10 @@ fn schemas() -> Vec<Value> {
 }
 
 fn validator(schema: &Value) -> jsonschema::Validator {
-    jsonschema::options().should_validate_formats(true).build(schema).unwrap()
+    jsonschema::options()
+        .should_validate_formats(true)
+        .build(schema)
+        .unwrap()
 }
 
 #[test]
@@ -62,15 +100,31 @@ fn masks_agree_with_accept_and_walks_are_valid() {
                 m.fill_mask(&mut mask);
                 // The mask is exactly what accept takes.
                 for t in 0..vocab.len() as u32 {
-                    assert_eq!(mask.is_allowed(t), m.is_allowed(t), "schema {si} walk {walk} token {t} after {:?}", String::from_utf8_lossy(&text));
+                    assert_eq!(
+                        mask.is_allowed(t),
+                        m.is_allowed(t),
+                        "schema {si} walk {walk} token {t} after {:?}",
+                        String::from_utf8_lossy(&text)
+                    );
                 }
                 let allowed: Vec<u32> = mask.iter().collect();
-                assert!(!allowed.is_empty(), "dead end in schema {si} after {:?}", String::from_utf8_lossy(&text));
+                assert!(
+                    !allowed.is_empty(),
+                    "dead end in schema {si} after {:?}",
+                    String::from_utf8_lossy(&text)
+                );
                 // Bias towards closing tokens so that free-form values end.
                 let closers: Vec<u32> = allowed
                     .iter()
                     .copied()
-                    .filter(|&t| t != eos && vocab.token_bytes(t).unwrap().iter().any(|b| b"]}\"".contains(b)))
+                    .filter(|&t| {
+                        t != eos
+                            && vocab
+                                .token_bytes(t)
+                                .unwrap()
+                                .iter()
+                                .any(|b| b"]}\"".contains(b))
+                    })
                     .collect();
                 let t = if mask.is_allowed(eos) && rng.random_bool(0.3) {
                     eos
@@ -88,7 +142,8 @@ fn masks_agree_with_accept_and_walks_are_valid() {
             if m.is_finished() {
                 finished += 1;
                 let s = std::str::from_utf8(&text).expect("outputs are UTF-8");
-                let v: Value = serde_json::from_str(s).unwrap_or_else(|e| panic!("schema {si}: not JSON {s:?}: {e}"));
+                let v: Value = serde_json::from_str(s)
+                    .unwrap_or_else(|e| panic!("schema {si}: not JSON {s:?}: {e}"));
                 assert!(valid.is_valid(&v), "schema {si}: invalid output {s}");
             }
         }
@@ -106,7 +161,10 @@ fn valid_instances_are_accepted_token_by_token() {
         (0, r#"{"location": "Paris", "unit": "celsius"}"#),
         (0, "{\n  \"days\": 14,\n  \"location\": \"été\"\n}"),
         (1, "[-2.5, true, null, 9.99]"),
-        (2, r#"{"name":"root","kids":[{"name":"a"},{"kids":[],"name":"b"}]}"#),
+        (
+            2,
+            r#"{"name":"root","kids":[{"name":"a"},{"kids":[],"name":"b"}]}"#,
+        ),
         (3, r#"{"d":"2024-02-29","e":"a.b@example.com","zz":-1}"#),
         (4, r#"{"k":"b","y":"x"}"#),
         (5, r#"{"a":[1,{"b":null}],"c":"\n"}"#),
@@ -115,8 +173,13 @@ fn valid_instances_are_accepted_token_by_token() {
     let schemas = schemas();
     for (si, text) in cases {
         let grammar = Grammar::from_json_schema(&schemas[si], &CompileOptions::default()).unwrap();
-        assert!(validator(&schemas[si]).is_valid(&serde_json::from_str(text).unwrap()), "{text} must be valid");
-        grammar.check_bytes(text.as_bytes()).unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert!(
+            validator(&schemas[si]).is_valid(&serde_json::from_str(text).unwrap()),
+            "{text} must be valid"
+        );
+        grammar
+            .check_bytes(text.as_bytes())
+            .unwrap_or_else(|e| panic!("{text}: {e}"));
         let auto = TokenAutomaton::new(&grammar, vocab.clone());
         // Greedy longest-match tokenization over the small vocabulary.
         let mut m = auto.matcher();
@@ -129,7 +192,11 @@ fn valid_instances_are_accepted_token_by_token() {
                 .max_by_key(|&t| vocab.token_bytes(t).unwrap().len())
                 .unwrap();
             m.fill_mask(&mut mask);
-            assert!(mask.is_allowed(t), "{text}: token {:?} at {i} not in mask", String::from_utf8_lossy(vocab.token_bytes(t).unwrap()));
+            assert!(
+                mask.is_allowed(t),
+                "{text}: token {:?} at {i} not in mask",
+                String::from_utf8_lossy(vocab.token_bytes(t).unwrap())
+            );
             m.accept(t).unwrap();
             i += vocab.token_bytes(t).unwrap().len();
         }
@@ -161,6 +228,9 @@ fn invalid_instances_are_rejected() {
     ];
     for (si, text) in cases {
         let grammar = Grammar::from_json_schema(&schemas[si], &CompileOptions::default()).unwrap();
-        assert!(grammar.check_bytes(text.as_bytes()).is_err(), "schema {si} accepted {text}");
+        assert!(
+            grammar.check_bytes(text.as_bytes()).is_err(),
+            "schema {si} accepted {text}"
+        );
     }
 }
