@@ -1,1 +1,587 @@
-fn main(){}
+//! `callmask`: the command-line face of the library.
+//!
+//! A thin layer over [`callmask`]: it loads a schema and a vocabulary, then either checks a text
+//! against the token-level automaton (`check`) or draws random complete outputs from it and
+//! validates each with an independent JSON Schema validator (`fuzz`).
+//!
+//! Exit codes, for every subcommand: 0 success (accepted, all valid), 1 a negative answer
+//! (rejected, violation found), 2 bad input or usage (unreadable file, invalid JSON, invalid or
+//! unsupported schema; the message names the cause, e.g. the refused keyword).
+//!
+//! The grammar source is the `--schema` flag today; the `--dialect D --tools tools.json` form of
+//! DESIGN.md section 1 slots into [`GrammarArgs`] (as a group exclusive with `--schema`) without
+//! touching the subcommands.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use callmask::{CompileOptions, Error, Grammar, TokenAutomaton, TokenId, TokenMask, Vocab};
+use clap::{Args, Parser, Subcommand};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use rayon::prelude::*;
+use serde_json::Value;
+
+/// Compile JSON Schemas into token-level automata that mask LLM logits.
+#[derive(Debug, Parser)]
+#[command(name = "callmask", version, about, long_about = None)]
+struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check that a text read from stdin, tokenized as the model would, is accepted from start to
+    /// end (exit 0), or print the byte offset and reason of the first rejection (exit 1).
+    Check(CheckArgs),
+    /// Draw random complete outputs by walking the token masks and validate each one against the
+    /// original schema with the `jsonschema` crate; exit 1 on the first violation.
+    Fuzz(FuzzArgs),
+}
+
+/// Where the grammar comes from. Today a JSON Schema; the dialect + tools form joins here.
+#[derive(Debug, Args)]
+struct GrammarArgs {
+    /// JSON Schema file the output must satisfy.
+    #[arg(long, value_name = "FILE")]
+    schema: PathBuf,
+    /// Drop keywords callmask cannot enforce exactly (listed on stderr) instead of refusing the
+    /// schema.
+    #[arg(long)]
+    lenient: bool,
+}
+
+/// Where the vocabulary comes from: exactly one of a tokenizer file or a model file.
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+struct VocabArgs {
+    /// Hugging Face `tokenizer.json`.
+    #[arg(long, value_name = "FILE")]
+    tokenizer: Option<PathBuf>,
+    /// GGUF model file (only its vocabulary is loaded).
+    #[arg(long, value_name = "FILE")]
+    model: Option<PathBuf>,
+}
+
+/// Arguments of `callmask check`.
+#[derive(Debug, Args)]
+struct CheckArgs {
+    /// The grammar.
+    #[command(flatten)]
+    grammar: GrammarArgs,
+    /// The vocabulary.
+    #[command(flatten)]
+    vocab: VocabArgs,
+}
+
+/// Arguments of `callmask fuzz`.
+#[derive(Debug, Args)]
+struct FuzzArgs {
+    /// The grammar.
+    #[command(flatten)]
+    grammar: GrammarArgs,
+    /// The vocabulary.
+    #[command(flatten)]
+    vocab: VocabArgs,
+    /// Number of outputs to draw.
+    #[arg(short = 'n', long = "count", value_name = "N", default_value_t = 100)]
+    count: usize,
+    /// Seed of the random walk; the same seed gives the same outputs.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Write one JSON object per output to this file: `{"text", "tokens", "finished", "valid"}`.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Give up on an output after this many tokens (it then counts as unfinished, not invalid).
+    #[arg(long, value_name = "M", default_value_t = 512)]
+    max_tokens: usize,
+}
+
+/// A failure that is not a negative answer: bad input or usage, exit code 2.
+#[derive(Debug)]
+struct BadInput(String);
+
+impl fmt::Display for BadInput {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<Error> for BadInput {
+    fn from(e: Error) -> Self {
+        BadInput(e.to_string())
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Check(args) => check(&args),
+        Command::Fuzz(args) => fuzz(&args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Reads and parses a JSON file, naming the file in any error.
+fn read_json(path: &Path) -> Result<Value, BadInput> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| BadInput(format!("cannot read {}: {e}", path.display())))?;
+    serde_json::from_str(&text)
+        .map_err(|e| BadInput(format!("{}: invalid JSON: {e}", path.display())))
+}
+
+/// Loads the schema and compiles it; returns the schema as written and the grammar.
+fn load_grammar(args: &GrammarArgs) -> Result<(Value, Grammar), BadInput> {
+    let schema = read_json(&args.schema)?;
+    let options = CompileOptions {
+        lenient: args.lenient,
+        ..Default::default()
+    };
+    let grammar = Grammar::from_json_schema(&schema, &options)
+        .map_err(|e| BadInput(format!("{}: {e}", args.schema.display())))?;
+    if !grammar.dropped_keywords().is_empty() {
+        eprintln!(
+            "warning: lenient mode dropped {} keyword(s), which the output may violate:",
+            grammar.dropped_keywords().len()
+        );
+        for k in grammar.dropped_keywords() {
+            eprintln!("  {k}");
+        }
+    }
+    Ok((schema, grammar))
+}
+
+/// Loads the vocabulary from whichever source was given.
+fn load_vocab(args: &VocabArgs) -> Result<Arc<Vocab>, BadInput> {
+    let vocab = match (&args.tokenizer, &args.model) {
+        (Some(path), _) => Vocab::from_tokenizer_json(path)
+            .map_err(|e| BadInput(format!("{}: {e}", path.display())))?,
+        (None, Some(path)) => load_gguf(path)?,
+        (None, None) => return Err(BadInput("give --tokenizer or --model".into())),
+    };
+    Ok(Arc::new(vocab))
+}
+
+#[cfg(feature = "llama")]
+fn load_gguf(path: &Path) -> Result<Vocab, BadInput> {
+    Vocab::from_gguf(path).map_err(|e| BadInput(format!("{}: {e}", path.display())))
+}
+
+#[cfg(not(feature = "llama"))]
+fn load_gguf(_path: &Path) -> Result<Vocab, BadInput> {
+    Err(BadInput(
+        "--model needs callmask built with the `llama` feature".into(),
+    ))
+}
+
+/// Bytes of a token as they appear in the text (empty if unknown).
+fn token_len(vocab: &Vocab, t: TokenId) -> usize {
+    vocab.token_bytes(t).map_or(0, <[u8]>::len)
+}
+
+/// A short, printable excerpt of `text` around byte `offset`, with a caret line under it.
+fn context(text: &[u8], offset: usize) -> String {
+    let start = offset.saturating_sub(30);
+    let end = (offset + 30).min(text.len());
+    // Control characters escaped (so the excerpt stays on one line), the rest as is.
+    let escape = |b: &[u8]| {
+        String::from_utf8_lossy(b)
+            .chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_debug().collect()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect::<String>()
+    };
+    let before = escape(&text[start..offset.min(text.len())]);
+    let after = escape(&text[offset.min(text.len())..end]);
+    format!(
+        "  {before}{after}\n  {}^",
+        " ".repeat(before.chars().count())
+    )
+}
+
+/// `callmask check`.
+fn check(args: &CheckArgs) -> Result<ExitCode, BadInput> {
+    let (_, grammar) = load_grammar(&args.grammar)?;
+    let vocab = load_vocab(&args.vocab)?;
+    let mut input = Vec::new();
+    std::io::stdin()
+        .read_to_end(&mut input)
+        .map_err(|e| BadInput(format!("cannot read stdin: {e}")))?;
+
+    let text = match std::str::from_utf8(&input) {
+        Ok(text) => text,
+        Err(utf8) => {
+            // The tokenizer needs UTF-8; JSON is UTF-8, so the grammar rejects this text too.
+            let (offset, reason) = match grammar.check_bytes(&input) {
+                Err(rej) => (rej.offset, rej.reason),
+                Ok(()) => (utf8.valid_up_to(), "input is not valid UTF-8".to_string()),
+            };
+            println!("rejected at byte {offset}: {reason}");
+            println!("{}", context(&input, offset));
+            return Ok(ExitCode::from(1));
+        }
+    };
+
+    let tokens = vocab.tokenize(text)?;
+    let automaton = TokenAutomaton::new(&grammar, vocab.clone());
+    let mut matcher = automaton.matcher();
+    let mut start = 0usize;
+    for (k, &t) in tokens.iter().enumerate() {
+        match matcher.accept(t) {
+            Ok(()) => start += token_len(&vocab, t),
+            Err(Error::TokenForbidden { .. }) => {
+                let tok_text = String::from_utf8_lossy(vocab.token_bytes(t).unwrap_or(&[]));
+                let end = start + token_len(&vocab, t);
+                match grammar.check_bytes(text.as_bytes()) {
+                    Err(rej) => {
+                        println!("rejected at byte {}: {}", rej.offset, rej.reason);
+                        println!("{}", context(text.as_bytes(), rej.offset));
+                        println!("  (token {k}, id {t} {tok_text:?}, spans bytes {start}..{end})");
+                        if rej.offset < start || rej.offset >= end.max(start + 1) {
+                            println!(
+                                "  note: the byte-level and token-level checks disagree on where \
+                                 the text goes wrong: please report this"
+                            );
+                        }
+                    }
+                    Ok(()) => {
+                        println!(
+                            "rejected at byte {start}: token {k} (id {t} {tok_text:?}) is forbidden, \
+                             although the byte-level grammar accepts the whole text: the \
+                             token-level automaton disagrees with the grammar; please report this"
+                        );
+                        println!("{}", context(text.as_bytes(), start));
+                    }
+                }
+                return Ok(ExitCode::from(1));
+            }
+            Err(e) => return Err(BadInput(format!("token {k} (id {t}): {e}"))),
+        }
+    }
+    if !matcher.can_end() {
+        let (offset, reason) = match grammar.check_bytes(text.as_bytes()) {
+            Err(rej) => (rej.offset, rej.reason),
+            Ok(()) => (
+                text.len(),
+                "the token-level automaton cannot end here, although the byte-level grammar \
+                 accepts the text; please report this"
+                    .to_string(),
+            ),
+        };
+        println!("rejected at byte {offset}: {reason}");
+        println!("{}", context(text.as_bytes(), offset));
+        return Ok(ExitCode::from(1));
+    }
+    println!("accepted: {} bytes, {} tokens", text.len(), tokens.len());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One drawn output.
+#[derive(Debug, Default)]
+struct Drawn {
+    /// Tokens, end-of-generation token excluded.
+    tokens: Vec<TokenId>,
+    /// The end-of-generation token that ended it, if one did.
+    eos: Option<TokenId>,
+    /// Ended properly (by an end-of-generation token, or because nothing may follow).
+    finished: bool,
+    /// The walk broke: a dead end (no token allowed although the output may not end), or the
+    /// matcher refusing a token its own mask allowed. Always an automaton bug.
+    broken: Option<String>,
+}
+
+/// Mixes the run's seed with the output's index, so that each output has its own stream and the
+/// outputs do not depend on how they are spread over threads.
+fn output_seed(seed: u64, index: u64) -> u64 {
+    // splitmix64 of the pair.
+    let mut z = seed ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Walks the token masks from the start, choosing uniformly among the allowed tokens (the
+/// end-of-generation tokens among them whenever the output may end).
+fn draw(automaton: &TokenAutomaton, vocab: &Vocab, seed: u64, max_tokens: usize) -> Drawn {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut matcher = automaton.matcher();
+    let mut mask = TokenMask::new(vocab.len());
+    let mut d = Drawn::default();
+    while d.tokens.len() < max_tokens {
+        if matcher.is_finished() {
+            d.finished = true;
+            return d;
+        }
+        matcher.fill_mask(&mut mask);
+        let count = mask.count();
+        if count == 0 {
+            if matcher.can_end() {
+                d.finished = true;
+            } else {
+                d.broken =
+                    Some("dead end: no token is allowed, yet the output may not end here".into());
+            }
+            return d;
+        }
+        let pick = rng.random_range(0..count);
+        let Some(t) = mask.iter().nth(pick) else {
+            d.broken = Some(format!("the mask counts {count} tokens but lists fewer"));
+            return d;
+        };
+        if let Err(e) = matcher.accept(t) {
+            d.broken = Some(format!(
+                "the matcher refuses token {t}, which its mask allowed: {e}"
+            ));
+            return d;
+        }
+        if vocab.eos_tokens().contains(&t) {
+            d.eos = Some(t);
+            d.finished = true;
+            return d;
+        }
+        d.tokens.push(t);
+    }
+    d.finished = matcher.is_finished();
+    d
+}
+
+/// Parses JSON text into a [`Value`], refusing duplicate object keys (which `serde_json` would
+/// silently merge, hiding a grammar bug).
+fn parse_strict(text: &str) -> Result<Value, String> {
+    use serde::de::{DeserializeSeed, Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
+
+    struct Strict;
+    impl<'de> DeserializeSeed<'de> for Strict {
+        type Value = Value;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Strict {
+        type Value = Value;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a JSON value")
+        }
+        fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+            Ok(Value::Bool(v))
+        }
+        fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+            Ok(Value::from(v))
+        }
+        fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+            Ok(Value::from(v))
+        }
+        fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Value, E> {
+            serde_json::Number::from_f64(v)
+                .map(Value::Number)
+                .ok_or_else(|| E::custom("number out of range"))
+        }
+        fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+            Ok(Value::String(v.to_owned()))
+        }
+        fn visit_string<E>(self, v: String) -> Result<Value, E> {
+            Ok(Value::String(v))
+        }
+        fn visit_unit<E>(self) -> Result<Value, E> {
+            Ok(Value::Null)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+            let mut items = Vec::new();
+            while let Some(v) = seq.next_element_seed(Strict)? {
+                items.push(v);
+            }
+            Ok(Value::Array(items))
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+            let mut obj = serde_json::Map::new();
+            while let Some(key) = map.next_key::<String>()? {
+                let v = map.next_value_seed(Strict)?;
+                if obj.insert(key.clone(), v).is_some() {
+                    return Err(A::Error::custom(format!("duplicate key {key:?}")));
+                }
+            }
+            Ok(Value::Object(obj))
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    let v = Strict.deserialize(&mut de).map_err(|e| e.to_string())?;
+    de.end().map_err(|e| e.to_string())?;
+    Ok(v)
+}
+
+/// What an output's validation found.
+enum Verdict {
+    /// A complete output that parses and satisfies the schema.
+    Valid,
+    /// Hit `--max-tokens` before it could end.
+    Unfinished,
+    /// A complete output that is not valid JSON or violates the schema (or a dead end).
+    Violation(String),
+}
+
+/// `callmask fuzz`.
+fn fuzz(args: &FuzzArgs) -> Result<ExitCode, BadInput> {
+    let (schema, grammar) = load_grammar(&args.grammar)?;
+    let validator = jsonschema::options()
+        .should_validate_formats(true)
+        .build(&schema)
+        .map_err(|e| {
+            BadInput(format!(
+                "{}: the jsonschema validator refuses the schema: {e}",
+                args.grammar.schema.display()
+            ))
+        })?;
+    let vocab = load_vocab(&args.vocab)?;
+    let automaton = TokenAutomaton::new(&grammar, vocab.clone());
+    let mut out = match &args.out {
+        Some(path) => Some(std::io::BufWriter::new(
+            std::fs::File::create(path)
+                .map_err(|e| BadInput(format!("cannot create {}: {e}", path.display())))?,
+        )),
+        None => None,
+    };
+
+    let started = Instant::now();
+    let mut distinct = HashSet::new();
+    let (mut done, mut unfinished, mut total_tokens) = (0usize, 0usize, 0usize);
+    // Batches drawn in parallel, examined in order: the first violation reported is the same
+    // whatever the number of threads.
+    let batch = 64;
+    let mut next = 0usize;
+    while next < args.count {
+        let end = (next + batch).min(args.count);
+        let results: Vec<(Drawn, Vec<u8>)> = (next..end)
+            .into_par_iter()
+            .map(|i| {
+                let seed = output_seed(args.seed, i as u64);
+                let drawn = draw(&automaton, &vocab, seed, args.max_tokens);
+                let text = vocab.decode(&drawn.tokens);
+                (drawn, text)
+            })
+            .collect();
+        for (offset, (drawn, text)) in results.into_iter().enumerate() {
+            let index = next + offset;
+            let text_str = String::from_utf8_lossy(&text).into_owned();
+            let verdict = if let Some(why) = &drawn.broken {
+                Verdict::Violation(why.clone())
+            } else if !drawn.finished {
+                Verdict::Unfinished
+            } else {
+                match std::str::from_utf8(&text) {
+                    Err(e) => Verdict::Violation(format!("output is not valid UTF-8: {e}")),
+                    Ok(t) => match parse_strict(t) {
+                        Err(e) => Verdict::Violation(format!("output is not valid JSON: {e}")),
+                        Ok(value) => match validator.validate(&value) {
+                            Ok(()) => Verdict::Valid,
+                            Err(e) => Verdict::Violation(format!(
+                                "schema violation at {}: {e}",
+                                e.instance_path()
+                            )),
+                        },
+                    },
+                }
+            };
+            done += 1;
+            total_tokens += drawn.tokens.len();
+            distinct.insert(text.clone());
+            if let Some(out) = out.as_mut() {
+                let mut line = serde_json::json!({
+                    "text": text_str,
+                    "tokens": drawn.tokens,
+                    "finished": drawn.finished,
+                    "valid": matches!(verdict, Verdict::Valid),
+                });
+                if let Some(eos) = drawn.eos {
+                    line["eos"] = eos.into();
+                }
+                writeln!(out, "{line}").map_err(|e| BadInput(format!("writing --out: {e}")))?;
+            }
+            match verdict {
+                Verdict::Valid => {}
+                Verdict::Unfinished => unfinished += 1,
+                Verdict::Violation(why) => {
+                    if let Some(out) = out.as_mut() {
+                        out.flush().ok();
+                    }
+                    println!("violation in output {index} (seed {}):", args.seed);
+                    println!("  text:   {text_str:?}");
+                    println!("  tokens: {:?}", drawn.tokens);
+                    if let Some(eos) = drawn.eos {
+                        println!("  ended by token {eos}");
+                    }
+                    println!("  error:  {why}");
+                    summary(
+                        done,
+                        distinct.len(),
+                        unfinished,
+                        total_tokens,
+                        started,
+                        args,
+                    );
+                    return Ok(ExitCode::from(1));
+                }
+            }
+        }
+        next = end;
+    }
+    if let Some(out) = out.as_mut() {
+        out.flush()
+            .map_err(|e| BadInput(format!("writing --out: {e}")))?;
+    }
+    summary(
+        done,
+        distinct.len(),
+        unfinished,
+        total_tokens,
+        started,
+        args,
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints the fuzz summary (and the unfinished warning) to stderr.
+fn summary(
+    outputs: usize,
+    distinct: usize,
+    unfinished: usize,
+    tokens: usize,
+    started: Instant,
+    args: &FuzzArgs,
+) {
+    let secs = started.elapsed().as_secs_f64();
+    let mean = if outputs == 0 {
+        0.0
+    } else {
+        tokens as f64 / outputs as f64
+    };
+    eprintln!(
+        "fuzz: {outputs} outputs, {distinct} distinct, {unfinished} unfinished, \
+         mean {mean:.1} tokens, {:.1} outputs/s",
+        outputs as f64 / secs.max(1e-9)
+    );
+    if unfinished > 0 {
+        eprintln!(
+            "warning: {unfinished} output(s) hit --max-tokens {} without ending (not checked)",
+            args.max_tokens
+        );
+    }
+}

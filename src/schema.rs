@@ -521,6 +521,47 @@ impl<'a> Compiler<'a> {
             Value::Object(b) => b,
             other => return self.merge_two(&Value::Object(a.clone()), &other, path, depth),
         };
+        // Keywords that depend on their siblings (additionalProperties on properties, items on
+        // prefixItems, additionalItems on array items) stay exact only if the other side adds
+        // no sibling they would have to look past.
+        for (x, y) in [(a, &b), (&b, a)] {
+            let keys = |o: &Map<String, Value>| -> Vec<String> {
+                let mut v: Vec<String> = o
+                    .get("properties")
+                    .and_then(Value::as_object)
+                    .map(|p| p.keys().cloned().collect())
+                    .unwrap_or_default();
+                v.sort();
+                v
+            };
+            let len = |o: &Map<String, Value>, k: &str| {
+                o.get(k).and_then(Value::as_array).map_or(0, Vec::len)
+            };
+            let restricts = |v: Option<&Value>| v.is_some_and(|v| v != &Value::Bool(true));
+            let conflict = (restricts(x.get("additionalProperties"))
+                && y.contains_key("properties")
+                && keys(x)
+                    != keys(y)
+                        .into_iter()
+                        .chain(keys(x))
+                        .collect::<std::collections::BTreeSet<_>>()
+                        .into_iter()
+                        .collect::<Vec<_>>())
+                || (restricts(x.get("items"))
+                    && x.get("items").is_some_and(|i| !i.is_array())
+                    && len(y, "prefixItems") > len(x, "prefixItems"))
+                || (restricts(x.get("additionalItems")) && len(y, "items") > len(x, "items"))
+                || (restricts(x.get("items"))
+                    && x.get("items").is_some_and(|i| !i.is_array())
+                    && y.get("items").is_some_and(Value::is_array));
+            if conflict {
+                return Err(Error::UnsupportedKeyword {
+                    keyword: "allOf".into(),
+                    path: ptr(path),
+                    reason: "parts whose additionalProperties/items would have to look past properties/prefixItems of another part cannot be merged".into(),
+                });
+            }
+        }
         let mut out = a.clone();
         // Unions: at most one side may carry them; the other side is distributed into them.
         for kw in ["anyOf", "oneOf"] {

@@ -421,18 +421,22 @@ impl Dfa {
 
     /// The JSON string literal (quotes included) whose decoded content this DFA accepts.
     ///
-    /// Escaping policy: `"` and `\` are escaped (`\"`, `\\`), the control characters
-    /// backspace, form feed, newline, carriage return and tab are written `\b`, `\f`, `\n`, `\r`,
-    /// `\t`; `/` may be written `\/`; every other character is written as itself (UTF-8). `\uXXXX`
-    /// escapes are neither produced nor accepted, so other control characters cannot appear.
+    /// Escaping policy: `"` and `\` are escaped (`\"`, `\\`); control characters are escaped
+    /// (`\b`, `\f`, `\n`, `\r`, `\t`, or `\u00XX` with hex digits of either case); `/` may be
+    /// written `\/`; every other character is written as itself (UTF-8): `\uXXXX` escapes of
+    /// non-control characters are neither produced nor accepted.
     pub(crate) fn json_string(&self, max_states: usize) -> Result<Dfa, DfaError> {
-        // Bytes with a role in the JSON encoding get classes of their own.
+        // Bytes with a role in the JSON encoding get classes of their own; `\u00XX` decodes
+        // by hex digit, so each hex digit is its own class too.
         let mut special = [0u8; 256];
-        for (i, b) in b"\"\\/bfnrt".iter().enumerate() {
+        for (i, b) in b"\"\\/bfnrtu".iter().enumerate() {
             special[*b as usize] = i as u8 + 1;
         }
         for b in special.iter_mut().take(0x20) {
             *b = 20;
+        }
+        for (i, b) in b"0123456789acdeABCDEF".iter().enumerate() {
+            special[*b as usize] = 30 + i as u8;
         }
         let classes = refine(&self.classes, &special);
         let mut reps: Vec<u8> = Vec::new();
@@ -448,45 +452,68 @@ impl Dfa {
         }
         let stride = reps.len();
         let n = self.accept.len(); // content states, dead included
-        let total = 3 + 2 * n;
-        if total > max_states.saturating_mul(2) {
+        const PER: usize = 7;
+        let total = 3 + PER * n;
+        if total > max_states.saturating_mul(4) {
             return Err(DfaError::TooLarge);
         }
         // 1 = before the opening quote, 2 = after the closing quote; per content state q:
-        // In(q) = 3 + 2q, and Esc(q) = 4 + 2q after a backslash.
+        // In(q), Esc(q) after a backslash, then after `\u`, `\u0`, `\u00`, `\u000`, `\u001`.
         const OPEN: usize = 1;
         const CLOSED: usize = 2;
-        let in_ = |q: usize| (3 + 2 * q) as StateId;
-        let esc = |q: usize| (4 + 2 * q) as StateId;
+        let st = |q: usize, k: usize| (3 + PER * q + k) as StateId;
+        let (in_, esc, u, u0, u00, u000, u001) = (0, 1, 2, 3, 4, 5, 6);
         let mut trans = vec![0 as StateId; total * stride];
         let mut accept = vec![false; total];
         accept[CLOSED] = true;
         if self.start != Self::DEAD {
-            trans[OPEN * stride + cls[b'"' as usize] as usize] = in_(self.start as usize);
+            trans[OPEN * stride + cls[b'"' as usize] as usize] = st(self.start as usize, in_);
         }
         for q in 1..n {
             let target = |byte: u8| -> StateId {
                 match self.next(q as StateId, byte) as usize {
                     0 => 0,
-                    t => in_(t),
+                    t => st(t, in_),
                 }
             };
             for (c, &b) in reps.iter().enumerate() {
-                trans[in_(q) as usize * stride + c] = match b {
-                    b'"' if self.is_accepting(q as StateId) => CLOSED as StateId,
-                    b'"' | 0..=0x1f => 0,
-                    b'\\' => esc(q),
-                    _ => target(b),
-                };
-                trans[esc(q) as usize * stride + c] = match b {
-                    b'"' | b'\\' | b'/' => target(b),
-                    b'b' => target(0x08),
-                    b'f' => target(0x0c),
-                    b'n' => target(b'\n'),
-                    b'r' => target(b'\r'),
-                    b't' => target(b'\t'),
-                    _ => 0,
-                };
+                let mut set = |k: usize, t: StateId| trans[st(q, k) as usize * stride + c] = t;
+                set(
+                    in_,
+                    match b {
+                        b'"' if self.is_accepting(q as StateId) => CLOSED as StateId,
+                        b'"' | 0..=0x1f => 0,
+                        b'\\' => st(q, esc),
+                        _ => target(b),
+                    },
+                );
+                set(
+                    esc,
+                    match b {
+                        b'"' | b'\\' | b'/' => target(b),
+                        b'b' => target(0x08),
+                        b'f' => target(0x0c),
+                        b'n' => target(b'\n'),
+                        b'r' => target(b'\r'),
+                        b't' => target(b'\t'),
+                        b'u' => st(q, u),
+                        _ => 0,
+                    },
+                );
+                set(u, if b == b'0' { st(q, u0) } else { 0 });
+                set(u0, if b == b'0' { st(q, u00) } else { 0 });
+                set(
+                    u00,
+                    match b {
+                        b'0' => st(q, u000),
+                        b'1' => st(q, u001),
+                        _ => 0,
+                    },
+                );
+                if let Some(lo) = (b as char).to_digit(16) {
+                    set(u000, target(lo as u8));
+                    set(u001, target(0x10 | lo as u8));
+                }
             }
         }
         let d = Dfa::trimmed(cls, stride, trans, accept, OPEN as StateId);
@@ -525,7 +552,7 @@ mod tests {
     fn json_string_escapes() {
         let any = Dfa::from_regex("(?s:.)*", 1000).unwrap();
         let s = any.json_string(1000).unwrap();
-        assert!(s.matches(br#""a\"b\\c\n\t\/""#));
+        assert!(s.matches(br#""a\"b\\c\n\t\/\u001f\u000A""#));
         assert!(!s.matches(br#""\u0041""#));
         assert!(s.matches("\"é\"".as_bytes()));
         assert!(!s.matches(b"\"a\nb\""));
