@@ -292,14 +292,13 @@ impl GrammarInner {
                 }
             }
             Frame::Root { phase, ws } => match phase {
-                RootPhase::Before | RootPhase::After if is_ws(byte) => {
-                    if *ws < max_ws {
-                        out.push(replace(Frame::Root {
-                            phase: *phase,
-                            ws: ws + 1,
-                        }));
-                    }
+                RootPhase::Before | RootPhase::After if is_ws(byte) && *ws < max_ws => {
+                    out.push(replace(Frame::Root {
+                        phase: *phase,
+                        ws: ws + 1,
+                    }));
                 }
+                RootPhase::Before | RootPhase::After if is_ws(byte) => {}
                 RootPhase::Before => {
                     let s = replace(Frame::Root {
                         phase: RootPhase::InValue,

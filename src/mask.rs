@@ -151,22 +151,26 @@ impl TokenTrie {
         self.next[node] as usize > node + 1
     }
 
-    /// Walks a lexeme automaton from `state` over the whole trie.
+    /// Walks a lexeme automaton from `state` over the subtree below `from` (its own tokens
+    /// excluded). Records as exits the nodes (`from` included) where the lexeme is complete and
+    /// longer tokens go on.
     fn walk_lex(
         &self,
+        from: usize,
         dfa: &crate::automaton::dfa::Dfa,
         state: u32,
         out: &mut Vec<TokenId>,
         exits: &mut Vec<u32>,
     ) {
-        if dfa.is_accepting(state) {
-            exits.push(0);
+        if dfa.is_accepting(state) && self.has_children(from) {
+            exits.push(from as u32);
         }
+        let base = self.depth[from] as usize;
         let mut levels: Vec<u32> = vec![state; 1];
-        let mut i = 1usize;
-        let end = self.byte.len();
+        let mut i = from + 1;
+        let end = self.next[from] as usize;
         while i < end {
-            let d = self.depth[i] as usize;
+            let d = self.depth[i] as usize - base;
             let s = dfa.next(levels[d - 1], self.byte[i]);
             if s == 0 {
                 i = self.next[i] as usize;
@@ -198,6 +202,7 @@ impl TokenTrie {
         let mut levels: Vec<Vec<Stack>> = vec![start];
         let mut i = from + 1;
         let end = self.next[from] as usize;
+        let mut lex_exits = Vec::new();
         while i < end {
             let d = self.depth[i] as usize - base;
             let mut next = Vec::new();
@@ -211,6 +216,35 @@ impl TokenTrie {
                 if self.has_children(i) && next.iter().any(|s| s.len() == 1 && g.is_complete(&s[0]))
                 {
                     ex.push(i as u32);
+                }
+            }
+            // Fast path: one stack inside a lexeme runs the lexeme's automaton alone over the
+            // subtree, and hands the nodes where the lexeme may end back to its parent.
+            if let [stack] = next.as_slice() {
+                if let (true, Some(Frame::Lex { lex, state })) = (stack.len() > 1, stack.last()) {
+                    lex_exits.clear();
+                    self.walk_lex(i, &g.lexemes[*lex as usize], *state, out, &mut lex_exits);
+                    if !lex_exits.is_empty() {
+                        let mut parent: Stack = stack[..stack.len() - 1].to_vec();
+                        GrammarInner::child_done(parent.last_mut().unwrap());
+                        let parent_done = parent.len() == 1 && g.is_complete(&parent[0]);
+                        for &e in &std::mem::take(&mut lex_exits) {
+                            if let Some(ex) = exits.as_deref_mut() {
+                                if parent_done && self.has_children(e as usize) {
+                                    ex.push(e);
+                                }
+                            }
+                            self.walk_stacks(
+                                g,
+                                e as usize,
+                                vec![parent.clone()],
+                                out,
+                                exits.as_deref_mut(),
+                            );
+                        }
+                    }
+                    i = self.next[i] as usize;
+                    continue;
                 }
             }
             if levels.len() <= d {
@@ -370,7 +404,7 @@ impl TokenAutomaton {
         let mut exits = Vec::new();
         match frame {
             Frame::Lex { lex, state } => {
-                trie.walk_lex(&g.lexemes[*lex as usize], *state, &mut ids, &mut exits)
+                trie.walk_lex(0, &g.lexemes[*lex as usize], *state, &mut ids, &mut exits)
             }
             _ => {
                 if g.is_complete(frame) {

@@ -447,7 +447,7 @@ impl<'a> Compiler<'a> {
         let b = frag.as_bytes();
         let mut i = 0;
         while i < b.len() {
-            if b[i] == b'%' && i + 2 < b.len() + 0 && i + 2 <= b.len() - 1 {
+            if b[i] == b'%' && i + 2 < b.len() {
                 let h = std::str::from_utf8(&b[i + 1..i + 3]).ok();
                 if let Some(v) = h.and_then(|h| u8::from_str_radix(h, 16).ok()) {
                     out.push(v);
@@ -608,9 +608,8 @@ impl<'a> Compiler<'a> {
                 "type" => {
                     let ta = type_set(&av, false, path)?;
                     let tb = type_set(bv, false, path)?;
-                    let t = ta & tb
-                        | (ta & T_NUM != 0 && tb & T_INT != 0) as u8 * T_INT
-                        | (tb & T_NUM != 0 && ta & T_INT != 0) as u8 * T_INT;
+                    // "number" includes "integer" in these sets, so the intersection is exact.
+                    let t = ta & tb;
                     type_value(t)
                 }
                 "required" => {
@@ -1284,12 +1283,12 @@ fn finalize(g: &mut GrammarInner, _opts: &CompileOptions) -> Result<()> {
             }
         }
     }
-    for id in 0..n {
+    for (id, slot) in flat.iter_mut().enumerate() {
         if matches!(g.nodes[id], Node::Union(_)) {
             let mut seen = vec![false; n];
             let mut out = Vec::new();
             leaves(g, id as NodeId, &mut seen, &mut out);
-            flat[id] = Some(out);
+            *slot = Some(out);
         }
     }
     for (id, f) in flat.into_iter().enumerate() {
