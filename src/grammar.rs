@@ -23,7 +23,7 @@ pub struct Grammar {
 #[derive(Debug)]
 pub(crate) struct GrammarInner {
     pub(crate) nodes: Vec<Node>,
-    pub(crate) lexemes: Vec<Dfa>,
+    pub(crate) lexemes: Vec<Arc<Dfa>>,
     pub(crate) root: NodeId,
     /// Most whitespace bytes allowed in one gap between JSON tokens.
     pub(crate) max_whitespace: u16,
@@ -196,7 +196,7 @@ impl Grammar {
 
     /// Approximate heap bytes held by the compiled grammar.
     pub fn memory_bytes(&self) -> usize {
-        self.inner.lexemes.iter().map(Dfa::memory).sum::<usize>()
+        self.inner.lexemes.iter().map(|d| d.memory()).sum::<usize>()
             + self.inner.nodes.len() * std::mem::size_of::<Node>()
     }
 }

@@ -157,7 +157,7 @@ struct Compiler<'a> {
     root: &'a Value,
     opts: &'a CompileOptions,
     nodes: Vec<Node>,
-    lexemes: Vec<Dfa>,
+    lexemes: Vec<Arc<Dfa>>,
     refs: HashMap<String, NodeId>,
     dropped: Vec<String>,
     depth: usize,
@@ -201,7 +201,8 @@ impl<'a> Compiler<'a> {
         Ok(self.nodes.len() as NodeId - 1)
     }
 
-    fn lexeme(&mut self, dfa: Dfa) -> Result<NodeId> {
+    fn lexeme(&mut self, dfa: impl Into<Arc<Dfa>>) -> Result<NodeId> {
+        let dfa: Arc<Dfa> = dfa.into();
         if dfa.is_empty() {
             return self.push(Node::Never);
         }
@@ -279,10 +280,11 @@ impl<'a> Compiler<'a> {
             unavailable: vec![],
             additional: None,
         })))?;
-        let key = self
-            .string_dfa(&Map::new(), "")?
-            .json_string(self.opts.max_lexeme_states);
-        let key = key.map_err(|e| self.dfa_err(e, "", ""))?;
+        let key = self.cached("any-key".into(), |this| {
+            this.string_dfa(&Map::new(), "")?
+                .json_string(this.opts.max_lexeme_states)
+                .map_err(|e| this.dfa_err(e, "", ""))
+        })?;
         self.total_states += key.state_count();
         self.lexemes.push(key);
         let key_lex = self.lexemes.len() as LexId - 1;
@@ -300,14 +302,15 @@ impl<'a> Compiler<'a> {
     }
 
     fn scalar_any(&mut self) -> Result<NodeId> {
-        let s = self.string_dfa(&Map::new(), "")?;
-        let s = s
-            .json_string(self.opts.max_lexeme_states)
-            .map_err(|e| self.dfa_err(e, "", ""))?;
-        let rest = self.regex(&format!("null|true|false|{NUMBER}"), "")?;
-        let d = s
-            .product(&rest, Op::Or, self.opts.max_lexeme_states)
-            .map_err(|e| self.dfa_err(e, "", ""))?;
+        let d = self.cached("any-scalar".into(), |this| {
+            let s = this.string_dfa(&Map::new(), "")?;
+            let s = s
+                .json_string(this.opts.max_lexeme_states)
+                .map_err(|e| this.dfa_err(e, "", ""))?;
+            let rest = this.regex(&format!("null|true|false|{NUMBER}"), "")?;
+            s.product(&rest, Op::Or, this.opts.max_lexeme_states)
+                .map_err(|e| this.dfa_err(e, "", ""))
+        })?;
         self.lexeme(d)
     }
 
@@ -845,7 +848,29 @@ impl<'a> Compiler<'a> {
         let mut rest = obj.clone();
         rest.remove("const");
         rest.remove("enum");
-        if rest.keys().any(|k| !ANNOTATIONS.contains(&k.as_str())) {
+        let only_type = rest
+            .keys()
+            .all(|k| k == "type" || k == "nullable" || ANNOTATIONS.contains(&k.as_str()));
+        if only_type && rest.contains_key("type") {
+            // The common case, `{"type": T, "enum": [...]}`: filter by type directly.
+            let mut types = type_set(&rest["type"], true, path)?;
+            if rest.get("nullable") == Some(&Value::Bool(true)) {
+                types |= T_NULL;
+            }
+            values.retain(|v| {
+                types
+                    & match v {
+                        Value::Null => T_NULL,
+                        Value::Bool(_) => T_BOOL,
+                        Value::Number(n) if n.as_f64().is_some_and(|f| f.fract() == 0.0) => T_INT,
+                        Value::Number(_) => T_NUM,
+                        Value::String(_) => T_STR,
+                        Value::Array(_) => T_ARR,
+                        Value::Object(_) => T_OBJ,
+                    }
+                    != 0
+            });
+        } else if rest.keys().any(|k| !ANNOTATIONS.contains(&k.as_str())) {
             let mut check = rest.clone();
             for d in ["$defs", "definitions"] {
                 if let Some(v) = self.root.get(d) {
@@ -898,27 +923,30 @@ impl<'a> Compiler<'a> {
                 Value::Object(_) => others.push(self.const_node(v, path)?),
             }
         }
-        let max = self.opts.max_lexeme_states;
-        let mut lex: Option<Dfa> = None;
-        if !strings.is_empty() {
-            let d = Dfa::literals(strings.iter().map(|s| s.as_slice()), max)
-                .and_then(|d| d.json_string(max))
-                .map_err(|e| self.dfa_err(e, path, ""))?;
-            lex = Some(d);
-        }
-        if !scalars_text.is_empty() {
-            let d = Dfa::literals(scalars_text.iter().map(|s| s.as_slice()), max)
-                .map_err(|e| self.dfa_err(e, path, ""))?;
-            lex = Some(match lex {
-                Some(l) => l
-                    .product(&d, Op::Or, max)
-                    .map_err(|e| self.dfa_err(e, path, ""))?,
-                None => d,
-            });
-        }
-        if let Some(l) = lex {
-            let id = self.lexeme(l)?;
-            others.push(id);
+        if !strings.is_empty() || !scalars_text.is_empty() {
+            let key = format!("enum|{strings:?}|{scalars_text:?}");
+            let d = self.cached(key, |this| {
+                let max = this.opts.max_lexeme_states;
+                let mut lex: Option<Dfa> = None;
+                if !strings.is_empty() {
+                    let d = Dfa::literals(strings.iter().map(|s| s.as_slice()), max)
+                        .and_then(|d| d.json_string(max))
+                        .map_err(|e| this.dfa_err(e, path, ""))?;
+                    lex = Some(d);
+                }
+                if !scalars_text.is_empty() {
+                    let d = Dfa::literals(scalars_text.iter().map(|s| s.as_slice()), max)
+                        .map_err(|e| this.dfa_err(e, path, ""))?;
+                    lex = Some(match lex {
+                        Some(l) => l
+                            .product(&d, Op::Or, max)
+                            .map_err(|e| this.dfa_err(e, path, ""))?,
+                        None => d,
+                    });
+                }
+                Ok(lex.expect("some values"))
+            })?;
+            others.push(self.lexeme(d)?);
         }
         match others.len() {
             0 => self.push(Node::Never),
@@ -969,36 +997,29 @@ impl<'a> Compiler<'a> {
             types &= !T_INT;
         }
         let mut alts = Vec::new();
-        let mut lex: Option<Dfa> = None;
-        let max = self.opts.max_lexeme_states;
-        let mut add_lex = |this: &mut Self, d: Dfa| -> Result<()> {
-            lex = Some(match lex.take() {
-                Some(l) => l
-                    .product(&d, Op::Or, max)
-                    .map_err(|e| this.dfa_err(e, path, ""))?,
-                None => d,
-            });
-            Ok(())
-        };
-        if types & T_NULL != 0 {
-            let d = self.regex("null", path)?;
-            add_lex(self, d)?;
-        }
-        if types & T_BOOL != 0 {
-            let d = self.regex("true|false", path)?;
-            add_lex(self, d)?;
-        }
-        if types & (T_INT | T_NUM) != 0 {
-            let d = self.number_dfa(obj, types & T_INT != 0, path)?;
-            add_lex(self, d)?;
-        }
-        if types & T_STR != 0 {
-            let d = self.string_dfa(obj, path)?;
-            let d = d.json_string(max).map_err(|e| self.dfa_err(e, path, ""))?;
-            add_lex(self, d)?;
-        }
-        if let Some(l) = lex {
-            alts.push(self.lexeme(l)?);
+        let scalar_types = types & (T_NULL | T_BOOL | T_INT | T_NUM | T_STR);
+        if scalar_types != 0 {
+            // The scalar part depends only on these keywords: compiled lexemes are shared
+            // process-wide (formats, bounded strings and numbers recur across tool sets).
+            let mut key = format!("scalar|{scalar_types}|");
+            for kw in [
+                "minLength",
+                "maxLength",
+                "pattern",
+                "format",
+                "minimum",
+                "maximum",
+                "exclusiveMinimum",
+                "exclusiveMaximum",
+                "x-callmask-allOf-strings",
+            ] {
+                if let Some(v) = obj.get(kw) {
+                    key.push_str(kw);
+                    key.push_str(&v.to_string());
+                }
+            }
+            let d = self.cached(key, |this| this.scalar_dfa(obj, scalar_types, path))?;
+            alts.push(self.lexeme(d)?);
         }
         if types & T_OBJ != 0 {
             alts.push(self.compile_object(obj, path)?);
@@ -1011,6 +1032,54 @@ impl<'a> Compiler<'a> {
             1 => Ok(alts[0]),
             _ => self.push(Node::Union(alts)),
         }
+    }
+
+    /// A lexeme from the process-wide cache, or built (and cached unless lenient).
+    fn cached(
+        &mut self,
+        key: String,
+        build: impl FnOnce(&mut Self) -> Result<Dfa>,
+    ) -> Result<Arc<Dfa>> {
+        if self.opts.lenient {
+            return Ok(Arc::new(build(self)?));
+        }
+        let key = format!("{key}|{}", self.opts.max_lexeme_states);
+        if let Some(d) = lexeme_cache().get(&key) {
+            return Ok(d.clone());
+        }
+        let d = Arc::new(build(self)?);
+        let mut c = lexeme_cache();
+        if c.len() >= LEXEME_CACHE_ENTRIES {
+            c.clear();
+        }
+        c.insert(key, d.clone());
+        Ok(d)
+    }
+
+    /// One automaton for the scalar types in `types` (a union of their lexemes).
+    fn scalar_dfa(&mut self, obj: &Map<String, Value>, types: u8, path: &str) -> Result<Dfa> {
+        let max = self.opts.max_lexeme_states;
+        let mut parts: Vec<Dfa> = Vec::new();
+        if types & T_NULL != 0 {
+            parts.push(self.regex("null", path)?);
+        }
+        if types & T_BOOL != 0 {
+            parts.push(self.regex("true|false", path)?);
+        }
+        if types & (T_INT | T_NUM) != 0 {
+            parts.push(self.number_dfa(obj, types & T_NUM == 0, path)?);
+        }
+        if types & T_STR != 0 {
+            let d = self.string_dfa(obj, path)?;
+            parts.push(d.json_string(max).map_err(|e| self.dfa_err(e, path, ""))?);
+        }
+        let mut acc = parts.pop().expect("at least one scalar type");
+        for p in parts {
+            acc = acc
+                .product(&p, Op::Or, max)
+                .map_err(|e| self.dfa_err(e, path, ""))?;
+        }
+        Ok(acc)
     }
 
     /// The automaton over a string's decoded content.
@@ -1194,7 +1263,7 @@ impl<'a> Compiler<'a> {
                     .and_then(|d| d.json_string(max))
                     .map_err(|e| self.dfa_err(e, path, ""))?;
                 self.total_states += d.state_count();
-                self.lexemes.push(d);
+                self.lexemes.push(Arc::new(d));
                 Some((self.lexemes.len() as LexId - 1, v))
             }
         };
@@ -1461,6 +1530,18 @@ fn get_count(obj: &Map<String, Value>, k: &str, path: &str) -> Result<Option<u64
             _ => Err(invalid(path, format!("{k} must be a non-negative integer"))),
         },
     }
+}
+
+/// Most entries of the process-wide lexeme cache (cleared when full).
+const LEXEME_CACHE_ENTRIES: usize = 1024;
+
+fn lexeme_cache() -> std::sync::MutexGuard<'static, HashMap<String, Arc<Dfa>>> {
+    static CACHE: std::sync::OnceLock<std::sync::Mutex<HashMap<String, Arc<Dfa>>>> =
+        std::sync::OnceLock::new();
+    CACHE
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
 }
 
 /// A JSON number (bounded digits; exponent allowed).
