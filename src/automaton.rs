@@ -20,7 +20,7 @@ use std::sync::Arc;
 /// Key id for a key matched by an object's `additionalProperties`.
 pub(crate) const ADDITIONAL: u32 = u32::MAX;
 /// No position in a key trie.
-const NO_TRIE: u32 = u32::MAX;
+pub(crate) const NO_TRIE: u32 = u32::MAX;
 
 /// Where and why a byte-level check failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -239,6 +239,37 @@ impl GrammarInner {
                 *ws = 0;
             }
             Frame::Lex { .. } => unreachable!("a lexeme has no children"),
+        }
+    }
+
+    /// When the top frame is, for its next bytes, just a lexeme automaton: the automaton, its
+    /// state, and what the frame becomes once the lexeme is complete (`None`: it is popped).
+    pub(crate) fn as_lexeme(&self, frame: &Frame) -> Option<(LexId, StateId, Option<Frame>)> {
+        match frame {
+            Frame::Lex { lex, state } => Some((*lex, *state, None)),
+            Frame::Obj {
+                node,
+                phase:
+                    ObjPhase::InKey {
+                        trie: NO_TRIE,
+                        extra,
+                    },
+                seen,
+                ..
+            } => {
+                let (lex, _) = self.object(*node).additional?;
+                Some((
+                    lex,
+                    *extra,
+                    Some(Frame::Obj {
+                        node: *node,
+                        phase: ObjPhase::AfterKey(ADDITIONAL),
+                        seen: seen.clone(),
+                        ws: 0,
+                    }),
+                ))
+            }
+            _ => None,
         }
     }
 

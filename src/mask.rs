@@ -8,6 +8,7 @@
 //! sequence. The few tokens that complete the top value and continue into its parent ("exits")
 //! are checked against the real stack at run time. Whole masks are also cached per matcher state.
 
+use crate::automaton::dfa::Dfa;
 use crate::automaton::{advance, Frame, Stack};
 use crate::error::{Error, Result};
 use crate::grammar::{Grammar, GrammarInner};
@@ -95,6 +96,9 @@ pub(crate) struct TokenTrie {
     /// Tokens ending at node `i`: `toks[tok_start[i]..tok_start[i + 1]]`.
     tok_start: Vec<u32>,
     toks: Vec<TokenId>,
+    /// Lexeme walks, shared by every grammar over this vocabulary: keyed by automaton (kept
+    /// alive by the entry, so its address stays unique) and state.
+    lexeme_walks: RwLock<HashMap<(usize, u32), (Arc<Dfa>, Arc<Local>)>>,
 }
 
 impl TokenTrie {
@@ -115,6 +119,7 @@ impl TokenTrie {
             next: vec![0],
             tok_start: vec![0],
             toks: Vec::with_capacity(list.len()),
+            lexeme_walks: RwLock::new(HashMap::new()),
         };
         let mut path: Vec<u32> = vec![0];
         let mut prev: &[u8] = &[];
@@ -218,33 +223,35 @@ impl TokenTrie {
                     ex.push(i as u32);
                 }
             }
-            // Fast path: one stack inside a lexeme runs the lexeme's automaton alone over the
-            // subtree, and hands the nodes where the lexeme may end back to its parent.
+            // Fast path: one stack inside a lexeme (a string, number, free object key...) runs
+            // the lexeme's automaton alone over the subtree, and hands the nodes where the
+            // lexeme may end back to what follows it.
             if let [stack] = next.as_slice() {
-                if let (true, Some(Frame::Lex { lex, state })) = (stack.len() > 1, stack.last()) {
-                    lex_exits.clear();
-                    self.walk_lex(i, &g.lexemes[*lex as usize], *state, out, &mut lex_exits);
-                    if !lex_exits.is_empty() {
-                        let mut parent: Stack = stack[..stack.len() - 1].to_vec();
-                        GrammarInner::child_done(parent.last_mut().unwrap());
-                        let parent_done = parent.len() == 1 && g.is_complete(&parent[0]);
-                        for &e in &std::mem::take(&mut lex_exits) {
-                            if let Some(ex) = exits.as_deref_mut() {
-                                if parent_done && self.has_children(e as usize) {
-                                    ex.push(e);
+                if let Some((lex, state, after)) = g.as_lexeme(stack.last().unwrap()) {
+                    if after.is_some() || stack.len() > 1 {
+                        lex_exits.clear();
+                        self.walk_lex(i, &g.lexemes[lex as usize], state, out, &mut lex_exits);
+                        if !lex_exits.is_empty() {
+                            let cont = continuation(stack, after);
+                            let cont_done = cont.len() == 1 && g.is_complete(&cont[0]);
+                            for &e in &std::mem::take(&mut lex_exits) {
+                                if let Some(ex) = exits.as_deref_mut() {
+                                    if cont_done && self.has_children(e as usize) {
+                                        ex.push(e);
+                                    }
                                 }
+                                self.walk_stacks(
+                                    g,
+                                    e as usize,
+                                    vec![cont.clone()],
+                                    out,
+                                    exits.as_deref_mut(),
+                                );
                             }
-                            self.walk_stacks(
-                                g,
-                                e as usize,
-                                vec![parent.clone()],
-                                out,
-                                exits.as_deref_mut(),
-                            );
                         }
+                        i = self.next[i] as usize;
+                        continue;
                     }
-                    i = self.next[i] as usize;
-                    continue;
                 }
             }
             if levels.len() <= d {
@@ -252,6 +259,23 @@ impl TokenTrie {
             }
             levels[d] = next;
             i += 1;
+        }
+    }
+}
+
+/// The stack once the lexeme on top of `stack` is complete: the top replaced by `after`, or
+/// popped (its parent told that its child is done).
+fn continuation(stack: &[Frame], after: Option<Frame>) -> Stack {
+    match after {
+        Some(f) => {
+            let mut s = stack.to_vec();
+            *s.last_mut().unwrap() = f;
+            s
+        }
+        None => {
+            let mut p = stack[..stack.len() - 1].to_vec();
+            GrammarInner::child_done(p.last_mut().unwrap());
+            p
         }
     }
 }
@@ -298,6 +322,9 @@ impl TokenSet {
         }
     }
 }
+
+/// Most lexeme walks kept per vocabulary.
+const LEXEME_WALKS: usize = 2048;
 
 /// Most whole masks kept per automaton.
 const FULL_CACHE_ENTRIES: usize = 512;
@@ -394,29 +421,68 @@ impl TokenAutomaton {
         &self.shared.grammar.inner
     }
 
-    fn local(&self, frame: &Frame) -> Arc<Local> {
-        if let Some(l) = read(&self.shared.local).get(frame) {
+    /// The walk of a lexeme automaton from `state` over the whole trie (shared per vocabulary).
+    fn lexeme_local(&self, dfa: &Arc<Dfa>, state: u32) -> Arc<Local> {
+        let trie = &self.shared.trie;
+        let key = (Arc::as_ptr(dfa) as usize, state);
+        if let Some((_, l)) = read(&trie.lexeme_walks).get(&key) {
             return l.clone();
         }
-        let g = self.g();
-        let trie = &self.shared.trie;
         let mut ids = Vec::new();
         let mut exits = Vec::new();
-        match frame {
-            Frame::Lex { lex, state } => {
-                trie.walk_lex(0, &g.lexemes[*lex as usize], *state, &mut ids, &mut exits)
-            }
-            _ => {
-                if g.is_complete(frame) {
-                    exits.push(0);
-                }
-                trie.walk_stacks(g, 0, vec![vec![frame.clone()]], &mut ids, Some(&mut exits));
-            }
-        }
+        trie.walk_lex(0, dfa, state, &mut ids, &mut exits);
         let l = Arc::new(Local {
             allowed: TokenSet::new(ids, self.shared.vocab.len()),
             exits,
         });
+        let mut walks = trie.lexeme_walks.write().unwrap_or_else(|e| e.into_inner());
+        if walks.len() >= LEXEME_WALKS {
+            walks.clear();
+        }
+        walks.insert(key, (dfa.clone(), l.clone()));
+        l
+    }
+
+    fn local(&self, frame: &Frame) -> Arc<Local> {
+        let g = self.g();
+        let after = match g.as_lexeme(frame) {
+            Some((lex, state, None)) => return self.lexeme_local(&g.lexemes[lex as usize], state),
+            Some((lex, state, Some(after))) => Some((lex, state, after)),
+            None => None,
+        };
+        if let Some(l) = read(&self.shared.local).get(frame) {
+            return l.clone();
+        }
+        let trie = &self.shared.trie;
+        let mut ids = Vec::new();
+        let mut exits = Vec::new();
+        let allowed = match after {
+            Some((lex, state, after)) => {
+                // A lexeme, then `after`: the shared lexeme walk plus its continuations.
+                let lw = self.lexeme_local(&g.lexemes[lex as usize], state);
+                for &e in &lw.exits {
+                    trie.walk_stacks(
+                        g,
+                        e as usize,
+                        vec![vec![after.clone()]],
+                        &mut ids,
+                        Some(&mut exits),
+                    );
+                }
+                let mut m = TokenMask::new(self.shared.vocab.len());
+                lw.allowed.or_into(&mut m);
+                ids.iter().for_each(|&t| m.set(t));
+                TokenSet::Dense(m.words)
+            }
+            None => {
+                if g.is_complete(frame) {
+                    exits.push(0);
+                }
+                trie.walk_stacks(g, 0, vec![vec![frame.clone()]], &mut ids, Some(&mut exits));
+                TokenSet::new(ids, self.shared.vocab.len())
+            }
+        };
+        let l = Arc::new(Local { allowed, exits });
         self.shared
             .local
             .write()

@@ -213,9 +213,17 @@ impl<'a> Compiler<'a> {
                 limit: self.opts.max_total_states,
             });
         }
-        self.lexemes.push(dfa);
-        let id = self.lexemes.len() as LexId - 1;
+        let id = self.lexeme_id(dfa);
         self.push(Node::Lex(id))
+    }
+
+    /// The id of `dfa` in this grammar (one id per shared automaton).
+    fn lexeme_id(&mut self, dfa: Arc<Dfa>) -> LexId {
+        if let Some(i) = self.lexemes.iter().position(|d| Arc::ptr_eq(d, &dfa)) {
+            return i as LexId;
+        }
+        self.lexemes.push(dfa);
+        self.lexemes.len() as LexId - 1
     }
 
     fn dfa_err(&self, e: DfaError, path: &str, pattern: &str) -> Error {
@@ -286,8 +294,7 @@ impl<'a> Compiler<'a> {
                 .map_err(|e| this.dfa_err(e, "", ""))
         })?;
         self.total_states += key.state_count();
-        self.lexemes.push(key);
-        let key_lex = self.lexemes.len() as LexId - 1;
+        let key_lex = self.lexeme_id(key);
         if let Node::Object(o) = &mut self.nodes[obj as usize] {
             o.additional = Some((key_lex, id));
         }
