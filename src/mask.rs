@@ -98,7 +98,7 @@ pub(crate) struct TokenTrie {
     toks: Vec<TokenId>,
     /// Lexeme walks, shared by every grammar over this vocabulary: keyed by automaton (kept
     /// alive by the entry, so its address stays unique) and state.
-    lexeme_walks: RwLock<HashMap<(usize, u32), (Arc<Dfa>, Arc<Local>)>>,
+    lexeme_walks: RwLock<HashMap<(usize, u32), LexemeWalk>>,
 }
 
 impl TokenTrie {
@@ -279,6 +279,9 @@ fn continuation(stack: &[Frame], after: Option<Frame>) -> Stack {
         }
     }
 }
+
+/// A cached lexeme walk, holding its automaton so that the address in its key stays unique.
+type LexemeWalk = (Arc<Dfa>, Arc<Local>);
 
 /// Tokens a top frame accepts on its own, and where it may complete with more bytes to follow.
 #[derive(Debug)]
