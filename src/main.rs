@@ -27,9 +27,10 @@ use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 use serde_json::Value;
 
-/// Compile JSON Schemas into token-level automata that mask LLM logits.
+/// Compile JSON Schemas into token-level automata that mask LLM logits: check texts against
+/// them, fuzz them. (Tool-call dialects come later.)
 #[derive(Debug, Parser)]
-#[command(name = "callmask", version, about, long_about = None)]
+#[command(name = "callmask", version)]
 struct Cli {
     /// What to do.
     #[command(subcommand)]

@@ -64,6 +64,23 @@ impl Default for CompileOptions {
 
 /// Compiles `schema` into a grammar.
 pub(crate) fn compile(schema: &Value, options: &CompileOptions) -> Result<Grammar> {
+    // Bound the JSON nesting first, without recursion: merging and cloning subschemas recurse,
+    // and must not overflow a small thread stack on a hostile document.
+    let json_limit = options.max_schema_depth.saturating_mul(4).saturating_add(8);
+    let mut todo: Vec<(&Value, usize)> = vec![(schema, 1)];
+    while let Some((v, d)) = todo.pop() {
+        if d > json_limit {
+            return Err(Error::LimitExceeded {
+                what: "schema nesting depth",
+                limit: options.max_schema_depth,
+            });
+        }
+        match v {
+            Value::Array(a) => todo.extend(a.iter().map(|x| (x, d + 1))),
+            Value::Object(o) => todo.extend(o.values().map(|x| (x, d + 1))),
+            _ => {}
+        }
+    }
     let mut c = Compiler {
         root: schema,
         opts: options,
@@ -620,6 +637,10 @@ impl<'a> Compiler<'a> {
                     let tb = type_set(bv, false, path)?;
                     // "number" includes "integer" in these sets, so the intersection is exact.
                     let t = ta & tb;
+                    if t == 0 {
+                        // No type left: nothing matches.
+                        return Ok(Value::Bool(false));
+                    }
                     type_value(t)
                 }
                 "required" => {
@@ -1209,9 +1230,10 @@ impl<'a> Compiler<'a> {
     }
 
     fn compile_object(&mut self, obj: &Map<String, Value>, path: &str) -> Result<NodeId> {
+        let empty = Map::new();
         let props = match obj.get("properties") {
-            None => Map::new(),
-            Some(Value::Object(p)) => p.clone(),
+            None => &empty,
+            Some(Value::Object(p)) => p,
             Some(_) => return Err(invalid(path, "properties must be an object")),
         };
         let required: Vec<String> = match obj.get("required") {
@@ -1236,7 +1258,7 @@ impl<'a> Compiler<'a> {
             Some(_) => return Err(invalid(path, "additionalProperties must be a schema")),
         };
         let mut entries: Vec<(Vec<u8>, String, Option<NodeId>)> = Vec::new();
-        for (k, s) in &props {
+        for (k, s) in props {
             let p = format!("{path}/properties/{}", escape_ptr(k));
             let v = self.compile(s, &p)?;
             entries.push((serde_json::to_vec(k)?, k.clone(), Some(v)));
