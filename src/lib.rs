@@ -27,6 +27,7 @@ pub mod mask;
 pub mod schema;
 pub mod vocab;
 
+pub use automaton::Rejection;
 pub use error::{Error, Result};
 pub use grammar::Grammar;
 pub use mask::{Matcher, TokenAutomaton, TokenMask};

@@ -1871,7 +1871,13 @@ fn format_regex(f: &str) -> Option<String> {
         "date" => date.to_string(),
         "time" => time.to_string(),
         "date-time" => format!("{date}T{time}"),
-        "email" => format!("[A-Za-z0-9_+-]{{1,32}}(?:\\.[A-Za-z0-9_+-]{{1,32}}){{0,3}}@{label}(?:\\.{label}){{1,4}}"),
+        // A conservative subset of RFC 5321 addresses, within its length limits: a local part
+        // of at most 50 characters and a domain of at most 2-4 labels of 32 characters at most.
+        "email" => {
+            let part = "[A-Za-z0-9_+-]{1,16}";
+            let dlabel = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,30}[A-Za-z0-9])?";
+            format!("{part}(?:\\.{part}){{0,2}}@{dlabel}(?:\\.{dlabel}){{0,2}}\\.[A-Za-z]{{2,16}}")
+        }
         "uuid" => "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}".into(),
         "ipv4" => format!("{octet}(?:\\.{octet}){{3}}"),
         "uri" => format!(

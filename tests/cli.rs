@@ -1,0 +1,396 @@
+//! The `callmask` binary as scripts use it: exit codes 0 (accepted / all valid), 1 (rejected /
+//! violation), 2 (bad input or usage), the reported byte offsets, and reproducible fuzzing.
+
+mod common;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{json, Value};
+
+const EXAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
+
+/// A scratch folder for one test.
+fn scratch(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("callmask-cli-{}-{test}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn write(dir: &Path, name: &str, content: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, content).unwrap();
+    path
+}
+
+/// Runs `callmask args...` with `stdin` as its input.
+fn run(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_callmask"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawning callmask");
+    // The binary may exit before reading (bad arguments): ignore a broken pipe.
+    let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
+    child.wait_with_output().unwrap()
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().expect("exited normally")
+}
+
+fn show(out: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}--- stderr\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn tokenizer() -> String {
+    common::llama_tokenizer().to_string_lossy().into_owned()
+}
+
+/// `check --schema S --tokenizer llama` on `text`.
+fn check(schema: &Path, text: &str) -> Output {
+    run(
+        &[
+            "check",
+            "--schema",
+            schema.to_str().unwrap(),
+            "--tokenizer",
+            &tokenizer(),
+        ],
+        text,
+    )
+}
+
+const OBJ: &str = r#"{"type": "object", "properties": {"a": {"type": "integer"}, "b": {"enum": ["x", "yz"]}}, "required": ["a"], "additionalProperties": false}"#;
+
+#[test]
+fn check_accepts_the_bundled_example() {
+    let schema = Path::new(EXAMPLES).join("weather.schema.json");
+    let text = std::fs::read_to_string(Path::new(EXAMPLES).join("weather.json")).unwrap();
+    let out = check(&schema, &text);
+    assert_eq!(code(&out), 0, "{}", show(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("accepted"));
+
+    let bad = std::fs::read_to_string(Path::new(EXAMPLES).join("weather-bad.json")).unwrap();
+    let out = check(&schema, &bad);
+    assert_eq!(code(&out), 1, "{}", show(&out));
+    let offset = bad.find("kelvin").unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&format!("rejected at byte {offset}:")),
+        "want the offset of `kelvin`, {offset}: {}",
+        show(&out)
+    );
+}
+
+#[test]
+fn check_reports_the_first_rejected_byte() {
+    let dir = scratch("offset");
+    let schema = write(&dir, "s.json", OBJ);
+    for (text, offset) in [
+        (r#"{"a":x}"#, 5),
+        (r#"{"a":12,"b":"yy"}"#, 14),
+        (r#"{"a":1,"c":2}"#, 8),
+        (r#"{"b":"x"}"#, 8), // `a` is required: `}` is the first impossible byte
+        (r#"{"a":1"#, 6),    // complete so far, but cannot end
+        (r#"{"a":1}}"#, 7),
+        ("", 0),
+    ] {
+        let out = check(&schema, text);
+        assert_eq!(code(&out), 1, "{text}: {}", show(&out));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains(&format!("rejected at byte {offset}:")),
+            "{text}: want offset {offset}: {}",
+            show(&out)
+        );
+    }
+    for text in [
+        r#"{"a":1}"#,
+        r#"{"b":"yz","a":-7}"#,
+        r#"{"a": 1, "b": "x"}"#,
+    ] {
+        let out = check(&schema, text);
+        assert_eq!(code(&out), 0, "{text}: {}", show(&out));
+    }
+}
+
+#[test]
+fn check_bad_input_exits_2() {
+    let dir = scratch("bad");
+    let tok = tokenizer();
+    let missing = dir.join("does-not-exist.json");
+    let not_json = write(&dir, "not-json.json", r#"{"type": "object",,}"#);
+    let unsupported = write(
+        &dir,
+        "unsupported.json",
+        r#"{"type": "array", "uniqueItems": true}"#,
+    );
+    let unknown_type = write(&dir, "strin.json", r#"{"type": "strin"}"#);
+    let dangling = write(&dir, "dangling.json", r##"{"$ref": "#/$defs/nope"}"##);
+    let deep = write(
+        &dir,
+        "deep.json",
+        &format!("{}{{}}{}", "{\"items\":".repeat(10_000), "}".repeat(10_000)),
+    );
+    let good = write(&dir, "good.json", OBJ);
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec![
+                "check",
+                "--schema",
+                missing.to_str().unwrap(),
+                "--tokenizer",
+                &tok,
+            ],
+            "does-not-exist.json",
+        ),
+        (
+            vec![
+                "check",
+                "--schema",
+                not_json.to_str().unwrap(),
+                "--tokenizer",
+                &tok,
+            ],
+            "invalid JSON",
+        ),
+        (
+            vec![
+                "check",
+                "--schema",
+                unsupported.to_str().unwrap(),
+                "--tokenizer",
+                &tok,
+            ],
+            "uniqueItems",
+        ),
+        (
+            vec![
+                "check",
+                "--schema",
+                unknown_type.to_str().unwrap(),
+                "--tokenizer",
+                &tok,
+            ],
+            "strin",
+        ),
+        (
+            vec![
+                "check",
+                "--schema",
+                dangling.to_str().unwrap(),
+                "--tokenizer",
+                &tok,
+            ],
+            "#/$defs/nope",
+        ),
+        (
+            vec![
+                "check",
+                "--schema",
+                deep.to_str().unwrap(),
+                "--tokenizer",
+                &tok,
+            ],
+            "recursion limit",
+        ),
+        (
+            vec![
+                "check",
+                "--schema",
+                good.to_str().unwrap(),
+                "--tokenizer",
+                missing.to_str().unwrap(),
+            ],
+            "does-not-exist.json",
+        ),
+        (
+            vec![
+                "fuzz",
+                "--schema",
+                unsupported.to_str().unwrap(),
+                "--tokenizer",
+                &tok,
+                "-n",
+                "1",
+            ],
+            "uniqueItems",
+        ),
+    ];
+    for (args, needle) in cases {
+        let out = run(&args, r#"{"a":1}"#);
+        assert_eq!(code(&out), 2, "{args:?}: {}", show(&out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.starts_with("error: ") && stderr.contains(needle),
+            "{args:?}: want `error: ...{needle}...`: {}",
+            show(&out)
+        );
+    }
+    // Usage errors: no vocabulary, two vocabularies, unknown flag.
+    let schema = good.to_str().unwrap();
+    for args in [
+        vec!["check", "--schema", schema],
+        vec![
+            "check",
+            "--schema",
+            schema,
+            "--tokenizer",
+            &tok,
+            "--model",
+            "m.gguf",
+        ],
+        vec!["check", "--schema", schema, "--tokenizer", &tok, "--nope"],
+        vec!["frobnicate"],
+    ] {
+        let out = run(&args, "");
+        assert_eq!(code(&out), 2, "{args:?}: {}", show(&out));
+    }
+}
+
+#[test]
+fn lenient_mode_lists_what_it_drops() {
+    let dir = scratch("lenient");
+    let schema = write(
+        &dir,
+        "s.json",
+        r#"{"type": "array", "items": {"type": "integer"}, "uniqueItems": true}"#,
+    );
+    let out = run(
+        &[
+            "check",
+            "--schema",
+            schema.to_str().unwrap(),
+            "--tokenizer",
+            &tokenizer(),
+            "--lenient",
+        ],
+        "[1,1]",
+    );
+    assert_eq!(code(&out), 0, "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("uniqueItems"),
+        "{}",
+        show(&out)
+    );
+}
+
+/// Runs `fuzz` on `schema` and returns the `--out` lines.
+fn fuzz(schema: &Path, n: usize, seed: u64, out_file: &Path) -> (Output, Vec<Value>) {
+    let out = run(
+        &[
+            "fuzz",
+            "--schema",
+            schema.to_str().unwrap(),
+            "--tokenizer",
+            &tokenizer(),
+            "-n",
+            &n.to_string(),
+            "--seed",
+            &seed.to_string(),
+            "--max-tokens",
+            "256",
+            "--out",
+            out_file.to_str().unwrap(),
+        ],
+        "",
+    );
+    let lines = std::fs::read_to_string(out_file)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each --out line is JSON"))
+        .collect();
+    (out, lines)
+}
+
+#[test]
+fn fuzz_outputs_are_valid_and_reproducible() {
+    let dir = scratch("fuzz");
+    let schema_path = Path::new(EXAMPLES).join("weather.schema.json");
+    let schema: Value =
+        serde_json::from_str(&std::fs::read_to_string(&schema_path).unwrap()).unwrap();
+    let validator = jsonschema::options()
+        .should_validate_formats(true)
+        .build(&schema)
+        .unwrap();
+
+    let (out1, lines1) = fuzz(&schema_path, 40, 7, &dir.join("a.jsonl"));
+    assert_eq!(code(&out1), 0, "{}", show(&out1));
+    assert_eq!(lines1.len(), 40);
+    let stderr = String::from_utf8_lossy(&out1.stderr);
+    assert!(stderr.contains("40 outputs"), "summary: {stderr}");
+
+    let mut finished = 0;
+    for line in &lines1 {
+        let text = line["text"].as_str().expect("text");
+        assert!(line["tokens"].is_array());
+        if line["finished"] == json!(true) {
+            finished += 1;
+            assert_eq!(line["valid"], json!(true), "{line}");
+            let value: Value = serde_json::from_str(text).expect("finished output is JSON");
+            assert!(validator.is_valid(&value), "invalid output: {text}");
+        }
+    }
+    assert!(finished > 0, "no output finished: {stderr}");
+
+    // Same seed, same outputs; another seed, other outputs.
+    let (out2, lines2) = fuzz(&schema_path, 40, 7, &dir.join("b.jsonl"));
+    assert_eq!(code(&out2), 0, "{}", show(&out2));
+    assert_eq!(lines1, lines2, "same seed, different outputs");
+    let (out3, lines3) = fuzz(&schema_path, 40, 8, &dir.join("c.jsonl"));
+    assert_eq!(code(&out3), 0, "{}", show(&out3));
+    assert_ne!(lines1, lines3, "another seed, same outputs");
+}
+
+#[test]
+fn fuzz_tokens_replay_through_check() {
+    // What fuzz draws, check accepts (when it finished).
+    let dir = scratch("replay");
+    let schema = write(&dir, "s.json", OBJ);
+    let (out, lines) = fuzz(&schema, 10, 3, &dir.join("o.jsonl"));
+    assert_eq!(code(&out), 0, "{}", show(&out));
+    for line in lines.iter().filter(|l| l["finished"] == json!(true)) {
+        let text = line["text"].as_str().unwrap();
+        let out = check(&schema, text);
+        assert_eq!(code(&out), 0, "fuzz drew {text:?}: {}", show(&out));
+    }
+}
+
+#[cfg(feature = "llama")]
+#[test]
+fn check_with_a_gguf_vocabulary() {
+    let gguf = common::require(
+        common::cache_dir()
+            .join("gemma-1.0.0")
+            .join("gemma-3-270m-q4_k_m.gguf"),
+        "the Gemma 3 270M GGUF",
+        "gemma",
+    );
+    let dir = scratch("gguf");
+    let schema = write(&dir, "s.json", OBJ);
+    let model = gguf.to_str().unwrap();
+    let args = [
+        "check",
+        "--schema",
+        schema.to_str().unwrap(),
+        "--model",
+        model,
+    ];
+    let out = run(&args, r#"{"a": 42, "b": "yz"}"#);
+    assert_eq!(code(&out), 0, "{}", show(&out));
+    let out = run(&args, r#"{"a": "42"}"#);
+    assert_eq!(code(&out), 1, "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("rejected at byte 6:"),
+        "{}",
+        show(&out)
+    );
+}
