@@ -47,6 +47,8 @@
 //! - `CALLMASK_BENCH_SCHEMA_DIR`: benchmark every `NAME.schema.json` (+ `NAME.instance.json`) of
 //!   another folder instead of `benches/schemas/`.
 //! - `CALLMASK_BENCH_REPS`, `CALLMASK_BENCH_COLD`: see above. `CALLMASK_BENCH_TABLE=0`: no table.
+//! - `CALLMASK_BENCH_CLEAR_CACHES=1`: clear callmask's process-wide caches (compiled lexemes,
+//!   shared lexeme walks) before each cold trial, for first-ever compile and mask times.
 //! - `CALLMASK_BENCH_ALLOW_SKIPS=1`: exit 0 even if an engine could not compile some schema (such
 //!   a schema is skipped for that engine, listed at the end, and by default makes the exit status 1).
 //!
@@ -438,6 +440,9 @@ mod cm {
             masks: &mut Vec<f64>,
             accepts: &mut Vec<f64>,
         ) -> (f64, TokenAutomaton) {
+            if std::env::var("CALLMASK_BENCH_CLEAR_CACHES").as_deref() == Ok("1") {
+                callmask::clear_shared_caches();
+            }
             let t0 = Instant::now();
             let g = Grammar::from_json_schema(&case.schema, &self.opts).unwrap();
             let a = TokenAutomaton::new(&g, self.vocab.clone());

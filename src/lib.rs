@@ -33,3 +33,11 @@ pub use grammar::Grammar;
 pub use mask::{Matcher, TokenAutomaton, TokenMask};
 pub use schema::CompileOptions;
 pub use vocab::{TokenId, Vocab};
+
+/// Empties the process-wide caches: compiled lexemes (shared by every schema) and lexeme mask
+/// walks (shared by every grammar over a vocabulary). They only make later compiles and first
+/// masks faster; clearing them is for measuring cold starts, or for freeing memory.
+pub fn clear_shared_caches() {
+    schema::clear_lexeme_cache();
+    mask::clear_lexeme_walks();
+}

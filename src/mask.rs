@@ -360,6 +360,17 @@ impl std::fmt::Debug for TokenAutomaton {
 /// Tries are built once per vocabulary and shared by every automaton over it.
 static TRIES: Mutex<Vec<(Weak<Vocab>, Arc<TokenTrie>)>> = Mutex::new(Vec::new());
 
+/// Empties the lexeme walks shared by every grammar over each vocabulary.
+pub(crate) fn clear_lexeme_walks() {
+    let tries = TRIES.lock().unwrap_or_else(|e| e.into_inner());
+    for (_, t) in tries.iter() {
+        t.lexeme_walks
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+}
+
 fn trie_for(vocab: &Arc<Vocab>) -> Arc<TokenTrie> {
     let mut tries = TRIES.lock().unwrap_or_else(|e| e.into_inner());
     tries.retain(|(w, _)| w.strong_count() > 0);

@@ -1564,6 +1564,11 @@ fn get_count(obj: &Map<String, Value>, k: &str, path: &str) -> Result<Option<u64
 /// Most entries of the process-wide lexeme cache (cleared when full).
 const LEXEME_CACHE_ENTRIES: usize = 1024;
 
+/// Empties the process-wide lexeme cache.
+pub(crate) fn clear_lexeme_cache() {
+    lexeme_cache().clear();
+}
+
 fn lexeme_cache() -> std::sync::MutexGuard<'static, HashMap<String, Arc<Dfa>>> {
     static CACHE: std::sync::OnceLock<std::sync::Mutex<HashMap<String, Arc<Dfa>>>> =
         std::sync::OnceLock::new();
