@@ -14,7 +14,7 @@
 //! Value encoding policy (what the grammar writes; every output is valid):
 //! - strings: see [`crate::automaton::dfa::Dfa::json_string`] for escapes;
 //! - integers: `-?(0|[1-9][0-9]*)` with at most 19 digits, optionally followed by `.0…`;
-//! - numbers: at most 19 integer digits and 20 fraction digits; an exponent (at most 3 digits)
+//! - numbers: at most 19 integer digits and 20 fraction digits; an exponent (at most 2 digits, so values stay finite doubles)
 //!   only when the number has no bounds;
 //! - `-0` is not produced.
 
@@ -1578,8 +1578,9 @@ fn lexeme_cache() -> std::sync::MutexGuard<'static, HashMap<String, Arc<Dfa>>> {
         .unwrap_or_else(|e| e.into_inner())
 }
 
-/// A JSON number (bounded digits; exponent allowed).
-const NUMBER: &str = r"-?(?:0|[1-9][0-9]{0,18})(?:\.[0-9]{1,20})?(?:[eE][+-]?[0-9]{1,3})?";
+/// A JSON number (bounded digits; an exponent of at most two digits keeps every value a finite
+/// double, which is what JSON parsers give their users).
+const NUMBER: &str = r"-?(?:0|[1-9][0-9]{0,18})(?:\.[0-9]{1,20})?(?:[eE][+-]?[0-9]{1,2})?";
 /// A JSON number without exponent (used with bounds).
 const BOUNDED_NUMBER: &str = r"-?(?:0|[1-9][0-9]{0,18})(?:\.[0-9]{1,20})?";
 /// Largest magnitude with 19 digits.
