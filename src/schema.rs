@@ -552,15 +552,7 @@ impl<'a> Compiler<'a> {
         // prefixItems, additionalItems on array items) stay exact only if the other side adds
         // no sibling they would have to look past.
         for (x, y) in [(a, &b), (&b, a)] {
-            let keys = |o: &Map<String, Value>| -> Vec<String> {
-                let mut v: Vec<String> = o
-                    .get("properties")
-                    .and_then(Value::as_object)
-                    .map(|p| p.keys().cloned().collect())
-                    .unwrap_or_default();
-                v.sort();
-                v
-            };
+            let keys = property_names;
             let len = |o: &Map<String, Value>, k: &str| {
                 o.get(k).and_then(Value::as_array).map_or(0, Vec::len)
             };
@@ -674,16 +666,7 @@ impl<'a> Compiler<'a> {
                 "items" | "additionalProperties" if av.is_object() || av.is_boolean() => {
                     if k == "additionalProperties" {
                         // Exact only when both sides list the same properties.
-                        let props = |o: &Map<String, Value>| -> Vec<String> {
-                            let mut v: Vec<String> = o
-                                .get("properties")
-                                .and_then(Value::as_object)
-                                .map(|p| p.keys().cloned().collect())
-                                .unwrap_or_default();
-                            v.sort();
-                            v
-                        };
-                        if props(a) != props(&b) {
+                        if property_names(a) != property_names(&b) {
                             return Err(Error::UnsupportedKeyword {
                                 keyword: "additionalProperties".into(),
                                 path: ptr(path),
@@ -1462,6 +1445,17 @@ fn finalize(g: &mut GrammarInner, _opts: &CompileOptions) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The names listed in a schema's `properties`, sorted.
+fn property_names(o: &Map<String, Value>) -> Vec<String> {
+    let mut v: Vec<String> = o
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default();
+    v.sort();
+    v
 }
 
 fn type_set(t: &Value, strict: bool, path: &str) -> Result<u8> {

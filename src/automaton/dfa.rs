@@ -266,18 +266,7 @@ impl Dfa {
         step: impl Fn(&K, u8) -> Option<K>,
         accept: impl Fn(&K) -> bool,
     ) -> Result<Dfa, DfaError> {
-        // Renumber classes densely and pick one representative byte per class.
-        let mut dense = [u8::MAX; 256];
-        let mut reps: Vec<u8> = Vec::new();
-        let mut cls = [0u8; 256];
-        for b in 0..256 {
-            let c = classes[b] as usize;
-            if dense[c] == u8::MAX {
-                dense[c] = reps.len() as u8;
-                reps.push(b as u8);
-            }
-            cls[b] = dense[c];
-        }
+        let (cls, reps) = dense_classes(classes);
         let stride = reps.len();
         let mut ids: HashMap<K, StateId> = HashMap::new();
         let mut keys: Vec<K> = vec![start.clone()];
@@ -438,18 +427,7 @@ impl Dfa {
         for (i, b) in b"0123456789acdeABCDEF".iter().enumerate() {
             special[*b as usize] = 30 + i as u8;
         }
-        let classes = refine(&self.classes, &special);
-        let mut reps: Vec<u8> = Vec::new();
-        let mut dense = [u8::MAX; 256];
-        let mut cls = [0u8; 256];
-        for b in 0..256 {
-            let c = classes[b] as usize;
-            if dense[c] == u8::MAX {
-                dense[c] = reps.len() as u8;
-                reps.push(b as u8);
-            }
-            cls[b] = dense[c];
-        }
+        let (cls, reps) = dense_classes(&refine(&self.classes, &special));
         let stride = reps.len();
         let n = self.accept.len(); // content states, dead included
         const PER: usize = 7;
@@ -522,6 +500,22 @@ impl Dfa {
         }
         Ok(d)
     }
+}
+
+/// Classes renumbered densely from 0, and one representative byte per class.
+fn dense_classes(classes: &[u8; 256]) -> ([u8; 256], Vec<u8>) {
+    let mut dense = [u8::MAX; 256];
+    let mut reps: Vec<u8> = Vec::new();
+    let mut cls = [0u8; 256];
+    for b in 0..256 {
+        let c = classes[b] as usize;
+        if dense[c] == u8::MAX {
+            dense[c] = reps.len() as u8;
+            reps.push(b as u8);
+        }
+        cls[b] = dense[c];
+    }
+    (cls, reps)
 }
 
 /// The coarsest partition of bytes finer than both `a` and `b`.
