@@ -20,6 +20,8 @@
 //! # Ok(()) }
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod automaton;
 pub mod error;
 pub mod grammar;

@@ -625,8 +625,8 @@ impl<'a> Compiler<'a> {
             }
             let merged = match k.as_str() {
                 "type" => {
-                    let ta = type_set(&av, false, path)?;
-                    let tb = type_set(bv, false, path)?;
+                    let ta = type_set(&av, path)?;
+                    let tb = type_set(bv, path)?;
                     // "number" includes "integer" in these sets, so the intersection is exact.
                     let t = ta & tb;
                     if t == 0 {
@@ -864,7 +864,7 @@ impl<'a> Compiler<'a> {
             .all(|k| k == "type" || k == "nullable" || ANNOTATIONS.contains(&k.as_str()));
         if only_type && rest.contains_key("type") {
             // The common case, `{"type": T, "enum": [...]}`: filter by type directly.
-            let mut types = type_set(&rest["type"], true, path)?;
+            let mut types = type_set(&rest["type"], path)?;
             if rest.get("nullable") == Some(&Value::Bool(true)) {
                 types |= T_NULL;
             }
@@ -998,7 +998,7 @@ impl<'a> Compiler<'a> {
 
     fn compile_typed(&mut self, obj: &Map<String, Value>, path: &str) -> Result<NodeId> {
         let mut types = match obj.get("type") {
-            Some(t) => type_set(t, true, path)?,
+            Some(t) => type_set(t, path)?,
             None => T_ALL,
         };
         if obj.get("nullable") == Some(&Value::Bool(true)) {
@@ -1458,7 +1458,7 @@ fn property_names(o: &Map<String, Value>) -> Vec<String> {
     v
 }
 
-fn type_set(t: &Value, strict: bool, path: &str) -> Result<u8> {
+fn type_set(t: &Value, path: &str) -> Result<u8> {
     let one = |s: &str| -> Result<u8> {
         Ok(match s {
             "null" => T_NULL,
@@ -1472,7 +1472,6 @@ fn type_set(t: &Value, strict: bool, path: &str) -> Result<u8> {
             _ => return Err(invalid(path, format!("unknown type {s:?}"))),
         })
     };
-    let _ = strict;
     match t {
         Value::String(s) => one(s),
         Value::Array(list) => {
