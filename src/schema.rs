@@ -1863,7 +1863,6 @@ fn format_regex(f: &str) -> Option<String> {
         "|(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)-02-29)"
     );
     let time = r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,9})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])";
-    let label = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?";
     let octet = "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])";
     let pchar = "(?:[A-Za-z0-9._~!$&'()*+,;=:@-]|%[0-9A-Fa-f]{2})";
     Some(match f {
@@ -1879,8 +1878,10 @@ fn format_regex(f: &str) -> Option<String> {
         }
         "uuid" => "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}".into(),
         "ipv4" => format!("{octet}(?:\\.{octet}){{3}}"),
+        // RFC 3986 absolute URIs with an authority: scheme, a host of letters, digits, dots and
+        // hyphens, an optional port, then path, query and fragment characters.
         "uri" => format!(
-            "[a-z][a-z0-9+.-]{{0,15}}://{label}(?:\\.{label}){{0,8}}(?::[0-9]{{1,5}})?(?:/{pchar}*){{0,16}}(?:\\?(?:{pchar}|[/?])*)?(?:#(?:{pchar}|[/?])*)?"
+            "[a-z][a-z0-9+.-]*://[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]{{1,5}})?(?:/{pchar}*)*(?:\\?(?:{pchar}|[/?])*)?(?:#(?:{pchar}|[/?])*)?"
         ),
         _ => return None,
     })

@@ -430,67 +430,85 @@ impl Dfa {
         let (cls, reps) = dense_classes(&refine(&self.classes, &special));
         let stride = reps.len();
         let n = self.accept.len(); // content states, dead included
-        const PER: usize = 7;
-        let total = 3 + PER * n;
+                                   // 1 = before the opening quote, 2 = after the closing quote, 3 + q = In(q) for each
+                                   // content state q; then, only for the states that need them, Esc(q) after a backslash
+                                   // and U(q, 0..5) after `\u`, `\u0`, `\u00`, `\u000`, `\u001`.
+        const OPEN: usize = 1;
+        const CLOSED: usize = 2;
+        let escaped: [u8; 8] = [b'"', b'\\', b'/', 0x08, 0x0c, b'\n', b'\r', b'\t'];
+        let mut esc_id = vec![0usize; n];
+        let mut u_id = vec![0usize; n];
+        let mut total = 3 + n;
+        for q in 1..n {
+            let live = |b: u8| self.next(q as StateId, b) != Self::DEAD;
+            if escaped.iter().any(|&b| live(b)) || (0..0x20).any(live) {
+                esc_id[q] = total;
+                total += 1;
+            }
+            if (0..0x20).any(live) {
+                u_id[q] = total;
+                total += 5;
+            }
+        }
         if total > max_states.saturating_mul(4) {
             return Err(DfaError::TooLarge);
         }
-        // 1 = before the opening quote, 2 = after the closing quote; per content state q:
-        // In(q), Esc(q) after a backslash, then after `\u`, `\u0`, `\u00`, `\u000`, `\u001`.
-        const OPEN: usize = 1;
-        const CLOSED: usize = 2;
-        let st = |q: usize, k: usize| (3 + PER * q + k) as StateId;
-        let (in_, esc, u, u0, u00, u000, u001) = (0, 1, 2, 3, 4, 5, 6);
+        let in_ = |q: usize| (3 + q) as StateId;
         let mut trans = vec![0 as StateId; total * stride];
         let mut accept = vec![false; total];
         accept[CLOSED] = true;
         if self.start != Self::DEAD {
-            trans[OPEN * stride + cls[b'"' as usize] as usize] = st(self.start as usize, in_);
+            trans[OPEN * stride + cls[b'"' as usize] as usize] = in_(self.start as usize);
         }
         for q in 1..n {
             let target = |byte: u8| -> StateId {
                 match self.next(q as StateId, byte) as usize {
                     0 => 0,
-                    t => st(t, in_),
+                    t => in_(t),
                 }
             };
+            let (e, u) = (esc_id[q], u_id[q]);
             for (c, &b) in reps.iter().enumerate() {
-                let mut set = |k: usize, t: StateId| trans[st(q, k) as usize * stride + c] = t;
+                let mut set = |state: usize, t: StateId| trans[state * stride + c] = t;
                 set(
-                    in_,
+                    in_(q) as usize,
                     match b {
                         b'"' if self.is_accepting(q as StateId) => CLOSED as StateId,
                         b'"' | 0..=0x1f => 0,
-                        b'\\' => st(q, esc),
+                        b'\\' => e as StateId,
                         _ => target(b),
                     },
                 );
-                set(
-                    esc,
-                    match b {
-                        b'"' | b'\\' | b'/' => target(b),
-                        b'b' => target(0x08),
-                        b'f' => target(0x0c),
-                        b'n' => target(b'\n'),
-                        b'r' => target(b'\r'),
-                        b't' => target(b'\t'),
-                        b'u' => st(q, u),
-                        _ => 0,
-                    },
-                );
-                set(u, if b == b'0' { st(q, u0) } else { 0 });
-                set(u0, if b == b'0' { st(q, u00) } else { 0 });
-                set(
-                    u00,
-                    match b {
-                        b'0' => st(q, u000),
-                        b'1' => st(q, u001),
-                        _ => 0,
-                    },
-                );
-                if let Some(lo) = (b as char).to_digit(16) {
-                    set(u000, target(lo as u8));
-                    set(u001, target(0x10 | lo as u8));
+                if e != 0 {
+                    set(
+                        e,
+                        match b {
+                            b'"' | b'\\' | b'/' => target(b),
+                            b'b' => target(0x08),
+                            b'f' => target(0x0c),
+                            b'n' => target(b'\n'),
+                            b'r' => target(b'\r'),
+                            b't' => target(b'\t'),
+                            b'u' => u as StateId,
+                            _ => 0,
+                        },
+                    );
+                }
+                if u != 0 {
+                    set(u, if b == b'0' { (u + 1) as StateId } else { 0 });
+                    set(u + 1, if b == b'0' { (u + 2) as StateId } else { 0 });
+                    set(
+                        u + 2,
+                        match b {
+                            b'0' => (u + 3) as StateId,
+                            b'1' => (u + 4) as StateId,
+                            _ => 0,
+                        },
+                    );
+                    if let Some(lo) = (b as char).to_digit(16) {
+                        set(u + 3, target(lo as u8));
+                        set(u + 4, target(0x10 | lo as u8));
+                    }
                 }
             }
         }
