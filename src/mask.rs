@@ -85,17 +85,31 @@ impl TokenMask {
     }
 }
 
+/// No token ends at a trie node.
+const NO_TOKEN: TokenId = TokenId::MAX;
+
+/// One node of the token trie, packed so that a walk reads one small record per node.
+#[derive(Debug, Clone, Copy)]
+struct TrieNode {
+    /// One past the last node of this node's subtree.
+    next: u32,
+    /// The token ending here ([`NO_TOKEN`] if none); more in `TokenTrie::dups` if `dup`.
+    tok: TokenId,
+    depth: u16,
+    /// Byte leading into this node (unused for the root).
+    byte: u8,
+    dup: bool,
+}
+
 /// The vocabulary as a byte trie in depth-first order.
 #[derive(Debug)]
 pub(crate) struct TokenTrie {
-    /// Byte leading into node `i` (node 0 is the root).
-    byte: Vec<u8>,
-    depth: Vec<u16>,
-    /// One past the last node of `i`'s subtree.
-    next: Vec<u32>,
-    /// Tokens ending at node `i`: `toks[tok_start[i]..tok_start[i + 1]]`.
-    tok_start: Vec<u32>,
-    toks: Vec<TokenId>,
+    /// Node 0 is the root.
+    nodes: Vec<TrieNode>,
+    /// Further tokens with the same bytes as a node's first one, sorted by node.
+    dups: Vec<(u32, TokenId)>,
+    /// The deepest node's depth.
+    max_depth: usize,
     /// Lexeme walks, shared by every grammar over this vocabulary: keyed by automaton (kept
     /// alive by the entry, so its address stays unique) and state.
     lexeme_walks: RwLock<HashMap<(usize, u32), LexemeWalk>>,
@@ -108,52 +122,83 @@ impl TokenTrie {
             .filter_map(|t| {
                 vocab
                     .token_bytes(t)
-                    .filter(|b| !b.is_empty())
+                    // Tokens longer than a depth can count are never allowed (no such token
+                    // exists in real vocabularies).
+                    .filter(|b| !b.is_empty() && b.len() < u16::MAX as usize)
                     .map(|b| (b, t))
             })
             .collect();
         list.sort_unstable();
+        let root = TrieNode {
+            next: 0,
+            tok: NO_TOKEN,
+            depth: 0,
+            byte: 0,
+            dup: false,
+        };
         let mut trie = TokenTrie {
-            byte: vec![0],
-            depth: vec![0],
-            next: vec![0],
-            tok_start: vec![0],
-            toks: Vec::with_capacity(list.len()),
+            nodes: vec![root],
+            dups: Vec::new(),
+            max_depth: 0,
             lexeme_walks: RwLock::new(HashMap::new()),
         };
         let mut path: Vec<u32> = vec![0];
         let mut prev: &[u8] = &[];
         for (bytes, id) in list {
             let lcp = prev.iter().zip(bytes).take_while(|(a, b)| a == b).count();
+            if lcp == bytes.len() && lcp == prev.len() {
+                // Same bytes as the previous token.
+                let n = *path.last().unwrap();
+                trie.nodes[n as usize].dup = true;
+                trie.dups.push((n, id));
+                continue;
+            }
             while path.len() > lcp + 1 {
                 let n = path.pop().unwrap();
-                trie.next[n as usize] = trie.byte.len() as u32;
+                trie.nodes[n as usize].next = trie.nodes.len() as u32;
             }
             for (d, &b) in bytes.iter().enumerate().skip(lcp) {
-                trie.byte.push(b);
-                trie.depth.push((d + 1).min(u16::MAX as usize) as u16);
-                trie.next.push(0);
-                trie.tok_start.push(trie.toks.len() as u32);
-                path.push(trie.byte.len() as u32 - 1);
+                trie.nodes.push(TrieNode {
+                    next: 0,
+                    tok: NO_TOKEN,
+                    depth: (d + 1) as u16,
+                    byte: b,
+                    dup: false,
+                });
+                path.push(trie.nodes.len() as u32 - 1);
             }
-            trie.toks.push(id);
+            trie.max_depth = trie.max_depth.max(bytes.len());
+            let last = *path.last().unwrap() as usize;
+            trie.nodes[last].tok = id;
             prev = bytes;
         }
         while let Some(n) = path.pop() {
-            trie.next[n as usize] = trie.byte.len() as u32;
+            trie.nodes[n as usize].next = trie.nodes.len() as u32;
         }
-        trie.tok_start.push(trie.toks.len() as u32);
         trie
     }
 
+    /// Appends the tokens ending at `node`.
     #[inline]
-    fn tokens(&self, node: usize) -> &[TokenId] {
-        &self.toks[self.tok_start[node] as usize..self.tok_start[node + 1] as usize]
+    fn push_tokens(&self, node: usize, out: &mut Vec<TokenId>) {
+        let n = &self.nodes[node];
+        if n.tok != NO_TOKEN {
+            out.push(n.tok);
+            if n.dup {
+                let first = self.dups.partition_point(|d| (d.0 as usize) < node);
+                out.extend(
+                    self.dups[first..]
+                        .iter()
+                        .take_while(|d| d.0 as usize == node)
+                        .map(|d| d.1),
+                );
+            }
+        }
     }
 
     #[inline]
     fn has_children(&self, node: usize) -> bool {
-        self.next[node] as usize > node + 1
+        self.nodes[node].next as usize > node + 1
     }
 
     /// Walks a lexeme automaton from `state` over the subtree below `from` (its own tokens
@@ -170,23 +215,28 @@ impl TokenTrie {
         if dfa.is_accepting(state) && self.has_children(from) {
             exits.push(from as u32);
         }
-        let base = self.depth[from] as usize;
-        let mut levels: Vec<u32> = vec![state; 1];
+        let base = self.nodes[from].depth as usize;
+        let mut levels: Vec<u32> = vec![0; self.max_depth + 2 - base];
+        levels[0] = state;
         let mut i = from + 1;
-        let end = self.next[from] as usize;
+        let end = self.nodes[from].next as usize;
         while i < end {
-            let d = self.depth[i] as usize - base;
-            let s = dfa.next(levels[d - 1], self.byte[i]);
+            let n = self.nodes[i];
+            let d = n.depth as usize - base;
+            let s = dfa.next(levels[d - 1], n.byte);
             if s == 0 {
-                i = self.next[i] as usize;
+                i = n.next as usize;
                 continue;
             }
-            if levels.len() <= d {
-                levels.resize(d + 1, 0);
-            }
             levels[d] = s;
-            out.extend_from_slice(self.tokens(i));
-            if dfa.is_accepting(s) && self.has_children(i) {
+            if n.tok != NO_TOKEN {
+                if n.dup {
+                    self.push_tokens(i, out);
+                } else {
+                    out.push(n.tok);
+                }
+            }
+            if dfa.is_accepting(s) && n.next as usize > i + 1 {
                 exits.push(i as u32);
             }
             i += 1;
@@ -203,20 +253,20 @@ impl TokenTrie {
         out: &mut Vec<TokenId>,
         mut exits: Option<&mut Vec<u32>>,
     ) {
-        let base = self.depth[from] as usize;
+        let base = self.nodes[from].depth as usize;
         let mut levels: Vec<Vec<Stack>> = vec![start];
         let mut i = from + 1;
-        let end = self.next[from] as usize;
+        let end = self.nodes[from].next as usize;
         let mut lex_exits = Vec::new();
         while i < end {
-            let d = self.depth[i] as usize - base;
+            let d = self.nodes[i].depth as usize - base;
             let mut next = Vec::new();
-            advance(g, &levels[d - 1], self.byte[i], &mut next);
+            advance(g, &levels[d - 1], self.nodes[i].byte, &mut next);
             if next.is_empty() {
-                i = self.next[i] as usize;
+                i = self.nodes[i].next as usize;
                 continue;
             }
-            out.extend_from_slice(self.tokens(i));
+            self.push_tokens(i, out);
             if let Some(ex) = exits.as_deref_mut() {
                 if self.has_children(i) && next.iter().any(|s| s.len() == 1 && g.is_complete(&s[0]))
                 {
@@ -249,7 +299,7 @@ impl TokenTrie {
                                 );
                             }
                         }
-                        i = self.next[i] as usize;
+                        i = self.nodes[i].next as usize;
                         continue;
                     }
                 }

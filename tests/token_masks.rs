@@ -7,7 +7,8 @@ use rand::{rngs::StdRng, Rng, SeedableRng};
 use serde_json::{json, Value};
 use std::sync::Arc;
 
-/// All 256 single bytes (as tokens 0..256) plus multi-byte tokens that cross JSON boundaries.
+/// All 256 single bytes (as tokens 0..256) plus multi-byte tokens that cross JSON boundaries
+/// (two of them twice, as vocabularies with byte-fallback tokens have).
 fn small_vocab() -> Arc<Vocab> {
     let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
     for t in [
@@ -34,6 +35,8 @@ fn small_vocab() -> Arc<Vocab> {
         "\\\"",
         "\\u00",
         "Paris",
+        "Paris",
+        "\",",
         "name",
         "\"name\":",
         "celsius",
