@@ -1,0 +1,93 @@
+//! Strings: ECMA-262 patterns in the regex crate's syntax, and the supported formats.
+
+/// Rewrites ECMA-262 class escapes that differ in the regex crate (`\d`, `\w` are ASCII there).
+pub(super) fn translate_ecma(p: &str) -> String {
+    let mut out = String::new();
+    let mut in_class = false;
+    let mut chars = p.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                let Some(n) = chars.next() else {
+                    out.push('\\');
+                    break;
+                };
+                let rep = match (n, in_class) {
+                    ('d', false) => "[0-9]",
+                    ('d', true) => "0-9",
+                    ('D', false) => "[^0-9]",
+                    ('w', false) => "[0-9A-Za-z_]",
+                    ('w', true) => "0-9A-Za-z_",
+                    ('W', false) => "[^0-9A-Za-z_]",
+                    ('b', false) => r"(?-u:\b)",
+                    ('B', false) => r"(?-u:\B)",
+                    _ => {
+                        out.push('\\');
+                        out.push(n);
+                        continue;
+                    }
+                };
+                out.push_str(rep);
+            }
+            '[' if !in_class => {
+                in_class = true;
+                out.push(c);
+                if chars.peek() == Some(&'^') {
+                    out.push(chars.next().unwrap());
+                }
+                if chars.peek() == Some(&']') {
+                    out.push_str("\\]");
+                    chars.next();
+                }
+            }
+            ']' if in_class => {
+                in_class = false;
+                out.push(c);
+            }
+            '[' if in_class => out.push_str("\\["),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// Regexes for the supported formats, over the decoded string.
+pub(super) fn format_regex(f: &str) -> Option<String> {
+    let date = concat!(
+        "(?:[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))",
+        "|(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)-02-29)"
+    );
+    let time = r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,9})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])";
+    let octet = "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])";
+    let pchar = "(?:[A-Za-z0-9._~!$&'()*+,;=:@-]|%[0-9A-Fa-f]{2})";
+    Some(match f {
+        "date" => date.to_string(),
+        "time" => time.to_string(),
+        "date-time" => format!("{date}T{time}"),
+        // A conservative subset of RFC 5321 addresses, within its length limits: a local part
+        // of at most 50 characters and a domain of at most 2-4 labels of 32 characters at most.
+        "email" => {
+            let part = "[A-Za-z0-9_+-]{1,16}";
+            let dlabel = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,30}[A-Za-z0-9])?";
+            format!("{part}(?:\\.{part}){{0,2}}@{dlabel}(?:\\.{dlabel}){{0,2}}\\.[A-Za-z]{{2,16}}")
+        }
+        "uuid" => "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}".into(),
+        "ipv4" => format!("{octet}(?:\\.{octet}){{3}}"),
+        // RFC 3986 absolute URIs with an authority: scheme, a host of letters, digits, dots and
+        // hyphens, an optional port, then path, query and fragment characters.
+        "uri" => format!(
+            "[a-z][a-z0-9+.-]*://[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]{{1,5}})?(?:/{pchar}*)*(?:\\?(?:{pchar}|[/?])*)?(?:#(?:{pchar}|[/?])*)?"
+        ),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ecma_translation() {
+        assert_eq!(translate_ecma(r"^\d+[\w-]$"), r"^[0-9]+[0-9A-Za-z_-]$");
+    }
+}
