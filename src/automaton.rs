@@ -13,7 +13,7 @@
 
 pub mod dfa;
 
-use crate::grammar::{GrammarInner, LexId, Node, NodeId, ObjectNode};
+use crate::grammar::{GrammarInner, LexId, Node, NodeId, ObjectNode, Syntax};
 use dfa::{Dfa, StateId};
 use std::sync::Arc;
 
@@ -67,6 +67,15 @@ impl Seen {
         match self {
             Seen::Small(w) => w >> k & 1 == 1,
             Seen::Large(v) => v[k as usize / 64] >> (k % 64) & 1 == 1,
+        }
+    }
+
+    /// The set with key `k` added, and its other spelling in `o`, if any.
+    fn with_key(&self, o: &ObjectNode, k: u32) -> Seen {
+        let s = self.with(k);
+        match o.alias.get(k as usize) {
+            Some(&a) if a != k => s.with(a),
+            _ => s,
         }
     }
 
@@ -163,7 +172,29 @@ pub(crate) enum Frame {
         count: u32,
         ws: u16,
     },
+    /// A sequence whose elements before `idx` are done (element `idx - 1` may be on top).
+    Seq {
+        node: NodeId,
+        idx: u32,
+    },
+    /// A repetition with `count` items started.
+    Rep {
+        node: NodeId,
+        count: u32,
+    },
+    /// A capture around its node; `done` once the node is complete.
+    Cap {
+        node: NodeId,
+        done: bool,
+    },
+    /// A complete atomic value (a special token), popped at once.
+    Done,
 }
+
+/// An input symbol: a byte (0-255), or `SPECIAL + i` for the grammar's special token `i`.
+pub(crate) type Sym = u16;
+/// The first special-token symbol.
+pub(crate) const SPECIAL: Sym = 256;
 
 /// A matcher stack, bottom first.
 pub(crate) type Stack = Vec<Frame>;
@@ -171,6 +202,16 @@ pub(crate) type Stack = Vec<Frame>;
 #[inline]
 pub(crate) fn is_ws(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+/// Whitespace allowed between tokens of a container with this spelling.
+#[inline]
+fn is_gap_ws(b: u8, syntax: &Syntax) -> bool {
+    if syntax.space_only {
+        b == b' '
+    } else {
+        is_ws(b)
+    }
 }
 
 impl GrammarInner {
@@ -185,6 +226,27 @@ impl GrammarInner {
         match &self.nodes[node as usize] {
             Node::Array(a) => a,
             _ => unreachable!("array frame on a non-array node"),
+        }
+    }
+
+    fn seq(&self, node: NodeId) -> &[NodeId] {
+        match &self.nodes[node as usize] {
+            Node::Seq(e) => e,
+            _ => unreachable!("sequence frame on a non-sequence node"),
+        }
+    }
+
+    fn repeat(&self, node: NodeId) -> (NodeId, u32, u32) {
+        match &self.nodes[node as usize] {
+            Node::Repeat { item, min, max } => (*item, *min, *max),
+            _ => unreachable!("repeat frame on a non-repeat node"),
+        }
+    }
+
+    fn captured(&self, node: NodeId) -> NodeId {
+        match &self.nodes[node as usize] {
+            Node::Capture(_, n) => *n,
+            _ => unreachable!("capture frame on a non-capture node"),
         }
     }
 
@@ -203,7 +265,19 @@ impl GrammarInner {
             Frame::Lex { lex, state } => self.lexemes[*lex as usize].is_accepting(*state),
             Frame::Obj { phase, .. } => *phase == ObjPhase::Done,
             Frame::Arr { phase, .. } => *phase == ArrPhase::Done,
-            Frame::Root { phase, .. } => *phase == RootPhase::After,
+            Frame::Root { phase, .. } => {
+                *phase == RootPhase::After
+                    || (*phase == RootPhase::Before && self.nullable[self.root as usize])
+            }
+            Frame::Seq { node, idx } => self.seq(*node)[*idx as usize..]
+                .iter()
+                .all(|&e| self.nullable[e as usize]),
+            Frame::Rep { node, count } => {
+                let (item, min, _) = self.repeat(*node);
+                *count >= min || self.nullable[item as usize]
+            }
+            Frame::Cap { node, done } => *done || self.nullable[self.captured(*node) as usize],
+            Frame::Done => true,
         }
     }
 
@@ -217,6 +291,10 @@ impl GrammarInner {
             Frame::Obj { phase, .. } => *phase == ObjPhase::Done,
             Frame::Arr { phase, .. } => *phase == ArrPhase::Done,
             Frame::Root { .. } => false,
+            Frame::Seq { node, idx } => *idx as usize == self.seq(*node).len(),
+            Frame::Rep { node, count } => *count == self.repeat(*node).2,
+            Frame::Cap { done, .. } => *done,
+            Frame::Done => true,
         }
     }
 
@@ -238,7 +316,9 @@ impl GrammarInner {
                 *count += 1;
                 *ws = 0;
             }
-            Frame::Lex { .. } => unreachable!("a lexeme has no children"),
+            Frame::Cap { done, .. } => *done = true,
+            Frame::Seq { .. } | Frame::Rep { .. } => {}
+            Frame::Lex { .. } | Frame::Done => unreachable!("a lexeme has no children"),
         }
     }
 
@@ -257,13 +337,14 @@ impl GrammarInner {
                 seen,
                 ..
             } => {
-                let (lex, _) = self.object(*node).additional?;
+                let o = self.object(*node);
+                let (lex, _) = o.additional?;
                 Some((
                     lex,
                     *extra,
                     Some(Frame::Obj {
                         node: *node,
-                        phase: ObjPhase::AfterKey(ADDITIONAL),
+                        phase: after_key(o, ADDITIONAL),
                         seen: seen.clone(),
                         ws: 0,
                     }),
@@ -283,28 +364,34 @@ impl GrammarInner {
 
     /// True when the stack holds a complete output.
     pub(crate) fn can_end(&self, stack: &[Frame]) -> bool {
-        match stack.len() {
-            1 => self.is_complete(&stack[0]),
-            2 => self.is_complete(&stack[1]),
-            _ => false,
+        let n = stack.len();
+        if !self.is_complete(&stack[n - 1]) {
+            return false;
         }
+        stack[..n - 1].iter().rev().all(|f| {
+            let mut f = f.clone();
+            Self::child_done(&mut f);
+            self.is_complete(&f)
+        })
     }
 
     /// Every stack that `stack` becomes after `byte`, appended to `out`.
-    pub(crate) fn step(&self, stack: &[Frame], byte: u8, out: &mut Vec<Stack>) {
+    pub(crate) fn step(&self, stack: &[Frame], sym: Sym, out: &mut Vec<Stack>) {
         let n = stack.len();
         let top = &stack[n - 1];
-        self.consume(stack, byte, out);
-        // The top value may end here and leave the byte to its parent.
-        if n > 1 && (is_ws(byte) || matches!(byte, b',' | b'}' | b']')) && self.is_complete(top) {
+        self.consume(stack, sym, out);
+        // The top value may end here and leave the symbol to its parent.
+        let follows = self.pop_any
+            || (sym < SPECIAL && (is_ws(sym as u8) || matches!(sym as u8, b',' | b'}' | b']')));
+        if n > 1 && follows && self.is_complete(top) {
             let mut parent: Stack = stack[..n - 1].to_vec();
             Self::child_done(parent.last_mut().unwrap());
-            self.step(&parent, byte, out);
+            self.step(&parent, sym, out);
         }
     }
 
-    /// The top frame takes `byte` itself (possibly pushing a child value).
-    fn consume(&self, stack: &[Frame], byte: u8, out: &mut Vec<Stack>) {
+    /// The top frame takes `sym` itself (possibly pushing a child value).
+    fn consume(&self, stack: &[Frame], sym: Sym, out: &mut Vec<Stack>) {
         let n = stack.len();
         let replace = |f: Frame| -> Stack {
             let mut s = stack.to_vec();
@@ -312,8 +399,14 @@ impl GrammarInner {
             s
         };
         let max_ws = self.max_whitespace;
+        // Only dialect-level frames (root, sequences, repetitions, captures) take special tokens.
+        let byte = if sym < SPECIAL { sym as u8 } else { 0 };
+        let is_byte = sym < SPECIAL;
         match &stack[n - 1] {
             Frame::Lex { lex, state } => {
+                if !is_byte {
+                    return;
+                }
                 let next = self.lexemes[*lex as usize].next(*state, byte);
                 if next != Dfa::DEAD {
                     out.push(replace(Frame::Lex {
@@ -323,22 +416,56 @@ impl GrammarInner {
                 }
             }
             Frame::Root { phase, ws } => match phase {
-                RootPhase::Before | RootPhase::After if is_ws(byte) && *ws < max_ws => {
-                    out.push(replace(Frame::Root {
-                        phase: *phase,
-                        ws: ws + 1,
-                    }));
+                RootPhase::Before | RootPhase::After
+                    if is_byte && self.root_ws && is_ws(byte) =>
+                {
+                    if *ws < max_ws {
+                        out.push(replace(Frame::Root {
+                            phase: *phase,
+                            ws: ws + 1,
+                        }));
+                    }
                 }
-                RootPhase::Before | RootPhase::After if is_ws(byte) => {}
                 RootPhase::Before => {
                     let s = replace(Frame::Root {
                         phase: RootPhase::InValue,
                         ws: 0,
                     });
-                    self.start_value(s, self.root, byte, out);
+                    self.start_value(s, self.root, sym, out);
                 }
                 _ => {}
             },
+            Frame::Seq { node, idx } => {
+                for (j, &e) in self.seq(*node).iter().enumerate().skip(*idx as usize) {
+                    let s = replace(Frame::Seq {
+                        node: *node,
+                        idx: j as u32 + 1,
+                    });
+                    self.start_value(s, e, sym, out);
+                    if !self.nullable[e as usize] {
+                        break;
+                    }
+                }
+            }
+            Frame::Rep { node, count } => {
+                let (item, _, max) = self.repeat(*node);
+                if *count < max {
+                    let s = replace(Frame::Rep {
+                        node: *node,
+                        count: count + 1,
+                    });
+                    self.start_value(s, item, sym, out);
+                }
+            }
+            Frame::Cap { node, done: false } => {
+                let s = replace(Frame::Cap {
+                    node: *node,
+                    done: false,
+                });
+                self.start_value(s, self.captured(*node), sym, out);
+            }
+            Frame::Cap { done: true, .. } | Frame::Done => {}
+            _ if !is_byte => {}
             Frame::Obj {
                 node,
                 phase,
@@ -347,6 +474,7 @@ impl GrammarInner {
             } => {
                 let node = *node;
                 let o = self.object(node);
+                let syn = &o.syntax;
                 let frame = |phase: ObjPhase, seen: &Seen, ws: u16| Frame::Obj {
                     node,
                     phase,
@@ -361,7 +489,7 @@ impl GrammarInner {
                         | ObjPhase::AfterColon(_)
                         | ObjPhase::AfterValue
                 );
-                if gap && is_ws(byte) {
+                if gap && is_gap_ws(byte, syn) {
                     if *ws < max_ws {
                         out.push(replace(frame(*phase, seen, ws + 1)));
                     }
@@ -369,16 +497,14 @@ impl GrammarInner {
                 }
                 match *phase {
                     ObjPhase::AfterOpen | ObjPhase::AfterComma => {
-                        if byte == b'"' {
-                            if let Some(p) = self.key_step(o, seen, 0, self.extra_start(o), byte) {
-                                let (p, seen) = p;
-                                out.push(replace(frame(p, &seen, 0)));
+                        if byte == syn.close {
+                            if *phase == ObjPhase::AfterOpen && required_ok(o, seen) {
+                                out.push(replace(frame(ObjPhase::Done, seen, 0)));
                             }
-                        } else if byte == b'}'
-                            && *phase == ObjPhase::AfterOpen
-                            && required_ok(o, seen)
+                        } else if let Some((p, seen)) =
+                            self.key_step(o, seen, 0, self.extra_start(o), byte)
                         {
-                            out.push(replace(frame(ObjPhase::Done, seen, 0)));
+                            out.push(replace(frame(p, &seen, 0)));
                         }
                     }
                     ObjPhase::InKey { trie, extra } => {
@@ -387,7 +513,7 @@ impl GrammarInner {
                         }
                     }
                     ObjPhase::AfterKey(k) => {
-                        if byte == b':' {
+                        if Some(byte) == syn.colon {
                             out.push(replace(frame(ObjPhase::AfterColon(k), seen, 0)));
                         }
                     }
@@ -401,12 +527,12 @@ impl GrammarInner {
                             o.values[k as usize]
                         };
                         let s = replace(frame(ObjPhase::InValue, seen, 0));
-                        self.start_value(s, child, byte, out);
+                        self.start_value(s, child, sym, out);
                     }
                     ObjPhase::AfterValue => {
                         if byte == b',' && any_key_left(o, seen) {
                             out.push(replace(frame(ObjPhase::AfterComma, seen, 0)));
-                        } else if byte == b'}' && required_ok(o, seen) {
+                        } else if byte == syn.close && required_ok(o, seen) {
                             out.push(replace(frame(ObjPhase::Done, seen, 0)));
                         }
                     }
@@ -431,7 +557,7 @@ impl GrammarInner {
                     phase,
                     ArrPhase::AfterOpen | ArrPhase::AfterValue | ArrPhase::AfterComma
                 );
-                if gap && is_ws(byte) {
+                if gap && is_gap_ws(byte, &a.syntax) {
                     if *ws < max_ws {
                         out.push(replace(frame(*phase, count, ws + 1)));
                     }
@@ -439,19 +565,19 @@ impl GrammarInner {
                 }
                 match phase {
                     ArrPhase::AfterOpen | ArrPhase::AfterComma => {
-                        if byte == b']' {
+                        if byte == a.syntax.close {
                             if *phase == ArrPhase::AfterOpen && a.min_items == 0 {
                                 out.push(replace(frame(ArrPhase::Done, count, 0)));
                             }
                         } else if let Some(item) = a.item(count) {
                             let s = replace(frame(ArrPhase::InValue, count, 0));
-                            self.start_value(s, item, byte, out);
+                            self.start_value(s, item, sym, out);
                         }
                     }
                     ArrPhase::AfterValue => {
                         if byte == b',' && a.item(count).is_some() {
                             out.push(replace(frame(ArrPhase::AfterComma, count, 0)));
-                        } else if byte == b']' && count >= a.min_items {
+                        } else if byte == a.syntax.close && count >= a.min_items {
                             out.push(replace(frame(ArrPhase::Done, count, 0)));
                         }
                     }
@@ -491,13 +617,13 @@ impl GrammarInner {
         };
         if let Some(t) = t {
             if let Some(k) = o.trie.nodes[t as usize].key {
-                return Some((ObjPhase::AfterKey(k), seen.with(k)));
+                return Some((after_key(o, k), seen.with_key(o, k)));
             }
         }
         if e != Dfa::DEAD {
             let d = &self.lexemes[o.additional.unwrap().0 as usize];
             if d.is_accepting(e) && !d.has_out(e) {
-                return Some((ObjPhase::AfterKey(ADDITIONAL), seen.clone()));
+                return Some((after_key(o, ADDITIONAL), seen.clone()));
             }
         }
         if t.is_none() && e == Dfa::DEAD {
@@ -512,12 +638,21 @@ impl GrammarInner {
         ))
     }
 
-    /// Starts a value of `node` with its first byte, pushing onto `stack`.
-    fn start_value(&self, mut stack: Stack, node: NodeId, byte: u8, out: &mut Vec<Stack>) {
+    /// Starts a value of `node` with its first symbol, pushing onto `stack`.
+    fn start_value(&self, mut stack: Stack, node: NodeId, sym: Sym, out: &mut Vec<Stack>) {
+        if stack.len() > self.max_depth as usize + 8 {
+            return;
+        }
+        let byte = if sym < SPECIAL { sym as u8 } else { 0 };
+        let is_byte = sym < SPECIAL;
         match &self.nodes[node as usize] {
             Node::Lex(lex) => {
                 let d = &self.lexemes[*lex as usize];
-                let next = d.next(d.start(), byte);
+                let next = if is_byte {
+                    d.next(d.start(), byte)
+                } else {
+                    Dfa::DEAD
+                };
                 if next != Dfa::DEAD {
                     stack.push(Frame::Lex {
                         lex: *lex,
@@ -527,7 +662,7 @@ impl GrammarInner {
                 }
             }
             Node::Object(o) => {
-                if byte == b'{' && stack.len() <= self.max_depth as usize {
+                if is_byte && byte == o.syntax.open && stack.len() <= self.max_depth as usize {
                     stack.push(Frame::Obj {
                         node,
                         phase: ObjPhase::AfterOpen,
@@ -537,8 +672,8 @@ impl GrammarInner {
                     out.push(stack);
                 }
             }
-            Node::Array(_) => {
-                if byte == b'[' && stack.len() <= self.max_depth as usize {
+            Node::Array(a) => {
+                if is_byte && byte == a.syntax.open && stack.len() <= self.max_depth as usize {
                     stack.push(Frame::Arr {
                         node,
                         phase: ArrPhase::AfterOpen,
@@ -551,11 +686,39 @@ impl GrammarInner {
             Node::Union(alts) => {
                 // Unions are flattened at compile time: no alternative is itself a union.
                 for &alt in alts {
-                    self.start_value(stack.clone(), alt, byte, out);
+                    self.start_value(stack.clone(), alt, sym, out);
                 }
             }
             Node::Never => {}
+            Node::Seq(_) => {
+                stack.push(Frame::Seq { node, idx: 0 });
+                self.consume(&stack, sym, out);
+            }
+            Node::Repeat { .. } => {
+                stack.push(Frame::Rep { node, count: 0 });
+                self.consume(&stack, sym, out);
+            }
+            Node::Capture(..) => {
+                stack.push(Frame::Cap { node, done: false });
+                self.consume(&stack, sym, out);
+            }
+            Node::Special(i) => {
+                if sym == SPECIAL + *i as Sym {
+                    stack.push(Frame::Done);
+                    out.push(stack);
+                }
+            }
         }
+    }
+}
+
+/// The phase after key `k` of object `o`: before the colon, or at the value when the key's
+/// spelling includes it.
+fn after_key(o: &ObjectNode, k: u32) -> ObjPhase {
+    if o.syntax.colon.is_some() {
+        ObjPhase::AfterKey(k)
+    } else {
+        ObjPhase::AfterColon(k)
     }
 }
 
@@ -591,9 +754,9 @@ impl<'g> ByteMatcher<'g> {
         }
     }
 
-    /// Takes one byte; false (and no change) if it is not allowed.
-    pub(crate) fn push_byte(&mut self, byte: u8) -> bool {
-        advance(self.g, &self.states, byte, &mut self.scratch);
+    /// Takes one symbol (a byte, or `SPECIAL + i`); false (and no change) if it is not allowed.
+    pub(crate) fn push(&mut self, sym: Sym) -> bool {
+        advance(self.g, &self.states, sym, &mut self.scratch);
         if self.scratch.is_empty() {
             return false;
         }
@@ -606,12 +769,12 @@ impl<'g> ByteMatcher<'g> {
     }
 }
 
-/// All stacks `states` become after `byte`, normalized and without duplicates, into `out`.
-pub(crate) fn advance(g: &GrammarInner, states: &[Stack], byte: u8, out: &mut Vec<Stack>) {
+/// All stacks `states` become after `sym`, normalized and without duplicates, into `out`.
+pub(crate) fn advance(g: &GrammarInner, states: &[Stack], sym: Sym, out: &mut Vec<Stack>) {
     out.clear();
     let mut tmp = Vec::new();
     for s in states {
-        g.step(s, byte, &mut tmp);
+        g.step(s, sym, &mut tmp);
         for mut t in tmp.drain(..) {
             g.normalize(&mut t);
             insert_unique(out, t);

@@ -79,6 +79,38 @@ pub enum Error {
         /// Tokens accepted so far.
         available: usize,
     },
+    /// A tools list (or messages list) that is malformed.
+    #[error("invalid tools: {0}")]
+    InvalidTools(String),
+    /// A dialect file that does not parse, or names something unknown.
+    #[error("dialect {dialect}: {message}")]
+    Dialect {
+        /// The dialect's name or file.
+        dialect: String,
+        /// What is wrong (with a line number where there is one).
+        message: String,
+    },
+    /// A function or property name that the dialect cannot write (e.g. not a Python identifier).
+    #[error("{what} {name:?} cannot be written in the {dialect} dialect: {reason}")]
+    Unrepresentable {
+        /// What it is ("function name", "argument name").
+        what: &'static str,
+        /// The name.
+        name: String,
+        /// The dialect.
+        dialect: String,
+        /// Why.
+        reason: String,
+    },
+    /// The grammar needs a special token that the vocabulary does not have.
+    #[error("the vocabulary has no special token {0:?}, which the grammar requires")]
+    MissingSpecialToken(String),
+    /// A prompt template failed to render.
+    #[error("prompt: {0}")]
+    Prompt(String),
+    /// Output text that does not parse in the dialect.
+    #[error("{0}")]
+    Parse(crate::automaton::Rejection),
     /// A vocabulary that cannot be loaded or used.
     #[error("vocabulary: {0}")]
     Vocab(String),

@@ -31,6 +31,61 @@ pub(crate) struct GrammarInner {
     pub(crate) max_depth: u32,
     /// What lenient mode dropped, as "keyword at /pointer".
     pub(crate) dropped: Vec<String>,
+    /// Whether whitespace may surround the root value (JSON Schema grammars; dialects spell
+    /// their own whitespace).
+    pub(crate) root_ws: bool,
+    /// Whether a complete value may hand any byte to its parent (dialect grammars), or only the
+    /// bytes that can follow a JSON value (whitespace, `,`, `}`, `]`).
+    pub(crate) pop_any: bool,
+    /// Per node: true when it matches the empty output.
+    pub(crate) nullable: Vec<bool>,
+    /// The special tokens the grammar refers to, by text; [`Node::Special`] holds the index.
+    pub(crate) specials: Vec<String>,
+    /// The functions, by index of [`Capture::Call`] (empty for a plain JSON Schema grammar).
+    pub(crate) functions: Vec<String>,
+}
+
+/// What a [`Node::Capture`] marks, for the output parser.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Capture {
+    /// Free text returned as the reply's text.
+    Text,
+    /// Reasoning before the answer.
+    Reasoning,
+    /// One call of function `i`.
+    Call(u32),
+    /// A call's arguments, written in this encoding.
+    Args(crate::parse::ArgEncoding),
+}
+
+/// How an object or array is spelled: JSON, JSON inside a JSON string, or Python.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Syntax {
+    /// Opening byte (`{`, `[`, `(`).
+    pub(crate) open: u8,
+    /// Closing byte.
+    pub(crate) close: u8,
+    /// Byte between a key and its value; `None` when the key spelling includes it (`name=`).
+    pub(crate) colon: Option<u8>,
+    /// Only spaces between tokens (inside a JSON string, other whitespace would be escaped).
+    pub(crate) space_only: bool,
+}
+
+impl Syntax {
+    /// JSON objects.
+    pub(crate) const OBJECT: Syntax = Syntax {
+        open: b'{',
+        close: b'}',
+        colon: Some(b':'),
+        space_only: false,
+    };
+    /// JSON arrays.
+    pub(crate) const ARRAY: Syntax = Syntax {
+        open: b'[',
+        close: b']',
+        colon: None,
+        space_only: false,
+    };
 }
 
 /// One node of the grammar graph.
@@ -46,6 +101,21 @@ pub(crate) enum Node {
     Union(Vec<NodeId>),
     /// No value at all.
     Never,
+    /// The nodes one after the other.
+    Seq(Vec<NodeId>),
+    /// `item` repeated `min..=max` times.
+    Repeat {
+        /// The repeated node.
+        item: NodeId,
+        /// Fewest repetitions.
+        min: u32,
+        /// Most repetitions (`u32::MAX`: unbounded).
+        max: u32,
+    },
+    /// A node whose span the parser reports.
+    Capture(Capture, NodeId),
+    /// The special token with this index in [`GrammarInner::specials`] (never matched by bytes).
+    Special(u32),
 }
 
 /// An object: listed properties in any order, each at most once, required ones present.
@@ -63,6 +133,11 @@ pub(crate) struct ObjectNode {
     pub(crate) unavailable: Vec<u32>,
     /// Lexeme for any other key (excluding listed ones) and its value node, when allowed.
     pub(crate) additional: Option<(LexId, NodeId)>,
+    /// How the object is spelled.
+    pub(crate) syntax: Syntax,
+    /// Keys with two spellings (Python `'k'` and `"k"`): `alias[i]` is the other spelling of
+    /// key `i` (empty when no key has one).
+    pub(crate) alias: Vec<u32>,
 }
 
 /// A trie over an object's encoded keys; node 0 is the root.
@@ -132,6 +207,8 @@ pub(crate) struct ArrayNode {
     pub(crate) items: Option<NodeId>,
     pub(crate) min_items: u32,
     pub(crate) max_items: u32,
+    /// How the array is spelled.
+    pub(crate) syntax: Syntax,
 }
 
 impl ArrayNode {
@@ -142,6 +219,64 @@ impl ArrayNode {
             return None;
         }
         self.prefix.get(i as usize).copied().or(self.items)
+    }
+}
+
+impl GrammarInner {
+    /// With the special tokens in `missing` unavailable: whether any output is possible, and
+    /// which functions can still be called.
+    pub(crate) fn reach(&self, missing: &[u32]) -> (bool, Vec<u32>) {
+        let n = self.nodes.len();
+        let mut prod = vec![false; n];
+        loop {
+            let mut changed = false;
+            for id in 0..n {
+                if prod[id] {
+                    continue;
+                }
+                let p = match &self.nodes[id] {
+                    Node::Special(i) => !missing.contains(i),
+                    Node::Never => false,
+                    Node::Union(a) => a.iter().any(|&x| prod[x as usize]),
+                    Node::Seq(e) => e.iter().all(|&x| prod[x as usize]),
+                    Node::Repeat { item, min, .. } => *min == 0 || prod[*item as usize],
+                    Node::Capture(_, x) => prod[*x as usize],
+                    // JSON values hold no special tokens.
+                    Node::Lex(_) | Node::Object(_) | Node::Array(_) => true,
+                };
+                if p {
+                    prod[id] = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        let mut calls = Vec::new();
+        let mut seen = vec![false; n];
+        let mut todo = vec![self.root];
+        while let Some(id) = todo.pop() {
+            if seen[id as usize] || !prod[id as usize] {
+                continue;
+            }
+            seen[id as usize] = true;
+            match &self.nodes[id as usize] {
+                Node::Union(a) => todo.extend(a),
+                Node::Seq(e) if e.iter().all(|&x| prod[x as usize]) => todo.extend(e),
+                Node::Repeat { item, .. } => todo.push(*item),
+                Node::Capture(c, x) => {
+                    if let Capture::Call(f) = c {
+                        calls.push(*f);
+                    }
+                    todo.push(*x);
+                }
+                _ => {}
+            }
+        }
+        calls.sort_unstable();
+        calls.dedup();
+        (prod[self.root as usize], calls)
     }
 }
 
@@ -177,7 +312,7 @@ impl Grammar {
     pub fn check_bytes(&self, text: &[u8]) -> Result<(), Rejection> {
         let mut m = ByteMatcher::new(self);
         for (i, &b) in text.iter().enumerate() {
-            if !m.push_byte(b) {
+            if !m.push(b as crate::automaton::Sym) {
                 return Err(Rejection {
                     offset: i,
                     reason: format!("byte {:?} is not allowed here", b as char),

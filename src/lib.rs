@@ -23,17 +23,24 @@
 #![warn(missing_docs)]
 
 pub mod automaton;
+pub mod dialect;
 pub mod error;
 pub mod grammar;
 pub mod mask;
+pub mod parse;
+pub mod prompt;
 pub mod schema;
+pub mod tools;
 pub mod vocab;
 
 pub use automaton::Rejection;
+pub use dialect::{Dialect, DialectOptions, Reasoning, ToolChoice};
+pub use prompt::{render, PromptOptions};
 pub use error::{Error, Result};
 pub use grammar::Grammar;
 pub use mask::{Matcher, TokenAutomaton, TokenMask};
 pub use schema::CompileOptions;
+pub use tools::{FunctionCall, Message, Tool, ToolCall, Tools};
 pub use vocab::{TokenId, Vocab};
 
 /// Empties the process-wide caches: compiled lexemes (shared by every schema) and lexeme mask

@@ -1,16 +1,14 @@
 //! `callmask`: the command-line face of the library.
 //!
-//! A thin layer over [`callmask`]: it loads a schema and a vocabulary, then either checks a text
-//! against the token-level automaton (`check`) or draws random complete outputs from it and
-//! validates each with an independent JSON Schema validator (`fuzz`).
+//! A thin layer over [`callmask`]: it compiles a grammar (a JSON Schema with `--schema`, or a
+//! tool-call dialect with `--dialect D --tools tools.json`) and loads a vocabulary, then checks a
+//! text against the token-level automaton (`check`), parses an output into its text and
+//! `tool_calls` (`parse`), draws random complete outputs and validates each with an independent
+//! JSON Schema validator (`fuzz`), or renders a dialect's prompt (`prompt`).
 //!
 //! Exit codes, for every subcommand: 0 success (accepted, all valid), 1 a negative answer
 //! (rejected, violation found), 2 bad input or usage (unreadable file, invalid JSON, invalid or
 //! unsupported schema; the message names the cause, e.g. the refused keyword).
-//!
-//! The grammar source is the `--schema` flag today; the `--dialect D --tools tools.json` form of
-//! DESIGN.md section 1 slots into [`GrammarArgs`] (as a group exclusive with `--schema`) without
-//! touching the subcommands.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -20,15 +18,19 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
-use callmask::{CompileOptions, Error, Grammar, TokenAutomaton, TokenId, TokenMask, Vocab};
+use callmask::{
+    CompileOptions, Dialect, DialectOptions, Error, Grammar, Message, PromptOptions, Reasoning,
+    TokenAutomaton, TokenId, TokenMask, Tools, Vocab,
+};
 use clap::{Args, Parser, Subcommand};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 use serde_json::Value;
 
-/// Compile JSON Schemas into token-level automata that mask LLM logits: check texts against
-/// them, fuzz them. (Tool-call dialects come later.)
+/// Compile tool-call dialects (with the tools' JSON Schemas) or plain JSON Schemas into
+/// token-level automata that mask LLM logits: check texts against them, parse outputs into
+/// `tool_calls`, fuzz them, render prompts.
 #[derive(Debug, Parser)]
 #[command(name = "callmask", version)]
 struct Cli {
@@ -46,18 +48,48 @@ enum Command {
     /// Draw random complete outputs by walking the token masks and validate each one against the
     /// original schema with the `jsonschema` crate; exit 1 on the first violation.
     Fuzz(FuzzArgs),
+    /// Parse an output read from stdin into its text, reasoning and `tool_calls` (JSON on
+    /// stdout); exit 1 with the offset and reason if the dialect does not accept it.
+    Parse(ParseArgs),
+    /// Print the prompt a dialect's model expects for a list of messages and the tools.
+    Prompt(PromptArgs),
 }
 
-/// Where the grammar comes from. Today a JSON Schema; the dialect + tools form joins here.
+/// Where the grammar comes from: a JSON Schema, or a dialect and a tool set.
 #[derive(Debug, Args)]
 struct GrammarArgs {
-    /// JSON Schema file the output must satisfy.
-    #[arg(long, value_name = "FILE")]
-    schema: PathBuf,
+    /// JSON Schema file the output must satisfy (instead of --dialect/--tools).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["dialect", "tools"], required_unless_present = "dialect")]
+    schema: Option<PathBuf>,
+    /// Tool-call dialect: empower, functools, pythonic, inline, hermes, llama31_json, or the path
+    /// of a grammar file.
+    #[arg(long, value_name = "D", requires = "tools")]
+    dialect: Option<String>,
+    /// Tools file: a list of tools, or an object with a `tools` list (OpenAI shape).
+    #[arg(long, value_name = "FILE", requires = "dialect")]
+    tools: Option<PathBuf>,
+    /// auto, required, none, or a function name.
+    #[arg(long, value_name = "C", default_value = "auto")]
+    tool_choice: String,
+    /// Allow at most one call (OpenAI's `parallel_tool_calls: false`).
+    #[arg(long)]
+    no_parallel_calls: bool,
+    /// Let the model reason first between these markers (`<think>,</think>` by default).
+    #[arg(long, value_name = "START,END", num_args = 0..=1, default_missing_value = "<think>,</think>")]
+    reasoning: Option<String>,
     /// Drop keywords callmask cannot enforce exactly (listed on stderr) instead of refusing the
     /// schema.
     #[arg(long)]
     lenient: bool,
+}
+
+/// A compiled grammar and what it was compiled from.
+struct Loaded {
+    grammar: Grammar,
+    /// The schema (with --schema).
+    schema: Option<Value>,
+    /// The tools (with --dialect).
+    tools: Option<Tools>,
 }
 
 /// Where the vocabulary comes from: exactly one of a tokenizer file or a model file.
@@ -81,6 +113,37 @@ struct CheckArgs {
     /// The vocabulary.
     #[command(flatten)]
     vocab: VocabArgs,
+}
+
+/// Arguments of `callmask parse`.
+#[derive(Debug, Args)]
+struct ParseArgs {
+    /// The grammar.
+    #[command(flatten)]
+    grammar: GrammarArgs,
+}
+
+/// Arguments of `callmask prompt`.
+#[derive(Debug, Args)]
+struct PromptArgs {
+    /// Dialect whose built-in prompt template to render.
+    #[arg(long, value_name = "D", required_unless_present = "template")]
+    dialect: Option<String>,
+    /// A minijinja template file to render instead of the dialect's.
+    #[arg(long, value_name = "FILE")]
+    template: Option<PathBuf>,
+    /// Tools file (a list of tools, or an object with a `tools` list).
+    #[arg(long, value_name = "FILE")]
+    tools: PathBuf,
+    /// Messages file: a list of `{role, content, tool_calls?, tool_call_id?}` (OpenAI shape).
+    #[arg(long, value_name = "FILE")]
+    messages: PathBuf,
+    /// The date the prompt shows (templates that show one).
+    #[arg(long, value_name = "TEXT")]
+    datetime: Option<String>,
+    /// Text of the beginning-of-sequence token, for templates that write it.
+    #[arg(long, value_name = "TEXT", default_value = "")]
+    bos_token: String,
 }
 
 /// Arguments of `callmask fuzz`.
@@ -127,6 +190,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Check(args) => check(&args),
         Command::Fuzz(args) => fuzz(&args),
+        Command::Parse(args) => parse(&args),
+        Command::Prompt(args) => prompt(&args),
     };
     match result {
         Ok(code) => code,
@@ -145,25 +210,103 @@ fn read_json(path: &Path) -> Result<Value, BadInput> {
         .map_err(|e| BadInput(format!("{}: invalid JSON: {e}", path.display())))
 }
 
-/// Loads the schema and compiles it; returns the schema as written and the grammar.
-fn load_grammar(args: &GrammarArgs) -> Result<(Value, Grammar), BadInput> {
-    let schema = read_json(&args.schema)?;
-    let options = CompileOptions {
+/// Compiles the grammar from a schema, or from a dialect and tools.
+fn load_grammar(args: &GrammarArgs) -> Result<Loaded, BadInput> {
+    let compile = CompileOptions {
         lenient: args.lenient,
         ..Default::default()
     };
-    let grammar = Grammar::from_json_schema(&schema, &options)
-        .map_err(|e| BadInput(format!("{}: {e}", args.schema.display())))?;
-    if !grammar.dropped_keywords().is_empty() {
+    let loaded = match (&args.schema, &args.dialect, &args.tools) {
+        (Some(path), _, _) => {
+            let schema = read_json(path)?;
+            let grammar = Grammar::from_json_schema(&schema, &compile)
+                .map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
+            Loaded {
+                grammar,
+                schema: Some(schema),
+                tools: None,
+            }
+        }
+        (None, Some(dialect), Some(tools_path)) => {
+            let tools = Tools::from_openai_json(&read_json(tools_path)?)
+                .map_err(|e| BadInput(format!("{}: {e}", tools_path.display())))?;
+            let reasoning = match &args.reasoning {
+                None => None,
+                Some(m) => match m.split_once(',') {
+                    Some((a, b)) if !a.is_empty() && !b.is_empty() => Some(Reasoning {
+                        start: a.into(),
+                        end: b.into(),
+                    }),
+                    _ => return Err(BadInput(format!("--reasoning {m:?}: expected START,END"))),
+                },
+            };
+            let options = DialectOptions {
+                tool_choice: args.tool_choice.parse()?,
+                parallel_calls: !args.no_parallel_calls,
+                reasoning,
+                compile,
+            };
+            let grammar = Dialect::load(dialect)?.compile(&tools, &options)?;
+            Loaded {
+                grammar,
+                schema: None,
+                tools: Some(tools),
+            }
+        }
+        _ => return Err(BadInput("give --schema, or --dialect and --tools".into())),
+    };
+    let dropped = loaded.grammar.dropped_keywords();
+    if !dropped.is_empty() {
         eprintln!(
             "warning: lenient mode dropped {} keyword(s), which the output may violate:",
-            grammar.dropped_keywords().len()
+            dropped.len()
         );
-        for k in grammar.dropped_keywords() {
+        for k in dropped {
             eprintln!("  {k}");
         }
     }
-    Ok((schema, grammar))
+    Ok(loaded)
+}
+
+/// Tokenizes `text` as the model would, with the grammar's special tokens (spelled in the text,
+/// e.g. `<|python_tag|>`) as the vocabulary's special tokens.
+fn tokenize(vocab: &Vocab, grammar: &Grammar, text: &str) -> Result<Vec<TokenId>, BadInput> {
+    let specials: Vec<(&str, TokenId)> = grammar
+        .special_tokens()
+        .iter()
+        .filter_map(|s| vocab.special_token(s).map(|t| (s.as_str(), t)))
+        .collect();
+    let mut out = Vec::new();
+    let mut rest = text;
+    loop {
+        let next = specials
+            .iter()
+            .filter_map(|&(s, t)| rest.find(s).map(|i| (i, s, t)))
+            .min_by_key(|x| x.0);
+        match next {
+            Some((i, s, t)) => {
+                if i > 0 {
+                    out.extend(vocab.tokenize(&rest[..i])?);
+                }
+                out.push(t);
+                rest = &rest[i + s.len()..];
+            }
+            None => {
+                if !rest.is_empty() {
+                    out.extend(vocab.tokenize(rest)?);
+                }
+                return Ok(out);
+            }
+        }
+    }
+}
+
+/// Where and why the grammar rejects `text` (special tokens spelled as text).
+fn locate(grammar: &Grammar, text: &str) -> Option<callmask::Rejection> {
+    match grammar.parse(text) {
+        Err(Error::Parse(r)) => Some(r),
+        _ => None,
+    }
 }
 
 /// Loads the vocabulary from whichever source was given.
@@ -221,7 +364,7 @@ fn context(text: &[u8], offset: usize) -> String {
 
 /// `callmask check`.
 fn check(args: &CheckArgs) -> Result<ExitCode, BadInput> {
-    let (_, grammar) = load_grammar(&args.grammar)?;
+    let grammar = load_grammar(&args.grammar)?.grammar;
     let vocab = load_vocab(&args.vocab)?;
     let mut input = Vec::new();
     std::io::stdin()
@@ -242,8 +385,8 @@ fn check(args: &CheckArgs) -> Result<ExitCode, BadInput> {
         }
     };
 
-    let tokens = vocab.tokenize(text)?;
-    let automaton = TokenAutomaton::new(&grammar, vocab.clone());
+    let tokens = tokenize(&vocab, &grammar, text)?;
+    let automaton = TokenAutomaton::new(&grammar, vocab.clone())?;
     let mut matcher = automaton.matcher();
     let mut start = 0usize;
     for (k, &t) in tokens.iter().enumerate() {
@@ -252,8 +395,8 @@ fn check(args: &CheckArgs) -> Result<ExitCode, BadInput> {
             Err(Error::TokenForbidden { .. }) => {
                 let tok_text = String::from_utf8_lossy(vocab.token_bytes(t).unwrap_or(&[]));
                 let end = start + token_len(&vocab, t);
-                match grammar.check_bytes(text.as_bytes()) {
-                    Err(rej) => {
+                match locate(&grammar, text) {
+                    Some(rej) => {
                         println!("rejected at byte {}: {}", rej.offset, rej.reason);
                         println!("{}", context(text.as_bytes(), rej.offset));
                         println!("  (token {k}, id {t} {tok_text:?}, spans bytes {start}..{end})");
@@ -264,7 +407,7 @@ fn check(args: &CheckArgs) -> Result<ExitCode, BadInput> {
                             );
                         }
                     }
-                    Ok(()) => {
+                    None => {
                         println!(
                             "rejected at byte {start}: token {k} (id {t} {tok_text:?}) is forbidden, \
                              although the byte-level grammar accepts the whole text: the \
@@ -279,9 +422,9 @@ fn check(args: &CheckArgs) -> Result<ExitCode, BadInput> {
         }
     }
     if !matcher.can_end() {
-        let (offset, reason) = match grammar.check_bytes(text.as_bytes()) {
-            Err(rej) => (rej.offset, rej.reason),
-            Ok(()) => (
+        let (offset, reason) = match locate(&grammar, text) {
+            Some(rej) => (rej.offset, rej.reason),
+            None => (
                 text.len(),
                 "the token-level automaton cannot end here, although the byte-level grammar \
                  accepts the text; please report this"
@@ -439,20 +582,127 @@ enum Verdict {
     Violation(String),
 }
 
+/// Validates outputs independently of the automaton: JSON + jsonschema for a schema; for a
+/// dialect, the parsed calls' names against the tools and their arguments against the tools'
+/// parameter schemas.
+enum Checker {
+    Schema(jsonschema::Validator),
+    Tools(Vec<(String, jsonschema::Validator)>),
+}
+
+impl Checker {
+    fn new(loaded: &Loaded) -> Result<Checker, BadInput> {
+        let build = |schema: &Value, what: &str| {
+            jsonschema::options()
+                .should_validate_formats(true)
+                .build(schema)
+                .map_err(|e| BadInput(format!("the jsonschema validator refuses {what}: {e}")))
+        };
+        match (&loaded.schema, &loaded.tools) {
+            (Some(schema), _) => Ok(Checker::Schema(build(schema, "the schema")?)),
+            (None, Some(tools)) => {
+                let mut v = Vec::new();
+                for t in tools.as_slice() {
+                    let schema = t.parameters.clone().unwrap_or_else(|| {
+                        serde_json::json!({"type": "object", "properties": {}, "additionalProperties": false})
+                    });
+                    // The dialects' type aliases, as the jsonschema crate does not know them.
+                    let schema = callmask::schema::normalize_type_aliases(&schema);
+                    v.push((t.name.clone(), build(&schema, &format!("the parameters of {}", t.name))?));
+                }
+                Ok(Checker::Tools(v))
+            }
+            _ => Err(BadInput("no grammar source".into())),
+        }
+    }
+
+    fn check(&self, grammar: &Grammar, text: &str) -> Result<(), String> {
+        match self {
+            Checker::Schema(validator) => {
+                let value = parse_strict(text).map_err(|e| format!("output is not valid JSON: {e}"))?;
+                validator
+                    .validate(&value)
+                    .map_err(|e| format!("schema violation at {}: {e}", e.instance_path()))
+            }
+            Checker::Tools(validators) => {
+                let parsed = grammar
+                    .parse(text)
+                    .map_err(|e| format!("the output does not parse: {e}"))?;
+                for c in &parsed.tool_calls {
+                    let Some((_, v)) = validators.iter().find(|(n, _)| *n == c.function.name) else {
+                        return Err(format!("call of unknown function {:?}", c.function.name));
+                    };
+                    let args = parse_strict(&c.function.arguments)
+                        .map_err(|e| format!("arguments of {} are not valid JSON: {e}", c.id))?;
+                    v.validate(&args).map_err(|e| {
+                        format!("arguments of {} ({}) violate the schema at {}: {e}", c.id, c.function.name, e.instance_path())
+                    })?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// `callmask parse`.
+fn parse(args: &ParseArgs) -> Result<ExitCode, BadInput> {
+    let grammar = load_grammar(&args.grammar)?.grammar;
+    let mut input = String::new();
+    std::io::stdin()
+        .read_to_string(&mut input)
+        .map_err(|e| BadInput(format!("cannot read stdin as UTF-8 text: {e}")))?;
+    match grammar.parse(&input) {
+        Ok(parsed) => {
+            let json = serde_json::to_string_pretty(&parsed)
+                .map_err(|e| BadInput(format!("cannot write the result: {e}")))?;
+            println!("{json}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(Error::Parse(rej)) => {
+            println!("rejected at byte {}: {}", rej.offset, rej.reason);
+            println!("{}", context(input.as_bytes(), rej.offset));
+            Ok(ExitCode::from(1))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `callmask prompt`.
+fn prompt(args: &PromptArgs) -> Result<ExitCode, BadInput> {
+    let template = match (&args.template, &args.dialect) {
+        (Some(path), _) => std::fs::read_to_string(path)
+            .map_err(|e| BadInput(format!("cannot read {}: {e}", path.display())))?,
+        (None, Some(d)) => callmask::prompt::builtin_template(d)
+            .ok_or_else(|| {
+                BadInput(format!(
+                    "no built-in prompt template for dialect {d:?} (built in: {}); give --template",
+                    callmask::prompt::BUILTIN_DIALECTS.join(", ")
+                ))
+            })?
+            .to_owned(),
+        (None, None) => return Err(BadInput("give --dialect or --template".into())),
+    };
+    let tools = Tools::from_openai_json(&read_json(&args.tools)?)
+        .map_err(|e| BadInput(format!("{}: {e}", args.tools.display())))?;
+    let messages = Message::list_from_json(&read_json(&args.messages)?)
+        .map_err(|e| BadInput(format!("{}: {e}", args.messages.display())))?;
+    let options = PromptOptions {
+        datetime: args.datetime.clone(),
+        bos_token: args.bos_token.clone(),
+        ..Default::default()
+    };
+    let text = callmask::render(&template, &messages, &tools, &options)?;
+    print!("{text}");
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `callmask fuzz`.
 fn fuzz(args: &FuzzArgs) -> Result<ExitCode, BadInput> {
-    let (schema, grammar) = load_grammar(&args.grammar)?;
-    let validator = jsonschema::options()
-        .should_validate_formats(true)
-        .build(&schema)
-        .map_err(|e| {
-            BadInput(format!(
-                "{}: the jsonschema validator refuses the schema: {e}",
-                args.grammar.schema.display()
-            ))
-        })?;
+    let loaded = load_grammar(&args.grammar)?;
+    let grammar = &loaded.grammar;
+    let checker = Checker::new(&loaded)?;
     let vocab = load_vocab(&args.vocab)?;
-    let automaton = TokenAutomaton::new(&grammar, vocab.clone());
+    let automaton = TokenAutomaton::new(grammar, vocab.clone())?;
     let mut out = match &args.out {
         Some(path) => Some(std::io::BufWriter::new(
             std::fs::File::create(path)
@@ -489,15 +739,9 @@ fn fuzz(args: &FuzzArgs) -> Result<ExitCode, BadInput> {
             } else {
                 match std::str::from_utf8(&text) {
                     Err(e) => Verdict::Violation(format!("output is not valid UTF-8: {e}")),
-                    Ok(t) => match parse_strict(t) {
-                        Err(e) => Verdict::Violation(format!("output is not valid JSON: {e}")),
-                        Ok(value) => match validator.validate(&value) {
-                            Ok(()) => Verdict::Valid,
-                            Err(e) => Verdict::Violation(format!(
-                                "schema violation at {}: {e}",
-                                e.instance_path()
-                            )),
-                        },
+                    Ok(t) => match checker.check(grammar, t) {
+                        Ok(()) => Verdict::Valid,
+                        Err(why) => Verdict::Violation(why),
                     },
                 }
             };

@@ -9,7 +9,7 @@
 //! are checked against the real stack at run time. Whole masks are also cached per matcher state.
 
 use crate::automaton::dfa::Dfa;
-use crate::automaton::{advance, Frame, Stack};
+use crate::automaton::{advance, Frame, Stack, Sym, SPECIAL};
 use crate::error::{Error, Result};
 use crate::grammar::{Grammar, GrammarInner};
 use crate::vocab::{TokenId, Vocab};
@@ -261,7 +261,7 @@ impl TokenTrie {
         while i < end {
             let d = self.nodes[i].depth as usize - base;
             let mut next = Vec::new();
-            advance(g, &levels[d - 1], self.nodes[i].byte, &mut next);
+            advance(g, &levels[d - 1], self.nodes[i].byte as Sym, &mut next);
             if next.is_empty() {
                 i = self.nodes[i].next as usize;
                 continue;
@@ -386,6 +386,8 @@ struct Shared {
     grammar: Grammar,
     vocab: Arc<Vocab>,
     trie: Arc<TokenTrie>,
+    /// The vocabulary's token for each special token of the grammar, where it has one.
+    specials: Vec<Option<TokenId>>,
     local: RwLock<HashMap<Frame, Arc<Local>>>,
     full: RwLock<HashMap<Vec<Stack>, Arc<TokenMask>>>,
 }
@@ -437,17 +439,44 @@ fn trie_for(vocab: &Arc<Vocab>) -> Arc<TokenTrie> {
 
 impl TokenAutomaton {
     /// Binds `grammar` to `vocab`. Cheap: masks are computed lazily and cached.
-    pub fn new(grammar: &Grammar, vocab: Arc<Vocab>) -> Self {
+    ///
+    /// [`Error::MissingSpecialToken`] when the grammar needs a special token (e.g.
+    /// `<|python_tag|>`) that the vocabulary lacks: one without which no output, or no call, is
+    /// possible any more. Special tokens the grammar can do without are simply never allowed.
+    pub fn new(grammar: &Grammar, vocab: Arc<Vocab>) -> Result<Self> {
+        let g = &grammar.inner;
+        let specials: Vec<Option<TokenId>> = g
+            .specials
+            .iter()
+            .map(|name| vocab.special_token(name))
+            .collect();
+        let missing: Vec<u32> = (0..specials.len() as u32)
+            .filter(|&i| specials[i as usize].is_none())
+            .collect();
+        if !missing.is_empty() {
+            let before = g.reach(&[]);
+            let after = g.reach(&missing);
+            if before != after {
+                let names: Vec<&str> = missing.iter().map(|&i| g.specials[i as usize].as_str()).collect();
+                return Err(Error::MissingSpecialToken(names.join(", ")));
+            }
+        }
         let trie = trie_for(&vocab);
-        TokenAutomaton {
+        Ok(TokenAutomaton {
             shared: Arc::new(Shared {
                 grammar: grammar.clone(),
                 vocab,
                 trie,
+                specials,
                 local: RwLock::new(HashMap::new()),
                 full: RwLock::new(HashMap::new()),
             }),
-        }
+        })
+    }
+
+    /// The grammar's index of special token `token`, if the grammar refers to it.
+    fn special_index(&self, token: TokenId) -> Option<usize> {
+        self.shared.specials.iter().position(|&t| t == Some(token))
     }
 
     /// A matcher at the start of an output.
@@ -617,6 +646,16 @@ impl Matcher {
         for s in &self.states {
             self.auto.fill_stack(s, mask);
         }
+        let g = self.auto.g();
+        let mut out = Vec::new();
+        for (k, t) in self.auto.shared.specials.iter().enumerate() {
+            if let Some(t) = *t {
+                advance(g, &self.states, SPECIAL + k as Sym, &mut out);
+                if !out.is_empty() {
+                    mask.set(t);
+                }
+            }
+        }
         if self.can_end() {
             for &t in self.auto.shared.vocab.eos_tokens() {
                 if (t as usize) < vocab_len {
@@ -656,6 +695,13 @@ impl Matcher {
         if self.finished {
             return Err(forbidden());
         }
+        if let Some(k) = self.auto.special_index(token) {
+            let mut next = Vec::new();
+            advance(self.auto.g(), &self.states, SPECIAL + k as Sym, &mut next);
+            if !next.is_empty() {
+                return Ok(Some(next));
+            }
+        }
         if vocab.eos_tokens().contains(&token) {
             return if self.can_end() {
                 Ok(None)
@@ -674,7 +720,7 @@ impl Matcher {
         let mut cur = self.states.clone();
         let mut next = Vec::new();
         for &b in bytes {
-            advance(g, &cur, b, &mut next);
+            advance(g, &cur, b as Sym, &mut next);
             if next.is_empty() {
                 return Err(forbidden());
             }
@@ -713,7 +759,7 @@ impl Matcher {
         self.can_end()
             && (0..=255u8).all(|b| {
                 let mut out = Vec::new();
-                advance(g, &self.states, b, &mut out);
+                advance(g, &self.states, b as Sym, &mut out);
                 out.is_empty()
             })
     }

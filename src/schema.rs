@@ -23,7 +23,9 @@ mod strings;
 
 use crate::automaton::dfa::{Dfa, DfaError, Op};
 use crate::error::{Error, Result};
-use crate::grammar::{ArrayNode, Grammar, GrammarInner, KeyTrie, LexId, Node, NodeId, ObjectNode};
+use crate::grammar::{
+    ArrayNode, Grammar, GrammarInner, KeyTrie, LexId, Node, NodeId, ObjectNode, Syntax,
+};
 use numbers::{ge_regex, int_range_regex, le_regex, Dec, BOUNDED_NUMBER, NUMBER};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -69,8 +71,15 @@ impl Default for CompileOptions {
 
 /// Compiles `schema` into a grammar.
 pub(crate) fn compile(schema: &Value, options: &CompileOptions) -> Result<Grammar> {
-    // Bound the JSON nesting first, without recursion: merging and cloning subschemas recurse,
-    // and must not overflow a small thread stack on a hostile document.
+    check_json_depth(schema, options)?;
+    let mut c = Compiler::new(schema, options);
+    let root = c.compile(schema, "")?;
+    c.finish(root, true, Vec::new(), Vec::new())
+}
+
+/// Bounds the JSON nesting of `schema` without recursion: merging and cloning subschemas
+/// recurse, and must not overflow a small thread stack on a hostile document.
+pub(crate) fn check_json_depth(schema: &Value, options: &CompileOptions) -> Result<()> {
     let json_limit = options.max_schema_depth.saturating_mul(4).saturating_add(8);
     let mut todo: Vec<(&Value, usize)> = vec![(schema, 1)];
     while let Some((v, d)) = todo.pop() {
@@ -86,31 +95,7 @@ pub(crate) fn compile(schema: &Value, options: &CompileOptions) -> Result<Gramma
             _ => {}
         }
     }
-    let mut c = Compiler {
-        root: schema,
-        opts: options,
-        nodes: Vec::new(),
-        lexemes: Vec::new(),
-        refs: HashMap::new(),
-        dropped: Vec::new(),
-        depth: 0,
-        any: None,
-        total_states: 0,
-        deadline: Instant::now() + options.max_compile_time,
-    };
-    let root = c.compile(schema, "")?;
-    let mut inner = GrammarInner {
-        nodes: c.nodes,
-        lexemes: c.lexemes,
-        root,
-        max_whitespace: options.max_whitespace,
-        max_depth: options.max_depth,
-        dropped: c.dropped,
-    };
-    finalize(&mut inner, options)?;
-    Ok(Grammar {
-        inner: Arc::new(inner),
-    })
+    Ok(())
 }
 
 /// Keywords that never constrain: ignored.
@@ -175,17 +160,23 @@ const T_OBJ: u8 = 32;
 const T_ARR: u8 = 64;
 const T_ALL: u8 = 127;
 
-struct Compiler<'a> {
-    root: &'a Value,
-    opts: &'a CompileOptions,
-    nodes: Vec<Node>,
-    lexemes: Vec<Arc<Dfa>>,
-    refs: HashMap<String, NodeId>,
-    dropped: Vec<String>,
+pub(crate) use crate::parse::ArgEncoding as Encoding;
+
+pub(crate) struct Compiler<'a> {
+    pub(crate) root: &'a Value,
+    pub(crate) opts: &'a CompileOptions,
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) lexemes: Vec<Arc<Dfa>>,
+    refs: HashMap<(Encoding, String), NodeId>,
+    pub(crate) dropped: Vec<String>,
     depth: usize,
-    any: Option<NodeId>,
+    any: HashMap<Encoding, NodeId>,
     total_states: usize,
     deadline: Instant,
+    /// The encoding values are compiled for.
+    pub(crate) enc: Encoding,
+    /// `json_escaped` forms already built, by source automaton address (the source is kept).
+    escaped: HashMap<usize, (Arc<Dfa>, Arc<Dfa>)>,
 }
 
 fn invalid(path: &str, message: impl Into<String>) -> Error {
@@ -212,7 +203,187 @@ fn escape_ptr(key: &str) -> String {
 }
 
 impl<'a> Compiler<'a> {
-    fn push(&mut self, node: Node) -> Result<NodeId> {
+    pub(crate) fn new(root: &'a Value, opts: &'a CompileOptions) -> Self {
+        Compiler {
+            root,
+            opts,
+            nodes: Vec::new(),
+            lexemes: Vec::new(),
+            refs: HashMap::new(),
+            dropped: Vec::new(),
+            depth: 0,
+            any: HashMap::new(),
+            total_states: 0,
+            deadline: Instant::now() + opts.max_compile_time,
+            enc: Encoding::Json,
+            escaped: HashMap::new(),
+        }
+    }
+
+    /// Switches to another schema document (a function's parameters) and encoding.
+    pub(crate) fn set_document(&mut self, root: &'a Value, enc: Encoding) {
+        if !std::ptr::eq(root, self.root) {
+            self.refs.clear();
+        }
+        self.root = root;
+        self.enc = enc;
+    }
+
+    /// Finalizes the grammar with `root` as its start node.
+    pub(crate) fn finish(
+        self,
+        root: NodeId,
+        json_root: bool,
+        specials: Vec<String>,
+        functions: Vec<String>,
+    ) -> Result<Grammar> {
+        let mut inner = GrammarInner {
+            nullable: Vec::new(),
+            nodes: self.nodes,
+            lexemes: self.lexemes,
+            root,
+            max_whitespace: self.opts.max_whitespace,
+            max_depth: self.opts.max_depth,
+            dropped: self.dropped,
+            root_ws: json_root,
+            pop_any: !json_root,
+            specials,
+            functions,
+        };
+        finalize(&mut inner, self.opts)?;
+        Ok(Grammar {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// The object syntax of the current encoding.
+    fn obj_syntax(&self) -> Syntax {
+        Syntax {
+            space_only: self.enc == Encoding::JsonInString,
+            ..Syntax::OBJECT
+        }
+    }
+
+    /// The array syntax of the current encoding.
+    fn arr_syntax(&self) -> Syntax {
+        Syntax {
+            space_only: self.enc == Encoding::JsonInString,
+            ..Syntax::ARRAY
+        }
+    }
+
+    /// A string literal of the current encoding over a content automaton.
+    fn quote(&self, content: &Dfa, path: &str) -> Result<Dfa> {
+        let max = self.opts.max_lexeme_states;
+        let r = match self.enc {
+            Encoding::Json | Encoding::JsonInString => content.json_string(max),
+            Encoding::Python => content.python_string(b'\'', max).and_then(|a| {
+                a.product(&content.python_string(b'"', max)?, Op::Or, max)
+            }),
+        };
+        r.map_err(|e| self.dfa_err(e, path, ""))
+    }
+
+    /// A JSON literal (`null`, `true`, `false`) as the current encoding writes it.
+    fn literal(&self, json: &str) -> &'static str {
+        match (self.enc, json) {
+            (Encoding::Python, "null") => "None",
+            (Encoding::Python, "true") => "True",
+            (Encoding::Python, "false") => "False",
+            (_, "null") => "null",
+            (_, "true") => "true",
+            _ => "false",
+        }
+    }
+
+    /// The spellings of an object key in the current encoding (Python has two).
+    fn key_spellings(&self, k: &str) -> Result<Vec<Vec<u8>>> {
+        Ok(match self.enc {
+            Encoding::Json => vec![serde_json::to_vec(k)?],
+            Encoding::JsonInString => vec![escape_in_json_string(&serde_json::to_vec(k)?)],
+            Encoding::Python => vec![
+                py_quote(k, '\'').into_bytes(),
+                py_quote(k, '"').into_bytes(),
+            ],
+        })
+    }
+
+    /// Builds an object node from `(key, value)` entries (keys unencoded) in the current encoding.
+    pub(crate) fn object_node(
+        &mut self,
+        entries: Vec<(String, NodeId)>,
+        required: &[String],
+        additional: Option<(LexId, NodeId)>,
+        syntax: Syntax,
+        kwargs: bool,
+    ) -> Result<ObjectNode> {
+        let mut spelled: Vec<(Vec<u8>, usize)> = Vec::new();
+        for (i, (k, _)) in entries.iter().enumerate() {
+            let sp = if kwargs {
+                vec![format!("{k}=").into_bytes()]
+            } else {
+                self.key_spellings(k)?
+            };
+            spelled.extend(sp.into_iter().map(|s| (s, i)));
+        }
+        spelled.sort();
+        spelled.dedup_by(|a, b| a.0 == b.0);
+        let keys: Vec<Vec<u8>> = spelled.iter().map(|e| e.0.clone()).collect();
+        let values = spelled.iter().map(|e| entries[e.1].1).collect();
+        let req = spelled
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| required.contains(&entries[e.1].0))
+            .map(|(i, _)| i as u32)
+            .collect();
+        let alias = if spelled.len() > entries.len() {
+            (0..spelled.len())
+                .map(|i| {
+                    (0..spelled.len())
+                        .find(|&j| j != i && spelled[j].1 == spelled[i].1)
+                        .unwrap_or(i) as u32
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Ok(ObjectNode {
+            trie: KeyTrie::new(&keys),
+            keys,
+            values,
+            required: req,
+            unavailable: vec![],
+            additional,
+            syntax,
+            alias,
+        })
+    }
+
+    /// Registers a lexeme built outside `lexeme()` (object keys): escaped inside JSON strings.
+    fn key_lexeme(&mut self, dfa: Arc<Dfa>, path: &str) -> Result<LexId> {
+        let dfa = self.encoded(dfa, path)?;
+        self.total_states += dfa.state_count();
+        Ok(self.lexeme_id(dfa))
+    }
+
+    /// `dfa` as the current encoding writes it: unchanged, or escaped inside a JSON string.
+    fn encoded(&mut self, dfa: Arc<Dfa>, path: &str) -> Result<Arc<Dfa>> {
+        if self.enc != Encoding::JsonInString {
+            return Ok(dfa);
+        }
+        let key = Arc::as_ptr(&dfa) as usize;
+        if let Some((_, e)) = self.escaped.get(&key) {
+            return Ok(e.clone());
+        }
+        let e = Arc::new(
+            dfa.json_escaped(self.opts.max_lexeme_states)
+                .map_err(|e| self.dfa_err(e, path, ""))?,
+        );
+        self.escaped.insert(key, (dfa, e.clone()));
+        Ok(e)
+    }
+
+    pub(crate) fn push(&mut self, node: Node) -> Result<NodeId> {
         if self.nodes.len() >= self.opts.max_nodes {
             return Err(Error::LimitExceeded {
                 what: "grammar nodes",
@@ -223,8 +394,9 @@ impl<'a> Compiler<'a> {
         Ok(self.nodes.len() as NodeId - 1)
     }
 
-    fn lexeme(&mut self, dfa: impl Into<Arc<Dfa>>) -> Result<NodeId> {
+    pub(crate) fn lexeme(&mut self, dfa: impl Into<Arc<Dfa>>) -> Result<NodeId> {
         let dfa: Arc<Dfa> = dfa.into();
+        let dfa = self.encoded(dfa, "")?;
         if dfa.is_empty() {
             return self.push(Node::Never);
         }
@@ -248,7 +420,7 @@ impl<'a> Compiler<'a> {
         self.lexemes.len() as LexId - 1
     }
 
-    fn dfa_err(&self, e: DfaError, path: &str, pattern: &str) -> Error {
+    pub(crate) fn dfa_err(&self, e: DfaError, path: &str, pattern: &str) -> Error {
         match e {
             DfaError::TooLarge => Error::LimitExceeded {
                 what: "states in one lexeme automaton",
@@ -262,7 +434,7 @@ impl<'a> Compiler<'a> {
         }
     }
 
-    fn regex(&self, re: &str, path: &str) -> Result<Dfa> {
+    pub(crate) fn regex(&self, re: &str, path: &str) -> Result<Dfa> {
         Dfa::from_regex(re, self.opts.max_lexeme_states).map_err(|e| self.dfa_err(e, path, re))
     }
 
@@ -294,37 +466,28 @@ impl<'a> Compiler<'a> {
         Ok(())
     }
 
-    /// The node for "any JSON value".
-    fn any(&mut self) -> Result<NodeId> {
-        if let Some(a) = self.any {
+    /// The node for "any JSON value" (in the current encoding).
+    pub(crate) fn any(&mut self) -> Result<NodeId> {
+        if let Some(&a) = self.any.get(&self.enc) {
             return Ok(a);
         }
         let id = self.push(Node::Never)?;
-        self.any = Some(id);
+        self.any.insert(self.enc, id);
         let scalar = self.scalar_any()?;
-        let obj = self.push(Node::Object(Box::new(ObjectNode {
-            keys: vec![],
-            values: vec![],
-            trie: KeyTrie::new(&[]),
-            required: vec![],
-            unavailable: vec![],
-            additional: None,
-        })))?;
         let key = self.cached("any-key".into(), |this| {
-            this.string_dfa(&Map::new(), "")?
-                .json_string(this.opts.max_lexeme_states)
-                .map_err(|e| this.dfa_err(e, "", ""))
+            let content = this.string_dfa(&Map::new(), "")?;
+            this.quote(&content, "")
         })?;
-        self.total_states += key.state_count();
-        let key_lex = self.lexeme_id(key);
-        if let Node::Object(o) = &mut self.nodes[obj as usize] {
-            o.additional = Some((key_lex, id));
-        }
+        let key_lex = self.key_lexeme(key, "")?;
+        let syntax = self.obj_syntax();
+        let o = self.object_node(vec![], &[], Some((key_lex, id)), syntax, false)?;
+        let obj = self.push(Node::Object(Box::new(o)))?;
         let arr = self.push(Node::Array(ArrayNode {
             prefix: vec![],
             items: Some(id),
             min_items: 0,
             max_items: u32::MAX,
+            syntax: self.arr_syntax(),
         }))?;
         self.nodes[id as usize] = Node::Union(vec![scalar, obj, arr]);
         Ok(id)
@@ -333,17 +496,23 @@ impl<'a> Compiler<'a> {
     fn scalar_any(&mut self) -> Result<NodeId> {
         let d = self.cached("any-scalar".into(), |this| {
             let s = this.string_dfa(&Map::new(), "")?;
-            let s = s
-                .json_string(this.opts.max_lexeme_states)
-                .map_err(|e| this.dfa_err(e, "", ""))?;
-            let rest = this.regex(&format!("null|true|false|{NUMBER}"), "")?;
+            let s = this.quote(&s, "")?;
+            let rest = this.regex(
+                &format!(
+                    "{}|{}|{}|{NUMBER}",
+                    this.literal("null"),
+                    this.literal("true"),
+                    this.literal("false")
+                ),
+                "",
+            )?;
             s.product(&rest, Op::Or, this.opts.max_lexeme_states)
                 .map_err(|e| this.dfa_err(e, "", ""))
         })?;
         self.lexeme(d)
     }
 
-    fn compile(&mut self, schema: &Value, path: &str) -> Result<NodeId> {
+    pub(crate) fn compile(&mut self, schema: &Value, path: &str) -> Result<NodeId> {
         self.depth += 1;
         if self.depth > self.opts.max_schema_depth {
             self.depth -= 1;
@@ -365,15 +534,7 @@ impl<'a> Compiler<'a> {
             Value::Object(o) => o,
             _ => return Err(invalid(path, "a schema must be an object or a boolean")),
         };
-        // Refuse what cannot be enforced.
-        for (k, _) in obj.iter() {
-            if let Some((_, reason)) = UNSUPPORTED.iter().find(|(u, _)| u == k) {
-                if k == "uniqueItems" && obj[k] == Value::Bool(false) {
-                    continue;
-                }
-                self.unsupported(k, path, reason)?;
-            }
-        }
+        self.refuse_unsupported(obj, path)?;
         if let Some(r) = obj.get("$ref") {
             let r = r
                 .as_str()
@@ -445,9 +606,22 @@ impl<'a> Compiler<'a> {
         self.compile_typed(obj, path)
     }
 
+    /// Refuses (or, lenient, drops and lists) the keywords that cannot be enforced.
+    fn refuse_unsupported(&mut self, obj: &Map<String, Value>, path: &str) -> Result<()> {
+        for (k, _) in obj.iter() {
+            if let Some((_, reason)) = UNSUPPORTED.iter().find(|(u, _)| u == k) {
+                if k == "uniqueItems" && obj[k] == Value::Bool(false) {
+                    continue;
+                }
+                self.unsupported(k, path, reason)?;
+            }
+        }
+        Ok(())
+    }
+
     fn compile_ref(&mut self, r: &str, path: &str) -> Result<NodeId> {
         let pointer = self.ref_pointer(r, path)?;
-        if let Some(&id) = self.refs.get(&pointer) {
+        if let Some(&id) = self.refs.get(&(self.enc, pointer.clone())) {
             return Ok(id);
         }
         let target = self
@@ -458,7 +632,7 @@ impl<'a> Compiler<'a> {
                 path: ptr(path),
             })?;
         let id = self.push(Node::Never)?;
-        self.refs.insert(pointer.clone(), id);
+        self.refs.insert((self.enc, pointer.clone()), id);
         let t = self.compile(target, &pointer)?;
         self.nodes[id as usize] = Node::Union(vec![t]);
         Ok(id)
@@ -782,8 +956,8 @@ impl<'a> Compiler<'a> {
                     }
                 }
             }
-            Node::Object(_) => add(b'{'),
-            Node::Array(_) => add(b'['),
+            Node::Object(o) => add(o.syntax.open),
+            Node::Array(a) => add(a.syntax.open),
             Node::Never => {}
             Node::Union(alts) => {
                 if alts.is_empty() {
@@ -796,6 +970,7 @@ impl<'a> Compiler<'a> {
                     }
                 }
             }
+            _ => return None,
         }
         Some(set)
     }
@@ -842,6 +1017,7 @@ impl<'a> Compiler<'a> {
             }
             (Node::Lex(_), _) | (_, Node::Lex(_)) => true,
             (Node::Object(_), Node::Array(_)) | (Node::Array(_), Node::Object(_)) => true,
+            _ => false,
         }
     }
 
@@ -921,8 +1097,12 @@ impl<'a> Compiler<'a> {
                         }
                     }
                 }
-                Value::Bool(b) => scalars_text.push(b.to_string().into_bytes()),
-                Value::Null => scalars_text.push(b"null".to_vec()),
+                Value::Bool(b) => scalars_text.push(
+                    self.literal(if *b { "true" } else { "false" })
+                        .as_bytes()
+                        .to_vec(),
+                ),
+                Value::Null => scalars_text.push(self.literal("null").as_bytes().to_vec()),
                 Value::Array(items) => {
                     let mut prefix = Vec::new();
                     for (i, it) in items.iter().enumerate() {
@@ -934,6 +1114,7 @@ impl<'a> Compiler<'a> {
                         items: None,
                         min_items: n,
                         max_items: n,
+                        syntax: self.arr_syntax(),
                     }))?);
                 }
                 Value::Object(_) => others.push(self.const_node(v, path)?),
@@ -946,8 +1127,8 @@ impl<'a> Compiler<'a> {
                 let mut lex: Option<Dfa> = None;
                 if !strings.is_empty() {
                     let d = Dfa::literals(strings.iter().map(|s| s.as_slice()), max)
-                        .and_then(|d| d.json_string(max))
                         .map_err(|e| this.dfa_err(e, path, ""))?;
+                    let d = this.quote(&d, path)?;
                     lex = Some(d);
                 }
                 if !scalars_text.is_empty() {
@@ -975,23 +1156,15 @@ impl<'a> Compiler<'a> {
     fn const_node(&mut self, v: &Value, path: &str) -> Result<NodeId> {
         match v {
             Value::Object(m) => {
-                let mut entries: Vec<(Vec<u8>, NodeId)> = Vec::new();
+                let mut entries: Vec<(String, NodeId)> = Vec::new();
                 for (k, x) in m {
                     let id = self.const_node(x, &format!("{path}/{}", escape_ptr(k)))?;
-                    entries.push((serde_json::to_vec(k)?, id));
+                    entries.push((k.clone(), id));
                 }
-                entries.sort_by(|a, b| a.0.cmp(&b.0));
-                let keys: Vec<Vec<u8>> = entries.iter().map(|e| e.0.clone()).collect();
-                let values = entries.iter().map(|e| e.1).collect();
-                let required = (0..keys.len() as u32).collect();
-                self.push(Node::Object(Box::new(ObjectNode {
-                    trie: KeyTrie::new(&keys),
-                    keys,
-                    values,
-                    required,
-                    unavailable: vec![],
-                    additional: None,
-                })))
+                let required: Vec<String> = m.keys().cloned().collect();
+                let syntax = self.obj_syntax();
+                let o = self.object_node(entries, &required, None, syntax, false)?;
+                self.push(Node::Object(Box::new(o)))
             }
             _ => {
                 let mut m = Map::new();
@@ -1051,7 +1224,7 @@ impl<'a> Compiler<'a> {
     }
 
     /// A lexeme from the process-wide cache, or built (and cached unless lenient).
-    fn cached(
+    pub(crate) fn cached(
         &mut self,
         key: String,
         build: impl FnOnce(&mut Self) -> Result<Dfa>,
@@ -1059,7 +1232,8 @@ impl<'a> Compiler<'a> {
         if self.opts.lenient {
             return Ok(Arc::new(build(self)?));
         }
-        let key = format!("{key}|{}", self.opts.max_lexeme_states);
+        let enc = if self.enc == Encoding::Python { "py" } else { "json" };
+        let key = format!("{key}|{}|{enc}", self.opts.max_lexeme_states);
         if let Some(d) = lexeme_cache().get(&key) {
             return Ok(d.clone());
         }
@@ -1077,17 +1251,18 @@ impl<'a> Compiler<'a> {
         let max = self.opts.max_lexeme_states;
         let mut parts: Vec<Dfa> = Vec::new();
         if types & T_NULL != 0 {
-            parts.push(self.regex("null", path)?);
+            parts.push(self.regex(self.literal("null"), path)?);
         }
         if types & T_BOOL != 0 {
-            parts.push(self.regex("true|false", path)?);
+            let re = format!("{}|{}", self.literal("true"), self.literal("false"));
+            parts.push(self.regex(&re, path)?);
         }
         if types & (T_INT | T_NUM) != 0 {
             parts.push(self.number_dfa(obj, types & T_NUM == 0, path)?);
         }
         if types & T_STR != 0 {
             let d = self.string_dfa(obj, path)?;
-            parts.push(d.json_string(max).map_err(|e| self.dfa_err(e, path, ""))?);
+            parts.push(self.quote(&d, path)?);
         }
         let mut acc = parts.pop().expect("at least one scalar type");
         for p in parts {
@@ -1218,6 +1393,77 @@ impl<'a> Compiler<'a> {
     }
 
     fn compile_object(&mut self, obj: &Map<String, Value>, path: &str) -> Result<NodeId> {
+        self.compile_object_as(obj, path, false)
+    }
+
+    /// A function's parameters as Python keyword arguments `(k=v, ...)`: the schema (after its
+    /// top-level `$ref`s and `allOf`s are resolved) must be one object schema.
+    pub(crate) fn compile_kwargs(&mut self, schema: &Value, path: &str) -> Result<NodeId> {
+        let mut s = schema.clone();
+        for _ in 0..32 {
+            let Some(o) = s.as_object() else { break };
+            if let Some(r) = o.get("$ref") {
+                let r = r
+                    .as_str()
+                    .ok_or_else(|| invalid(path, "$ref must be a string"))?;
+                let pointer = self.ref_pointer(r, path)?;
+                let target = self
+                    .root
+                    .pointer(&pointer)
+                    .ok_or_else(|| Error::UnresolvedRef {
+                        reference: r.into(),
+                        path: ptr(path),
+                    })?
+                    .clone();
+                let mut rest = o.clone();
+                rest.remove("$ref");
+                s = self.merge_all(&[target, Value::Object(rest)], path)?;
+                continue;
+            }
+            if let Some(all) = o.get("allOf") {
+                let mut parts = all
+                    .as_array()
+                    .ok_or_else(|| invalid(path, "allOf must be an array"))?
+                    .clone();
+                let mut rest = o.clone();
+                rest.remove("allOf");
+                parts.push(Value::Object(rest));
+                s = self.merge_all(&parts, path)?;
+                continue;
+            }
+            break;
+        }
+        let o = match &s {
+            Value::Object(o) => o.clone(),
+            Value::Bool(true) => Map::new(),
+            _ => return Err(invalid(path, "parameters must be an object schema")),
+        };
+        for k in ["anyOf", "oneOf", "enum", "const"] {
+            if o.contains_key(k) {
+                return Err(Error::Unrepresentable {
+                    what: "parameters schema",
+                    name: path.trim_start_matches('/').into(),
+                    dialect: "Python keyword-argument".into(),
+                    reason: format!("`{k}` at the top of the parameters cannot be keyword arguments"),
+                });
+            }
+        }
+        if let Some(t) = o.get("type") {
+            if type_set(t, path)? & T_OBJ == 0 {
+                return Err(invalid(path, "parameters must be an object schema"));
+            }
+        }
+        self.refuse_unsupported(&o, path)?;
+        self.compile_object_as(&o, path, true)
+    }
+
+    /// An object; with `kwargs`, spelled as Python keyword arguments `(k=v, ...)`.
+    pub(crate) fn compile_object_as(
+        &mut self,
+        obj: &Map<String, Value>,
+        path: &str,
+        kwargs: bool,
+    ) -> Result<NodeId> {
         let empty = Map::new();
         let props = match obj.get("properties") {
             None => &empty,
@@ -1236,6 +1482,18 @@ impl<'a> Compiler<'a> {
                 .collect::<Result<_>>()?,
             Some(_) => return Err(invalid(path, "required must be an array")),
         };
+        if kwargs {
+            for k in props.keys().chain(required.iter()) {
+                if !is_identifier(k) {
+                    return Err(Error::Unrepresentable {
+                        what: "argument name",
+                        name: k.clone(),
+                        dialect: "Python keyword-argument".into(),
+                        reason: "it is not a Python identifier".into(),
+                    });
+                }
+            }
+        }
         let id = self.push(Node::Never)?;
         let additional_node = match obj.get("additionalProperties") {
             None | Some(Value::Bool(true)) => Some(self.any()?),
@@ -1245,53 +1503,56 @@ impl<'a> Compiler<'a> {
             }
             Some(_) => return Err(invalid(path, "additionalProperties must be a schema")),
         };
-        let mut entries: Vec<(Vec<u8>, String, Option<NodeId>)> = Vec::new();
+        let never = self.push(Node::Never)?;
+        let mut entries: Vec<(String, NodeId)> = Vec::new();
         for (k, s) in props {
             let p = format!("{path}/properties/{}", escape_ptr(k));
             let v = self.compile(s, &p)?;
-            entries.push((serde_json::to_vec(k)?, k.clone(), Some(v)));
+            entries.push((k.clone(), v));
         }
         for r in &required {
-            if !props.contains_key(r) {
+            if !props.contains_key(r) && !entries.iter().any(|e| &e.0 == r) {
                 // A required key that only additionalProperties can match.
-                entries.push((serde_json::to_vec(r)?, r.clone(), additional_node));
+                entries.push((r.clone(), additional_node.unwrap_or(never)));
             }
         }
-        entries.sort_by(|a, b| a.0.cmp(&b.0));
-        entries.dedup_by(|a, b| a.0 == b.0);
-        let never = self.push(Node::Never)?;
-        let keys: Vec<Vec<u8>> = entries.iter().map(|e| e.0.clone()).collect();
-        let values: Vec<NodeId> = entries.iter().map(|e| e.2.unwrap_or(never)).collect();
-        let req: Vec<u32> = entries
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| required.contains(&e.1))
-            .map(|(i, _)| i as u32)
-            .collect();
         let additional = match additional_node {
             None => None,
             Some(v) => {
                 let max = self.opts.max_lexeme_states;
-                let any = self.regex("(?s:.)*", path)?;
-                let listed: Vec<&[u8]> = entries.iter().map(|e| e.1.as_bytes()).collect();
-                let lit = Dfa::literals(listed, max).map_err(|e| self.dfa_err(e, path, ""))?;
-                let d = any
-                    .product(&lit, Op::AndNot, max)
-                    .and_then(|d| d.json_string(max))
-                    .map_err(|e| self.dfa_err(e, path, ""))?;
-                self.total_states += d.state_count();
-                self.lexemes.push(Arc::new(d));
-                Some((self.lexemes.len() as LexId - 1, v))
+                let d = if kwargs {
+                    // an identifier and `=`, other than the listed names
+                    let names: Vec<String> = entries.iter().map(|e| format!("{}=", e.0)).collect();
+                    let listed = Dfa::literals(names.iter().map(|n| n.as_bytes()), max)
+                        .map_err(|e| self.dfa_err(e, path, ""))?;
+                    self.regex("[A-Za-z_][A-Za-z0-9_]*=", path)?
+                        .product(&listed, Op::AndNot, max)
+                        .map_err(|e| self.dfa_err(e, path, ""))?
+                } else {
+                    let listed: Vec<&[u8]> = entries.iter().map(|e| e.0.as_bytes()).collect();
+                    let lit =
+                        Dfa::literals(listed, max).map_err(|e| self.dfa_err(e, path, ""))?;
+                    let d = self
+                        .regex("(?s:.)*", path)?
+                        .product(&lit, Op::AndNot, max)
+                        .map_err(|e| self.dfa_err(e, path, ""))?;
+                    self.quote(&d, path)?
+                };
+                Some((self.key_lexeme(Arc::new(d), path)?, v))
             }
         };
-        self.nodes[id as usize] = Node::Object(Box::new(ObjectNode {
-            trie: KeyTrie::new(&keys),
-            keys,
-            values,
-            required: req,
-            unavailable: vec![],
-            additional,
-        }));
+        let syntax = if kwargs {
+            Syntax {
+                open: b'(',
+                close: b')',
+                colon: None,
+                space_only: false,
+            }
+        } else {
+            self.obj_syntax()
+        };
+        let o = self.object_node(entries, &required, additional, syntax, kwargs)?;
+        self.nodes[id as usize] = Node::Object(Box::new(o));
         Ok(id)
     }
 
@@ -1340,6 +1601,7 @@ impl<'a> Compiler<'a> {
             items,
             min_items,
             max_items,
+            syntax: self.arr_syntax(),
         });
         Ok(id)
     }
@@ -1406,6 +1668,10 @@ fn finalize(g: &mut GrammarInner, _opts: &CompileOptions) -> Result<()> {
                     Some(&p) => prod[p as usize],
                     None => a.items.is_some_and(|it| prod[it as usize]),
                 }),
+                Node::Seq(e) => e.iter().all(|&x| prod[x as usize]),
+                Node::Repeat { item, min, .. } => *min == 0 || prod[*item as usize],
+                Node::Capture(_, x) => prod[*x as usize],
+                Node::Special(_) => true,
             };
             if p {
                 prod[id] = true;
@@ -1446,10 +1712,128 @@ fn finalize(g: &mut GrammarInner, _opts: &CompileOptions) -> Result<()> {
                     a.max_items = a.max_items.min(a.prefix.len() as u32);
                 }
             }
+            Node::Repeat { item, max, .. } => {
+                if !prod[*item as usize] {
+                    *max = 0;
+                }
+            }
             _ => {}
         }
     }
+    // 4. Which nodes match the empty output.
+    let mut nullable = vec![false; n];
+    loop {
+        let mut changed = false;
+        for id in 0..n {
+            if nullable[id] {
+                continue;
+            }
+            let e = match &g.nodes[id] {
+                Node::Lex(l) => {
+                    let d = &g.lexemes[*l as usize];
+                    !d.is_empty() && d.is_accepting(d.start())
+                }
+                Node::Union(alts) => alts.iter().any(|&a| nullable[a as usize]),
+                Node::Seq(e) => e.iter().all(|&x| nullable[x as usize]),
+                Node::Repeat { item, min, .. } => *min == 0 || nullable[*item as usize],
+                Node::Capture(_, x) => nullable[*x as usize],
+                _ => false,
+            };
+            if e {
+                nullable[id] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    g.nullable = nullable;
     Ok(())
+}
+
+/// `schema` with the type aliases of the tool-calling world (`dict`, `float`, `tuple`, `any`)
+/// replaced by their JSON Schema meaning, for validators that do not know them.
+pub fn normalize_type_aliases(schema: &Value) -> Value {
+    fn fix(t: &Value) -> Option<Value> {
+        match t {
+            Value::String(s) => match s.as_str() {
+                "dict" => Some("object".into()),
+                "float" => Some("number".into()),
+                "tuple" => Some("array".into()),
+                "any" => None,
+                _ => Some(t.clone()),
+            },
+            Value::Array(a) => {
+                let v: Vec<Value> = a.iter().filter_map(fix).collect();
+                (v.len() == a.len()).then_some(Value::Array(v))
+            }
+            other => Some(other.clone()),
+        }
+    }
+    let mut out = schema.clone();
+    let mut todo: Vec<&mut Value> = vec![&mut out];
+    while let Some(v) = todo.pop() {
+        match v {
+            Value::Object(o) => {
+                if let Some(t) = o.get("type") {
+                    match fix(t) {
+                        Some(t) => {
+                            o.insert("type".into(), t);
+                        }
+                        None => {
+                            o.remove("type");
+                        }
+                    }
+                }
+                todo.extend(o.values_mut());
+            }
+            Value::Array(a) => todo.extend(a.iter_mut()),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// True for a Python identifier (ASCII letters, digits and `_`, not starting with a digit).
+pub(crate) fn is_identifier(s: &str) -> bool {
+    let mut b = s.bytes();
+    matches!(b.next(), Some(c) if c == b'_' || c.is_ascii_alphabetic())
+        && b.all(|c| c == b'_' || c.is_ascii_alphanumeric())
+}
+
+/// `s` as a Python string literal in quote `q`, escaped the way the grammar accepts.
+pub(crate) fn py_quote(s: &str, q: char) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push(q);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == q => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push(q);
+    out
+}
+
+/// JSON text as it is written inside a JSON string (`"` and `\` escaped).
+pub(crate) fn escape_in_json_string(json: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(json.len() + 8);
+    for &b in json {
+        if b == b'"' || b == b'\\' {
+            out.push(b'\\');
+        }
+        out.push(b);
+    }
+    out
 }
 
 /// The names listed in a schema's `properties`, sorted.

@@ -415,33 +415,69 @@ impl Dfa {
     /// written `\/`; every other character is written as itself (UTF-8): `\uXXXX` escapes of
     /// non-control characters are neither produced nor accepted.
     pub(crate) fn json_string(&self, max_states: usize) -> Result<Dfa, DfaError> {
-        // Bytes with a role in the JSON encoding get classes of their own; `\u00XX` decodes
-        // by hex digit, so each hex digit is its own class too.
+        self.string_literal(&JSON_STRING, max_states)
+    }
+
+    /// A Python string literal in `quote` (`'` or `"`) whose value this DFA accepts.
+    ///
+    /// Escaping policy: the quote and `\` are escaped; so are control characters (`\b`, `\f`,
+    /// `\n`, `\r`, `\t`, or `\xXX`); the other quote may be written `\'`/`\"` or as itself;
+    /// every other character is written as itself (UTF-8).
+    pub(crate) fn python_string(&self, quote: u8, max_states: usize) -> Result<Dfa, DfaError> {
+        let spec = StringSpec {
+            quote,
+            escapes: &[
+                (b'\'', b'\''),
+                (b'"', b'"'),
+                (b'\\', b'\\'),
+                (b'b', 0x08),
+                (b'f', 0x0c),
+                (b'n', b'\n'),
+                (b'r', b'\r'),
+                (b't', b'\t'),
+            ],
+            hex_letter: b'x',
+            hex_zeros: 0,
+        };
+        self.string_literal(&spec, max_states)
+    }
+
+    /// The quoted string literal whose decoded content this DFA accepts, spelled per `spec`.
+    fn string_literal(&self, spec: &StringSpec, max_states: usize) -> Result<Dfa, DfaError> {
+        // Bytes with a role in the encoding get classes of their own; hex escapes decode by
+        // hex digit, so each hex digit is its own class too.
         let mut special = [0u8; 256];
-        for (i, b) in b"\"\\/bfnrtu".iter().enumerate() {
-            special[*b as usize] = i as u8 + 1;
+        special[spec.quote as usize] = 1;
+        special[b'\\' as usize] = 2;
+        special[spec.hex_letter as usize] = 3;
+        for (i, (letter, _)) in spec.escapes.iter().enumerate() {
+            if special[*letter as usize] == 0 {
+                special[*letter as usize] = 4 + i as u8;
+            }
         }
         for b in special.iter_mut().take(0x20) {
             *b = 20;
         }
-        for (i, b) in b"0123456789acdeABCDEF".iter().enumerate() {
-            special[*b as usize] = 30 + i as u8;
+        for (i, b) in b"0123456789abcdefABCDEF".iter().enumerate() {
+            if special[*b as usize] == 0 {
+                special[*b as usize] = 30 + i as u8;
+            }
         }
         let (cls, reps) = dense_classes(&refine(&self.classes, &special));
         let stride = reps.len();
         let n = self.accept.len(); // content states, dead included
-                                   // 1 = before the opening quote, 2 = after the closing quote, 3 + q = In(q) for each
-                                   // content state q; then, only for the states that need them, Esc(q) after a backslash
-                                   // and U(q, 0..5) after `\u`, `\u0`, `\u00`, `\u000`, `\u001`.
+        // 1 = before the opening quote, 2 = after the closing quote, 3 + q = In(q) for each
+        // content state q; then, only for the states that need them, Esc(q) after a backslash
+        // and H(q, 0..5) along a hex escape (`\u`, `\u0`, `\u00`, `\u000`, `\u001`; a `\x`
+        // escape enters at `\u00`).
         const OPEN: usize = 1;
         const CLOSED: usize = 2;
-        let escaped: [u8; 8] = [b'"', b'\\', b'/', 0x08, 0x0c, b'\n', b'\r', b'\t'];
         let mut esc_id = vec![0usize; n];
         let mut u_id = vec![0usize; n];
         let mut total = 3 + n;
         for q in 1..n {
             let live = |b: u8| self.next(q as StateId, b) != Self::DEAD;
-            if escaped.iter().any(|&b| live(b)) || (0..0x20).any(live) {
+            if spec.escapes.iter().any(|&(_, b)| live(b)) || (0..0x20).any(live) {
                 esc_id[q] = total;
                 total += 1;
             }
@@ -458,7 +494,7 @@ impl Dfa {
         let mut accept = vec![false; total];
         accept[CLOSED] = true;
         if self.start != Self::DEAD {
-            trans[OPEN * stride + cls[b'"' as usize] as usize] = in_(self.start as usize);
+            trans[OPEN * stride + cls[spec.quote as usize] as usize] = in_(self.start as usize);
         }
         for q in 1..n {
             let target = |byte: u8| -> StateId {
@@ -472,27 +508,34 @@ impl Dfa {
                 let mut set = |state: usize, t: StateId| trans[state * stride + c] = t;
                 set(
                     in_(q) as usize,
-                    match b {
-                        b'"' if self.is_accepting(q as StateId) => CLOSED as StateId,
-                        b'"' | 0..=0x1f => 0,
-                        b'\\' => e as StateId,
-                        _ => target(b),
+                    if b == spec.quote {
+                        if self.is_accepting(q as StateId) {
+                            CLOSED as StateId
+                        } else {
+                            0
+                        }
+                    } else if b == b'\\' {
+                        e as StateId
+                    } else if b < 0x20 {
+                        0
+                    } else {
+                        target(b)
                     },
                 );
                 if e != 0 {
-                    set(
-                        e,
-                        match b {
-                            b'"' | b'\\' | b'/' => target(b),
-                            b'b' => target(0x08),
-                            b'f' => target(0x0c),
-                            b'n' => target(b'\n'),
-                            b'r' => target(b'\r'),
-                            b't' => target(b'\t'),
-                            b'u' => u as StateId,
-                            _ => 0,
-                        },
-                    );
+                    let t = if b == spec.hex_letter {
+                        if u == 0 {
+                            0
+                        } else {
+                            (u + 2 - spec.hex_zeros as usize) as StateId
+                        }
+                    } else {
+                        match spec.escapes.iter().find(|(l, _)| *l == b) {
+                            Some(&(_, decoded)) => target(decoded),
+                            None => 0,
+                        }
+                    };
+                    set(e, t);
                 }
                 if u != 0 {
                     set(u, if b == b'0' { (u + 1) as StateId } else { 0 });
@@ -518,7 +561,71 @@ impl Dfa {
         }
         Ok(d)
     }
+
+    /// This automaton's language as it is written inside a JSON string: `"` as `\"`, `\` as
+    /// `\\`, `/` as `/` or `\/`; control characters (which JSON lexemes never hold raw) are
+    /// refused. Used for arguments embedded as a JSON string.
+    pub(crate) fn json_escaped(&self, max_states: usize) -> Result<Dfa, DfaError> {
+        let mut special = [0u8; 256];
+        special[b'"' as usize] = 1;
+        special[b'\\' as usize] = 2;
+        special[b'/' as usize] = 3;
+        for b in special.iter_mut().take(0x20) {
+            *b = 4;
+        }
+        let classes = refine(&self.classes, &special);
+        // (state, after a backslash)
+        Self::build(
+            (self.start, false),
+            max_states,
+            &classes,
+            |&(q, esc), b| {
+                let t = if esc {
+                    match b {
+                        b'"' | b'\\' | b'/' => self.next(q, b),
+                        _ => Self::DEAD,
+                    }
+                } else {
+                    match b {
+                        b'\\' => return Some((q, true)),
+                        b'"' | 0..=0x1f => Self::DEAD,
+                        _ => self.next(q, b),
+                    }
+                };
+                (t != Self::DEAD).then_some((t, false))
+            },
+            |&(q, esc)| !esc && self.is_accepting(q),
+        )
+    }
 }
+
+/// How a quoted string literal spells its content.
+struct StringSpec {
+    /// The quote byte.
+    quote: u8,
+    /// Escape letters after a backslash and the byte each stands for.
+    escapes: &'static [(u8, u8)],
+    /// The letter of the hex escape for control characters (`u` in JSON, `x` in Python).
+    hex_letter: u8,
+    /// How many `0` digits the hex escape has before the two that matter (2 for `\u00XX`).
+    hex_zeros: u8,
+}
+
+const JSON_STRING: StringSpec = StringSpec {
+    quote: b'"',
+    escapes: &[
+        (b'"', b'"'),
+        (b'\\', b'\\'),
+        (b'/', b'/'),
+        (b'b', 0x08),
+        (b'f', 0x0c),
+        (b'n', b'\n'),
+        (b'r', b'\r'),
+        (b't', b'\t'),
+    ],
+    hex_letter: b'u',
+    hex_zeros: 2,
+};
 
 /// Classes renumbered densely from 0, and one representative byte per class.
 fn dense_classes(classes: &[u8; 256]) -> ([u8; 256], Vec<u8>) {

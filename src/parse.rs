@@ -1,0 +1,515 @@
+//! Output parsing: a dialect's output back to the reply's text, its reasoning and its calls in
+//! the OpenAI `tool_calls` shape, all at once ([`crate::Grammar::parse`]) or streaming
+//! ([`StreamParser`]).
+//!
+//! The parser runs the same automaton that constrained the output. The grammar marks spans
+//! with captures (free text, reasoning, one call of function `i`, a call's arguments); while
+//! bytes are matched, each live interpretation records where its captures start and end. An
+//! event is emitted once every live interpretation agrees on it, so streaming never takes
+//! anything back: text that might still turn out to be the start of a call marker is held until
+//! it is known to be text. Arguments are converted to JSON ([`convert`]) as they stream.
+
+pub mod convert;
+
+pub use convert::ArgEncoding;
+
+use crate::automaton::{Frame, Rejection, Stack, Sym, SPECIAL};
+use crate::error::{Error, Result};
+use crate::grammar::{Capture, Grammar, GrammarInner, Node};
+use crate::tools::ToolCall;
+use crate::vocab::{TokenId, Vocab};
+use convert::StreamConverter;
+
+/// A parsed output: the reply's text, the reasoning (if the model wrote any), and the calls.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+pub struct Parsed {
+    /// The free text of the reply (surrounding whitespace trimmed), empty when there is none.
+    pub text: String,
+    /// The reasoning block's content, when there was one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<String>,
+    /// The calls, in order, with ids `call_0`, `call_1`, ...
+    pub tool_calls: Vec<ToolCall>,
+}
+
+/// What a [`StreamParser`] reports, as soon as it is certain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// More reply text.
+    Text(String),
+    /// More reasoning text.
+    Reasoning(String),
+    /// A call begins: its index, id and function name.
+    CallStart {
+        /// 0 for the first call, then 1, ...
+        index: usize,
+        /// `call_<index>`.
+        id: String,
+        /// The function.
+        name: String,
+    },
+    /// More of a call's arguments, as JSON text (the pieces concatenate to the arguments).
+    Arguments {
+        /// The call's index.
+        index: usize,
+        /// The JSON text.
+        delta: String,
+    },
+    /// A call is complete.
+    CallEnd {
+        /// The call's index.
+        index: usize,
+    },
+}
+
+/// One capture in one interpretation: kind, where it is on the stack, where it starts and ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Seg {
+    kind: Capture,
+    key: (usize, u32),
+    start: usize,
+    end: Option<usize>,
+}
+
+#[derive(Debug, Clone)]
+struct Path {
+    stack: Stack,
+    segs: Vec<Seg>,
+}
+
+/// What has been emitted for segment `k` of the common interpretation.
+#[derive(Debug, Default)]
+struct Emitted {
+    started: bool,
+    ended: bool,
+    /// Content bytes emitted (text) or fed to the converter (arguments), from the start.
+    upto: usize,
+    call: Option<usize>,
+    conv: Option<StreamConverter>,
+}
+
+/// Parses an output incrementally (fed text or tokens), emitting [`Event`]s when certain.
+pub struct StreamParser {
+    grammar: Grammar,
+    paths: Vec<Path>,
+    buf: Vec<u8>,
+    emitted: Vec<Emitted>,
+    calls: usize,
+    failed: Option<Rejection>,
+}
+
+/// Cap frames of a stack: (position, node).
+fn caps(stack: &[Frame]) -> impl Iterator<Item = (usize, u32)> + '_ {
+    stack.iter().enumerate().filter_map(|(i, f)| match f {
+        Frame::Cap { node, .. } => Some((i, *node)),
+        _ => None,
+    })
+}
+
+fn capture_kind(g: &GrammarInner, node: u32) -> Capture {
+    match &g.nodes[node as usize] {
+        Node::Capture(c, _) => *c,
+        _ => unreachable!("a capture frame is on a capture node"),
+    }
+}
+
+impl StreamParser {
+    /// A parser at the start of an output of `grammar`.
+    pub fn new(grammar: &Grammar) -> StreamParser {
+        StreamParser {
+            paths: vec![Path {
+                stack: grammar.inner.start_stack(),
+                segs: Vec::new(),
+            }],
+            grammar: grammar.clone(),
+            buf: Vec::new(),
+            emitted: Vec::new(),
+            calls: 0,
+            failed: None,
+        }
+    }
+
+    /// Feeds output text. Spellings of the grammar's special tokens (e.g. `<|python_tag|>`) are
+    /// taken as those tokens where the grammar allows them there (a spelling split across two
+    /// calls is read as plain text; use [`StreamParser::push_token`] for token streams).
+    pub fn push(&mut self, text: &str) -> Result<Vec<Event>> {
+        let b = text.as_bytes();
+        let g = self.grammar.inner.clone();
+        let mut i = 0;
+        'outer: while i < b.len() {
+            for (k, name) in g.specials.iter().enumerate() {
+                if !name.is_empty() && b[i..].starts_with(name.as_bytes()) {
+                    let sym = SPECIAL + k as Sym;
+                    if self.try_sym(sym, name.len()) {
+                        i += name.len();
+                        continue 'outer;
+                    }
+                }
+            }
+            self.sym(b[i] as Sym, 1)?;
+            i += 1;
+        }
+        self.events()
+    }
+
+    /// Feeds one token of `vocab` (end-of-generation tokens end nothing here: call
+    /// [`StreamParser::finish`]).
+    pub fn push_token(&mut self, vocab: &Vocab, token: TokenId) -> Result<Vec<Event>> {
+        let bytes = vocab.token_bytes(token).ok_or(Error::TokenOutOfVocabulary {
+            token,
+            vocab_size: vocab.len(),
+        })?;
+        if vocab.is_special(token) {
+            let name = String::from_utf8_lossy(bytes).into_owned();
+            if let Some(k) = self.grammar.inner.specials.iter().position(|s| *s == name) {
+                self.sym(SPECIAL + k as Sym, bytes.len())?;
+                return self.events();
+            }
+            if vocab.is_eos(token) {
+                return Ok(Vec::new());
+            }
+        }
+        for &b in bytes {
+            self.sym(b as Sym, 1)?;
+        }
+        self.events()
+    }
+
+    /// Ends the output: the remaining events, or a rejection if the output is incomplete.
+    pub fn finish(&mut self) -> Result<Vec<Event>> {
+        if let Some(r) = &self.failed {
+            return Err(Error::Parse(r.clone()));
+        }
+        let g = &self.grammar.inner;
+        let n = self.buf.len();
+        match self.paths.iter().position(|p| g.can_end(&p.stack)) {
+            None => {
+                let r = Rejection {
+                    offset: n,
+                    reason: "the output ends before it is complete".into(),
+                };
+                self.failed = Some(r.clone());
+                Err(Error::Parse(r))
+            }
+            Some(i) => {
+                let mut p = self.paths.swap_remove(i);
+                for s in &mut p.segs {
+                    s.end.get_or_insert(n);
+                }
+                self.paths = vec![p];
+                self.events()
+            }
+        }
+    }
+
+    /// Tries a symbol; false (and no change) if no interpretation takes it.
+    fn try_sym(&mut self, sym: Sym, len: usize) -> bool {
+        let next = self.advance(sym, len);
+        if next.is_empty() {
+            return false;
+        }
+        self.paths = next;
+        true
+    }
+
+    fn sym(&mut self, sym: Sym, len: usize) -> Result<()> {
+        if let Some(r) = &self.failed {
+            return Err(Error::Parse(r.clone()));
+        }
+        if self.try_sym(sym, len) {
+            return Ok(());
+        }
+        let what = if sym < SPECIAL {
+            format!("byte {:?} is not allowed here", sym as u8 as char)
+        } else {
+            "this special token is not allowed here".into()
+        };
+        let r = Rejection {
+            offset: self.buf.len(),
+            reason: what,
+        };
+        self.failed = Some(r.clone());
+        Err(Error::Parse(r))
+    }
+
+    /// Every interpretation after `sym` (spelled by `len` bytes, appended to the buffer).
+    fn advance(&mut self, sym: Sym, len: usize) -> Vec<Path> {
+        let g = &self.grammar.inner;
+        let p = self.buf.len();
+        let mut out: Vec<Path> = Vec::new();
+        let mut raw = Vec::new();
+        for path in &self.paths {
+            raw.clear();
+            g.step(&path.stack, sym, &mut raw);
+            for t in raw.drain(..) {
+                let mut segs = path.segs.clone();
+                let before: Vec<(usize, u32)> = caps(&path.stack).collect();
+                let during: Vec<(usize, u32)> = caps(&t).collect();
+                for key in &before {
+                    if !during.contains(key) {
+                        close(&mut segs, *key, p);
+                    }
+                }
+                for &key in &during {
+                    if !before.contains(&key) {
+                        segs.push(Seg {
+                            kind: capture_kind(g, key.1),
+                            key,
+                            start: p,
+                            end: None,
+                        });
+                    }
+                }
+                let mut t = t;
+                g.normalize(&mut t);
+                let after: Vec<(usize, u32)> = caps(&t).collect();
+                for key in &during {
+                    if !after.contains(key) {
+                        close(&mut segs, *key, p + len);
+                    }
+                }
+                if !out.iter().any(|o| o.stack == t) {
+                    out.push(Path { stack: t, segs });
+                }
+            }
+        }
+        if !out.is_empty() {
+            // Symbols from special tokens are recorded by their spelling.
+            let spelled: Vec<u8> = if sym < SPECIAL {
+                vec![sym as u8]
+            } else {
+                g.specials[(sym - SPECIAL) as usize].as_bytes().to_vec()
+            };
+            debug_assert_eq!(spelled.len(), len);
+            self.buf.extend_from_slice(&spelled);
+        }
+        out
+    }
+
+    /// The events that became certain since the last call.
+    fn events(&mut self) -> Result<Vec<Event>> {
+        let mut ev = Vec::new();
+        let now = self.buf.len();
+        let first = &self.paths[0].segs;
+        // Segments all interpretations agree on (same kind and start), in order.
+        let mut common = 0;
+        while common < first.len()
+            && self.paths.iter().all(|p| {
+                p.segs
+                    .get(common)
+                    .is_some_and(|s| s.kind == first[common].kind && s.start == first[common].start)
+            })
+        {
+            common += 1;
+        }
+        let g = self.grammar.inner.clone();
+        for k in 0..common {
+            let seg = self.paths[0].segs[k].clone();
+            // Certain content end: the earliest end (or the present) over interpretations.
+            let end_of = |p: &Path| p.segs[k].end.unwrap_or(now);
+            let certain = self.paths.iter().map(end_of).min().unwrap_or(now);
+            let ended = self
+                .paths
+                .iter()
+                .all(|p| p.segs[k].end.is_some() && p.segs[k].end == seg.end);
+            if self.emitted.len() <= k {
+                self.emitted.resize_with(k + 1, Emitted::default);
+            }
+            if self.emitted[k].ended {
+                continue;
+            }
+            match seg.kind {
+                Capture::Call(f) => {
+                    if !self.emitted[k].started {
+                        let index = self.calls;
+                        self.calls += 1;
+                        self.emitted[k].call = Some(index);
+                        self.emitted[k].started = true;
+                        ev.push(Event::CallStart {
+                            index,
+                            id: format!("call_{index}"),
+                            name: g.functions[f as usize].clone(),
+                        });
+                    }
+                    if ended {
+                        let index = self.emitted[k].call.unwrap_or(0);
+                        // A call without an arguments capture has no arguments.
+                        let has_args = self.paths[0].segs[k + 1..]
+                            .iter()
+                            .any(|s| matches!(s.kind, Capture::Args(_)) && s.start < seg.end.unwrap_or(now));
+                        if !has_args {
+                            ev.push(Event::Arguments {
+                                index,
+                                delta: "{}".into(),
+                            });
+                        }
+                        // The arguments segment inside closes first; it follows in order, so
+                        // defer the end until it has been emitted.
+                        if !has_args || self.args_done(k) {
+                            self.emitted[k].ended = true;
+                            ev.push(Event::CallEnd { index });
+                        }
+                    }
+                }
+                Capture::Args(enc) => {
+                    let index = self.enclosing_call(k);
+                    let e = &mut self.emitted[k];
+                    if !e.started {
+                        e.started = true;
+                        e.conv = Some(StreamConverter::new(enc));
+                        // Python arguments are captured with their parentheses.
+                        e.upto = seg.start + usize::from(enc == ArgEncoding::Python);
+                    }
+                    let hold = usize::from(enc == ArgEncoding::Python);
+                    let stop = if ended {
+                        seg.end.unwrap_or(now) - hold
+                    } else {
+                        certain.saturating_sub(hold)
+                    };
+                    let mut delta = String::new();
+                    if stop > e.upto {
+                        let conv = e.conv.as_mut().expect("set at start");
+                        delta += &conv
+                            .push(&self.buf[e.upto..stop])
+                            .map_err(|m| parse_err(seg.start, m))?;
+                        e.upto = stop;
+                    }
+                    if ended {
+                        let conv = e.conv.as_mut().expect("set at start");
+                        delta += &conv.finish().map_err(|m| parse_err(seg.start, m))?;
+                        e.ended = true;
+                    }
+                    if !delta.is_empty() {
+                        ev.push(Event::Arguments { index, delta });
+                    }
+                    if ended {
+                        // Close the enclosing call now that its arguments are complete.
+                        if let Some(ck) = self.enclosing_call_seg(k) {
+                            let call_ended = self.paths.iter().all(|p| p.segs[ck].end.is_some());
+                            if call_ended && !self.emitted[ck].ended {
+                                self.emitted[ck].ended = true;
+                                ev.push(Event::CallEnd { index });
+                            }
+                        }
+                    }
+                }
+                Capture::Text | Capture::Reasoning => {
+                    let e = &mut self.emitted[k];
+                    if !e.started {
+                        e.started = true;
+                        e.upto = seg.start;
+                    }
+                    let stop = if ended { seg.end.unwrap_or(now) } else { certain };
+                    if stop > e.upto {
+                        let bytes = &self.buf[e.upto..stop];
+                        let valid = match std::str::from_utf8(bytes) {
+                            Ok(_) => bytes.len(),
+                            Err(err) if ended => return Err(parse_err(e.upto, err.to_string())),
+                            Err(err) => err.valid_up_to(),
+                        };
+                        if valid > 0 {
+                            let s = String::from_utf8_lossy(&bytes[..valid]).into_owned();
+                            e.upto += valid;
+                            ev.push(if seg.kind == Capture::Text {
+                                Event::Text(s)
+                            } else {
+                                Event::Reasoning(s)
+                            });
+                        }
+                    }
+                    if ended {
+                        e.ended = true;
+                    }
+                }
+            }
+        }
+        Ok(ev)
+    }
+
+    /// The call index of the call segment enclosing argument segment `k`.
+    fn enclosing_call(&self, k: usize) -> usize {
+        self.enclosing_call_seg(k)
+            .and_then(|c| self.emitted.get(c).and_then(|e| e.call))
+            .unwrap_or(0)
+    }
+
+    fn enclosing_call_seg(&self, k: usize) -> Option<usize> {
+        let segs = &self.paths[0].segs;
+        (0..k)
+            .rev()
+            .find(|&c| matches!(segs[c].kind, Capture::Call(_)) && segs[c].start <= segs[k].start)
+    }
+
+    /// True when the arguments segment after call segment `k` has been fully emitted.
+    fn args_done(&self, k: usize) -> bool {
+        let segs = &self.paths[0].segs;
+        segs.iter()
+            .enumerate()
+            .skip(k + 1)
+            .find(|(_, s)| matches!(s.kind, Capture::Args(_)))
+            .is_some_and(|(i, _)| self.emitted.get(i).is_some_and(|e| e.ended))
+    }
+}
+
+fn close(segs: &mut [Seg], key: (usize, u32), at: usize) {
+    if let Some(s) = segs
+        .iter_mut()
+        .rev()
+        .find(|s| s.key == key && s.end.is_none())
+    {
+        s.end = Some(at);
+    }
+}
+
+fn parse_err(offset: usize, m: String) -> Error {
+    Error::Parse(Rejection { offset, reason: m })
+}
+
+/// Collects a whole event stream into a [`Parsed`].
+pub(crate) fn collect(events: impl IntoIterator<Item = Event>) -> Parsed {
+    let mut p = Parsed::default();
+    let mut reasoning: Option<String> = None;
+    for e in events {
+        match e {
+            Event::Text(t) => p.text.push_str(&t),
+            Event::Reasoning(t) => reasoning.get_or_insert_with(String::new).push_str(&t),
+            Event::CallStart { id, name, .. } => p.tool_calls.push(ToolCall::new(id, name, "")),
+            Event::Arguments { index, delta } => {
+                if let Some(c) = p.tool_calls.get_mut(index) {
+                    c.function.arguments.push_str(&delta);
+                }
+            }
+            Event::CallEnd { .. } => {}
+        }
+    }
+    p.text = p.text.trim().to_owned();
+    p.reasoning = reasoning.map(|r| r.trim().to_owned());
+    // Compact, canonical arguments JSON.
+    for c in &mut p.tool_calls {
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(&c.function.arguments) {
+            c.function.arguments = v.to_string();
+        }
+    }
+    p
+}
+
+impl Grammar {
+    /// Parses a complete output (special tokens spelled as text, e.g. `<|python_tag|>`) into its
+    /// text, reasoning and calls; [`Error::Parse`] with the offset where it fails otherwise.
+    pub fn parse(&self, text: &str) -> Result<Parsed> {
+        let mut p = StreamParser::new(self);
+        let mut ev = p.push(text)?;
+        ev.extend(p.finish()?);
+        Ok(collect(ev))
+    }
+
+    /// The names of the functions, in the order of the tools the grammar was compiled for.
+    pub fn functions(&self) -> &[String] {
+        &self.inner.functions
+    }
+
+    /// The special tokens the grammar refers to (by text).
+    pub fn special_tokens(&self) -> &[String] {
+        &self.inner.specials
+    }
+}

@@ -1,0 +1,1045 @@
+//! Prompt rendering: chat messages and tools → the prompt text a model was trained on.
+//!
+//! Each dialect's prompt format is a [minijinja] template (a Jinja dialect, like the chat
+//! templates of Hugging Face models); the built-in ones live in `grammars/<dialect>.jinja` and
+//! are returned by [`builtin_template`]. [`render`] renders any such template (built-in or the
+//! caller's own) for a list of [`Message`]s and a [`Tools`] set.
+//!
+//! # What a template sees
+//!
+//! Variables:
+//! - `messages`: a list of `{role, content, tool_calls, tool_call_id, name}`; `content` is `""`
+//!   when the message has none, `tool_calls` is a (possibly empty) list of
+//!   `{id, type, function: {name, arguments}}` with `arguments` the JSON *text* of the arguments
+//!   (as in OpenAI's shape), `tool_call_id` and `name` are `none` when absent.
+//! - `tools`: a list of `{name, description, parameters}`; a missing description is `""`, missing
+//!   parameters are the empty object schema `{"type": "object", "properties": {}}` (the OpenAI
+//!   way of saying "no arguments", which is what the models were shown in training).
+//! - `functions` and `functions_json`: the same list as JSON text indented by 2 spaces (the
+//!   Firefunction v2 template concatenates `functions` into its system prompt).
+//! - `functions_yaml`: the functions as YAML, in the layout of the `inline` dialect's source
+//!   prompt (see [`functions_yaml`]).
+//! - `datetime`: [`PromptOptions::datetime`], or `"unknown"` when it is `None` (the crate reads no
+//!   clock: pass the date you want the model to see).
+//! - `bos_token` and `add_generation_prompt`: from [`PromptOptions`].
+//!
+//! Functions and filters, besides minijinja's built-ins:
+//! - `raise_exception(message)`: fails the render; [`render`] returns
+//!   [`Error::Prompt`]`(message)`.
+//! - `tojson` (filter, optional `indent`): JSON text as Python's `json.dumps` writes it
+//!   (`", "` and `": "` separators, non-ASCII kept, no HTML escaping). It replaces minijinja's
+//!   own `tojson`, which escapes `<`, `>`, `&` and `'` for HTML and so would change what the
+//!   model sees (Hugging Face's templates also use the Python behaviour).
+//! - `fromjson` (filter): parses JSON text (such as a call's `arguments`) into a value.
+//! - `pythonic_call` (filter): a tool call as a Python call, `name(a=1, b='x')` (see
+//!   [`pythonic_call`]).
+//!
+//! The environment trims blocks and strips leading block whitespace (`trim_blocks` and
+//! `lstrip_blocks`), as Hugging Face renders chat templates. Undefined variables render as empty.
+
+use crate::error::{Error, Result};
+use crate::tools::{Message, Tool, ToolCall, Tools};
+use minijinja::value::{Kwargs, Value};
+use minijinja::{context, Environment, ErrorKind};
+use serde::Serialize;
+use serde_json::{json, Map, Value as Json};
+use std::io;
+use std::sync::{Arc, Mutex};
+
+/// Options of [`render`] that are not messages or tools.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptOptions {
+    /// The date (or date and time) the template shows the model, as text; the template sees
+    /// `"unknown"` when this is `None`.
+    pub datetime: Option<String>,
+    /// The text of the model's beginning-of-sequence token (e.g. `<|begin_of_text|>`), for the
+    /// templates that write it; empty by default, since tokenizers often add it themselves.
+    pub bos_token: String,
+    /// Whether to end the prompt with the header that opens the assistant's turn (default true).
+    pub add_generation_prompt: bool,
+}
+
+impl Default for PromptOptions {
+    fn default() -> Self {
+        PromptOptions {
+            datetime: None,
+            bos_token: String::new(),
+            add_generation_prompt: true,
+        }
+    }
+}
+
+/// The dialects that have a built-in prompt template (see [`builtin_template`]).
+pub const BUILTIN_DIALECTS: &[&str] = &[
+    "empower",
+    "functools",
+    "pythonic",
+    "inline",
+    "hermes",
+    "llama31_json",
+];
+
+/// The built-in prompt template of `dialect` (one of [`BUILTIN_DIALECTS`]), as minijinja
+/// source; `None` for any other name.
+pub fn builtin_template(dialect: &str) -> Option<&'static str> {
+    Some(match dialect {
+        "empower" => include_str!("../grammars/empower.jinja"),
+        "functools" => include_str!("../grammars/functools.jinja"),
+        "pythonic" => include_str!("../grammars/pythonic.jinja"),
+        "inline" => include_str!("../grammars/inline.jinja"),
+        "hermes" => include_str!("../grammars/hermes.jinja"),
+        "llama31_json" => include_str!("../grammars/llama31_json.jinja"),
+        _ => return None,
+    })
+}
+
+/// Renders `template` (minijinja source) for `messages` and `tools`.
+///
+/// See the [module documentation](self) for the variables, functions and filters the template
+/// sees. Any failure (a syntax error, an error while rendering, `raise_exception` called by the
+/// template) is returned as [`Error::Prompt`]; rendering never panics.
+pub fn render(
+    template: &str,
+    messages: &[Message],
+    tools: &Tools,
+    opts: &PromptOptions,
+) -> Result<String> {
+    let raised: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
+    let env = environment(raised.clone());
+    let to_error = |e: minijinja::Error| -> Error {
+        if let Ok(mut slot) = raised.lock() {
+            if let Some(message) = slot.take() {
+                return Error::Prompt(message);
+            }
+        }
+        Error::Prompt(describe(&e))
+    };
+    let compiled = env.template_from_str(template).map_err(to_error)?;
+
+    let tool_values: Vec<Json> = tools.as_slice().iter().map(tool_value).collect();
+    let functions = to_python_json(&Json::Array(tool_values.clone()), Some(2))
+        .map_err(|e| Error::Prompt(format!("cannot write the functions as JSON: {e}")))?;
+    let yaml = functions_yaml(tools)?;
+    let message_values: Vec<Json> = messages.iter().map(message_value).collect();
+    let ctx = context! {
+        messages => Value::from_serialize(&message_values),
+        tools => Value::from_serialize(&tool_values),
+        functions => functions.clone(),
+        functions_json => functions,
+        functions_yaml => yaml,
+        datetime => opts.datetime.clone().unwrap_or_else(|| "unknown".to_owned()),
+        bos_token => opts.bos_token.clone(),
+        add_generation_prompt => opts.add_generation_prompt,
+    };
+    compiled.render(ctx).map_err(to_error)
+}
+
+/// A minijinja error as one line: its own message, then its causes.
+fn describe(e: &minijinja::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// The environment every template is rendered in: Hugging Face's whitespace settings plus the
+/// functions and filters of the module documentation. `raised` receives the message of
+/// `raise_exception`, so that [`render`] can return it unchanged.
+fn environment(raised: Arc<Mutex<Option<String>>>) -> Environment<'static> {
+    let mut env = Environment::new();
+    env.set_trim_blocks(true);
+    env.set_lstrip_blocks(true);
+    env.add_function(
+        "raise_exception",
+        move |message: String| -> std::result::Result<Value, minijinja::Error> {
+            if let Ok(mut slot) = raised.lock() {
+                *slot = Some(message.clone());
+            }
+            Err(minijinja::Error::new(ErrorKind::InvalidOperation, message))
+        },
+    );
+    env.add_filter("tojson", tojson_filter);
+    env.add_filter("fromjson", fromjson_filter);
+    env.add_filter("pythonic_call", pythonic_call_filter);
+    env
+}
+
+/// A tool as the templates see it: `{name, description, parameters}` with defaults filled in.
+fn tool_value(t: &Tool) -> Json {
+    json!({
+        "name": t.name,
+        "description": t.description.clone().unwrap_or_default(),
+        "parameters": t.parameters.clone().unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+    })
+}
+
+/// A message as the templates see it.
+fn message_value(m: &Message) -> Json {
+    let calls: Vec<Json> = m
+        .tool_calls
+        .iter()
+        .map(|c| {
+            json!({
+                "id": c.id,
+                "type": c.kind,
+                "function": {"name": c.function.name, "arguments": c.function.arguments},
+            })
+        })
+        .collect();
+    json!({
+        "role": m.role,
+        "content": m.content.clone().unwrap_or_default(),
+        "tool_calls": calls,
+        "tool_call_id": m.tool_call_id,
+        "name": m.name,
+    })
+}
+
+/// The functions of `tools` in YAML, laid out as the `inline` dialect's source prompt shows
+/// them: each function is a key holding its `parameters` (the JSON Schema, as YAML) and its
+/// `description`; a function without parameters is written `name: # No parameters`, and a
+/// missing description is left out. No trailing newline.
+///
+/// ```text
+/// get_stock_price:
+///   parameters:
+///     type: object
+///     ...
+///   description: This function returns the current stock price of the given ticker symbol.
+/// get_time_utc: # No parameters
+///   description: Returns an ISO 8601 formatted string representing the current time in UTC.
+/// ```
+pub fn functions_yaml(tools: &Tools) -> Result<String> {
+    let yaml_error = |e: serde_norway::Error| Error::Prompt(format!("cannot write YAML: {e}"));
+    let mut out = String::new();
+    for t in tools.as_slice() {
+        let key = serde_norway::to_string(&t.name).map_err(yaml_error)?;
+        out.push_str(key.trim_end());
+        out.push(':');
+        if t.parameters.is_none() {
+            out.push_str(" # No parameters");
+        }
+        out.push('\n');
+        let mut body = Map::new();
+        if let Some(p) = &t.parameters {
+            body.insert("parameters".to_owned(), p.clone());
+        }
+        if let Some(d) = &t.description {
+            body.insert("description".to_owned(), Json::String(d.clone()));
+        }
+        if body.is_empty() {
+            continue;
+        }
+        let text = serde_norway::to_string(&body).map_err(yaml_error)?;
+        for line in text.lines() {
+            if !line.is_empty() {
+                out.push_str("  ");
+                out.push_str(line);
+            }
+            out.push('\n');
+        }
+    }
+    if out.ends_with('\n') {
+        out.pop();
+    }
+    Ok(out)
+}
+
+/// serde_json formatter writing compact JSON the way Python's `json.dumps` does by default:
+/// `", "` between items and `": "` after keys.
+struct PythonCompact;
+
+impl serde_json::ser::Formatter for PythonCompact {
+    fn begin_array_value<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        if first {
+            Ok(())
+        } else {
+            w.write_all(b", ")
+        }
+    }
+
+    fn begin_object_key<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        if first {
+            Ok(())
+        } else {
+            w.write_all(b", ")
+        }
+    }
+
+    fn begin_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        w.write_all(b": ")
+    }
+}
+
+/// `value` as JSON text, as Python's `json.dumps(value, indent=indent, ensure_ascii=False)`.
+fn to_python_json<T: Serialize + ?Sized>(
+    value: &T,
+    indent: Option<usize>,
+) -> std::result::Result<String, serde_json::Error> {
+    let mut buf = Vec::new();
+    match indent {
+        None => {
+            let mut ser = serde_json::Serializer::with_formatter(&mut buf, PythonCompact);
+            value.serialize(&mut ser)?;
+        }
+        Some(n) => {
+            let spaces = vec![b' '; n];
+            let formatter = serde_json::ser::PrettyFormatter::with_indent(&spaces);
+            let mut ser = serde_json::Serializer::with_formatter(&mut buf, formatter);
+            value.serialize(&mut ser)?;
+        }
+    }
+    // serde_json writes valid UTF-8; the lossy conversion never replaces anything.
+    Ok(String::from_utf8_lossy(&buf).into_owned())
+}
+
+fn filter_error(message: impl Into<String>) -> minijinja::Error {
+    minijinja::Error::new(ErrorKind::InvalidOperation, message.into())
+}
+
+/// A crate error as a filter error, without the `prompt: ` prefix of [`Error::Prompt`].
+fn crate_to_filter_error(e: Error) -> minijinja::Error {
+    match e {
+        Error::Prompt(message) => filter_error(format!("pythonic_call: {message}")),
+        other => filter_error(format!("pythonic_call: {other}")),
+    }
+}
+
+/// `tojson` filter: `value|tojson`, `value|tojson(2)` or `value|tojson(indent=2)`.
+fn tojson_filter(
+    value: &Value,
+    indent: Option<usize>,
+    kwargs: Kwargs,
+) -> std::result::Result<String, minijinja::Error> {
+    let indent = match kwargs.get::<Option<usize>>("indent")? {
+        Some(n) => Some(n),
+        None => indent,
+    };
+    kwargs.assert_all_used()?;
+    to_python_json(value, indent).map_err(|e| filter_error(format!("tojson: {e}")))
+}
+
+/// `fromjson` filter: JSON text → value.
+fn fromjson_filter(text: &str) -> std::result::Result<Value, minijinja::Error> {
+    let v: Json = serde_json::from_str(text)
+        .map_err(|e| filter_error(format!("fromjson: invalid JSON {text:?}: {e}")))?;
+    Ok(Value::from_serialize(&v))
+}
+
+/// `pythonic_call` filter: a tool call value (`{function: {name, arguments}}`, as in
+/// `messages[i].tool_calls`) → `name(k=v, ...)`.
+fn pythonic_call_filter(call: &Value) -> std::result::Result<String, minijinja::Error> {
+    let call: Json =
+        serde_json::to_value(call).map_err(|e| filter_error(format!("pythonic_call: {e}")))?;
+    let function = call.get("function").unwrap_or(&call);
+    let name = function
+        .get("name")
+        .and_then(Json::as_str)
+        .ok_or_else(|| filter_error("pythonic_call: the tool call has no function name"))?;
+    let arguments = match function.get("arguments") {
+        None | Some(Json::Null) => Json::Object(Map::new()),
+        Some(Json::String(s)) => parse_arguments(s).map_err(crate_to_filter_error)?,
+        Some(other) => other.clone(),
+    };
+    python_call_text(name, &arguments).map_err(crate_to_filter_error)
+}
+
+/// Arguments JSON text → value; blank text means no arguments.
+fn parse_arguments(text: &str) -> Result<Json> {
+    if text.trim().is_empty() {
+        return Ok(Json::Object(Map::new()));
+    }
+    serde_json::from_str(text)
+        .map_err(|e| Error::Prompt(format!("the arguments {text:?} are not JSON: {e}")))
+}
+
+/// A tool call written as a Python call, as the `pythonic` dialect (Llama 3.2) writes it:
+/// `get_user_info(user_id=7890, special='black')`.
+///
+/// The arguments (a JSON object) become keyword arguments in their order; values become Python
+/// literals: strings as Python's `repr` writes them (single quotes unless the text holds a
+/// single quote and no double quote), `true`/`false`/`null` as `True`/`False`/`None`, arrays as
+/// lists and objects as dicts. Fails when the arguments are not a JSON object or a key is not a
+/// Python identifier.
+pub fn pythonic_call(call: &ToolCall) -> Result<String> {
+    let arguments = parse_arguments(&call.function.arguments)?;
+    python_call_text(&call.function.name, &arguments)
+}
+
+fn python_call_text(name: &str, arguments: &Json) -> Result<String> {
+    let Json::Object(map) = arguments else {
+        return Err(Error::Prompt(format!(
+            "the arguments of {name} are not a JSON object"
+        )));
+    };
+    let mut out = String::with_capacity(name.len() + 16);
+    out.push_str(name);
+    out.push('(');
+    for (i, (key, value)) in map.iter().enumerate() {
+        if !is_python_identifier(key) {
+            return Err(Error::Prompt(format!(
+                "argument {key:?} of {name} is not a Python identifier"
+            )));
+        }
+        if i > 0 {
+            out.push_str(", ");
+        }
+        out.push_str(key);
+        out.push('=');
+        write_python_literal(value, &mut out);
+    }
+    out.push(')');
+    Ok(out)
+}
+
+fn is_python_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    match chars.next() {
+        Some(c) if c == '_' || c.is_alphabetic() => {}
+        _ => return false,
+    }
+    chars.all(|c| c == '_' || c.is_alphanumeric())
+}
+
+/// Appends `value` as a Python literal.
+fn write_python_literal(value: &Json, out: &mut String) {
+    match value {
+        Json::Null => out.push_str("None"),
+        Json::Bool(true) => out.push_str("True"),
+        Json::Bool(false) => out.push_str("False"),
+        Json::Number(n) => out.push_str(&n.to_string()),
+        Json::String(s) => write_python_str(s, out),
+        Json::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_python_literal(item, out);
+            }
+            out.push(']');
+        }
+        Json::Object(map) => {
+            out.push('{');
+            for (i, (k, v)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_python_str(k, out);
+                out.push_str(": ");
+                write_python_literal(v, out);
+            }
+            out.push('}');
+        }
+    }
+}
+
+/// Appends `s` as Python's `repr` writes a string.
+fn write_python_str(s: &str, out: &mut String) {
+    let quote = if s.contains('\'') && !s.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
+    out.push(quote);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if !python_printable(c) => {
+                let code = u32::from(c);
+                let escaped = if code < 0x100 {
+                    format!("\\x{code:02x}")
+                } else if code < 0x10000 {
+                    format!("\\u{code:04x}")
+                } else {
+                    format!("\\U{code:08x}")
+                };
+                out.push_str(&escaped);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push(quote);
+}
+
+/// Python's `str.isprintable` for the characters that matter in practice: control characters,
+/// separators other than the space, and the common format characters are not printable.
+/// (Unassigned and private-use code points, which Python also escapes, are kept as they are.)
+fn python_printable(c: char) -> bool {
+    if c.is_control() {
+        return false;
+    }
+    !matches!(
+        c,
+        '\u{a0}'
+            | '\u{ad}'
+            | '\u{1680}'
+            | '\u{2000}'..='\u{200f}'
+            | '\u{2028}'..='\u{202f}'
+            | '\u{205f}'..='\u{2064}'
+            | '\u{3000}'
+            | '\u{feff}'
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn weather_tools() -> Tools {
+        Tools::from_json_str(
+            r#"[{"type": "function", "function": {
+                "name": "get_current_weather",
+                "description": "Get the current weather in a given location",
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "location": {"type": "string", "description": "The city and state, e.g. San Francisco, CA"},
+                        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}
+                    },
+                    "required": ["location"]
+                }}}]"#,
+        )
+        .expect("valid tools")
+    }
+
+    fn stock_tools() -> Tools {
+        Tools::from_json_str(
+            r#"[{"name": "get_stock_price",
+                 "description": "This function returns the current stock price of the given ticker symbol.",
+                 "parameters": {"type": "object", "properties": {"ticker": {"type": "string"}}, "required": ["ticker"]}},
+                {"name": "get_time_utc",
+                 "description": "Returns an ISO 8601 formatted string representing the current time in UTC."}]"#,
+        )
+        .expect("valid tools")
+    }
+
+    fn user_info_tools() -> Tools {
+        Tools::from_json_str(
+            r#"[{"name": "get_user_info",
+                 "description": "Retrieve details for a specific user by their unique identifier.",
+                 "parameters": {"type": "dict", "required": ["user_id"], "properties": {
+                    "user_id": {"type": "integer", "description": "The unique identifier of the user."},
+                    "special": {"type": "string", "description": "Any special information.", "default": "none"}}}}]"#,
+        )
+        .expect("valid tools")
+    }
+
+    fn assistant_call(id: &str, name: &str, arguments: &str) -> Message {
+        Message {
+            role: "assistant".into(),
+            content: None,
+            tool_calls: vec![ToolCall::new(id, name, arguments)],
+            tool_call_id: None,
+            name: None,
+        }
+    }
+
+    fn tool_result(id: &str, content: &str) -> Message {
+        Message {
+            role: "tool".into(),
+            content: Some(content.into()),
+            tool_calls: Vec::new(),
+            tool_call_id: Some(id.into()),
+            name: None,
+        }
+    }
+
+    fn builtin(name: &str) -> &'static str {
+        builtin_template(name).expect("built-in template")
+    }
+
+    #[test]
+    fn every_builtin_template_renders_a_full_conversation() {
+        let messages = vec![
+            Message::new("system", "Be brief."),
+            Message::new("user", "Weather in Paris?"),
+            assistant_call("call_0", "get_current_weather", r#"{"location": "Paris"}"#),
+            tool_result("call_0", r#"{"temperature": 20}"#),
+            Message::new("assistant", "It is 20 degrees."),
+            Message::new("user", "Thanks"),
+        ];
+        for &dialect in BUILTIN_DIALECTS {
+            let text = render(
+                builtin(dialect),
+                &messages,
+                &weather_tools(),
+                &PromptOptions::default(),
+            )
+            .unwrap_or_else(|e| panic!("{dialect}: {e}"));
+            assert!(text.contains("Be brief."), "{dialect}: {text}");
+            assert!(text.contains("Weather in Paris?"), "{dialect}: {text}");
+            assert!(text.contains("It is 20 degrees."), "{dialect}: {text}");
+            assert!(text.contains("get_current_weather"), "{dialect}: {text}");
+            assert!(text.contains("Thanks"), "{dialect}: {text}");
+        }
+        assert!(builtin_template("mistral").is_none());
+    }
+
+    #[test]
+    fn empower_renders_the_seed_example() {
+        let messages = vec![Message::new("user", "How's the weather in San Francisco?")];
+        let text = render(
+            builtin("empower"),
+            &messages,
+            &weather_tools(),
+            &PromptOptions::default(),
+        )
+        .expect("renders");
+        let expected = "<|start_header_id|>user<|end_header_id|>\n\n\
+            In this environment you have access to a set of functions defined in the JSON format \
+            you can use to address user's requests, use them if needed.\n\
+            Functions: [\n  {\n    \"name\": \"get_current_weather\",\n    \
+            \"description\": \"Get the current weather in a given location\",\n    \
+            \"parameters\": {\n      \"type\": \"object\",\n";
+        assert!(text.starts_with(expected), "{text}");
+        assert!(
+            text.contains("\n]\n\n<u>How's the weather in San Francisco?<|eot_id|>"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"),
+            "{text}"
+        );
+        assert_eq!(text.matches("Functions: ").count(), 1);
+    }
+
+    #[test]
+    fn empower_renders_calls_results_and_replies() {
+        let messages = vec![
+            Message::new("system", "Be brief."),
+            Message::new("user", "Weather in SF and NYC?"),
+            Message {
+                role: "assistant".into(),
+                content: None,
+                tool_calls: vec![
+                    ToolCall::new(
+                        "c1",
+                        "get_current_weather",
+                        r#"{"location":"San Francisco"}"#,
+                    ),
+                    ToolCall::new("c2", "get_current_weather", r#"{"location":"New York"}"#),
+                ],
+                tool_call_id: None,
+                name: None,
+            },
+            tool_result("c1", r#"{"temperature":"70 fahrenheit"}"#),
+            tool_result("c2", "cold"),
+            Message::new("assistant", "70F and cold."),
+            Message::new("user", "Thanks"),
+        ];
+        let opts = PromptOptions {
+            add_generation_prompt: false,
+            bos_token: "<|begin_of_text|>".into(),
+            ..PromptOptions::default()
+        };
+        let text = render(builtin("empower"), &messages, &weather_tools(), &opts).expect("renders");
+        assert!(
+            text.starts_with(
+                "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nBe brief.\n\nIn this environment"
+            ),
+            "{text}"
+        );
+        assert!(text.contains(
+            "<|start_header_id|>assistant<|end_header_id|>\n\n<f>[{\"name\": \"get_current_weather\", \
+             \"arguments\": \"{\\\"location\\\":\\\"San Francisco\\\"}\"}, {\"name\": \"get_current_weather\", \
+             \"arguments\": \"{\\\"location\\\":\\\"New York\\\"}\"}]<|eot_id|>"
+        ), "{text}");
+        assert!(text.contains(
+            "<|start_header_id|>user<|end_header_id|>\n\n<r>[{\"value\": \"{\\\"temperature\\\":\\\"70 fahrenheit\\\"}\", \
+             \"tool_call_id\": \"c1\"}, {\"value\": \"cold\", \"tool_call_id\": \"c2\"}]<|eot_id|>"
+        ), "{text}");
+        assert!(text.contains(
+            "<|start_header_id|>assistant<|end_header_id|>\n\n<c>70F and cold.<|eot_id|>"
+        ));
+        assert!(
+            text.ends_with("<|start_header_id|>user<|end_header_id|>\n\n<u>Thanks<|eot_id|>"),
+            "{text}"
+        );
+        assert!(!text.contains("system"), "{text}");
+    }
+
+    #[test]
+    fn functools_renders_the_firefunction_template() {
+        let messages = vec![
+            Message::new("user", "Weather in Paris?"),
+            assistant_call("call_0", "get_current_weather", r#"{"location": "Paris"}"#),
+            tool_result("call_0", "20 C"),
+        ];
+        let opts = PromptOptions {
+            datetime: Some("2024-09-24".into()),
+            bos_token: "<|begin_of_text|>".into(),
+            ..PromptOptions::default()
+        };
+        let text =
+            render(builtin("functools"), &messages, &weather_tools(), &opts).expect("renders");
+        assert!(text.starts_with(
+            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nYou are a helpful assistant with access to functions.\nIn addition to plain text responses"
+        ), "{text}");
+        assert!(
+            text.contains(
+                "Available functions as JSON spec:\n[\n  {\n    \"name\": \"get_current_weather\""
+            ),
+            "{text}"
+        );
+        assert!(text.contains("\nToday is 2024-09-24.<|eot_id|>"), "{text}");
+        assert!(text.contains(
+            "<|start_header_id|>assistant<|end_header_id|>\n\n functools[{\"name\": \"get_current_weather\", \"arguments\": {\"location\": \"Paris\"}}]<|eot_id|>"
+        ), "{text}");
+        assert!(
+            text.contains("<|start_header_id|>tool<|end_header_id|>\n\n20 C<|eot_id|>"),
+            "{text}"
+        );
+        assert!(text.ends_with("<|start_header_id|>assistant<|end_header_id|>\n\n"));
+
+        // Without a datetime the template says so.
+        let text = render(
+            builtin("functools"),
+            &messages,
+            &weather_tools(),
+            &PromptOptions::default(),
+        )
+        .expect("renders");
+        assert!(text.contains("Today is unknown."), "{text}");
+    }
+
+    #[test]
+    fn functools_keeps_the_system_message() {
+        let messages = vec![
+            Message::new("system", "  You are Fire.  "),
+            Message::new("user", "hi"),
+        ];
+        let text = render(
+            builtin("functools"),
+            &messages,
+            &weather_tools(),
+            &PromptOptions::default(),
+        )
+        .expect("renders");
+        assert!(
+            text.starts_with(
+                "<|start_header_id|>system<|end_header_id|>\n\nYou are Fire.\nIn addition"
+            ),
+            "{text}"
+        );
+        assert_eq!(text.matches("<|start_header_id|>system").count(), 1);
+    }
+
+    #[test]
+    fn pythonic_renders_calls_as_python_and_results_as_ipython() {
+        let messages = vec![
+            Message::new(
+                "user",
+                "Can you retrieve the details for the user with the ID 7890, who has black as their special request?",
+            ),
+            assistant_call("c0", "get_user_info", r#"{"user_id":7890,"special":"black"}"#),
+            tool_result("c0", r#"{"name": "Ann"}"#),
+        ];
+        let opts = PromptOptions {
+            bos_token: "<|begin_of_text|>".into(),
+            ..PromptOptions::default()
+        };
+        let text =
+            render(builtin("pythonic"), &messages, &user_info_tools(), &opts).expect("renders");
+        assert!(text.starts_with(
+            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nYou are an expert in composing functions."
+        ), "{text}");
+        assert!(text.contains(
+            "Here is a list of functions in JSON format that you can invoke.\n\n[\n    {\n        \"name\": \"get_user_info\",\n        \"description\""
+        ), "{text}");
+        assert!(text.contains(
+            "<|start_header_id|>assistant<|end_header_id|>\n\n[get_user_info(user_id=7890, special='black')]<|eot_id|>"
+        ), "{text}");
+        assert!(
+            text.contains(
+                "<|start_header_id|>ipython<|end_header_id|>\n\n{\"name\": \"Ann\"}<|eot_id|>"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("<|start_header_id|>tool"), "{text}");
+        assert!(text.ends_with("<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"));
+    }
+
+    #[test]
+    fn pythonic_call_writes_python_literals() {
+        let call = ToolCall::new(
+            "c",
+            "f",
+            r#"{"s": "it's", "q": "say \"hi\"", "both": "'\"", "n": null, "t": true, "f": false,
+                "x": 1.5, "l": [1, "a\nb", {"k": [false]}], "u": "é\u0001\u2028"}"#,
+        );
+        assert_eq!(
+            pythonic_call(&call).expect("writes"),
+            r#"f(s="it's", q='say "hi"', both='\'"', n=None, t=True, f=False, x=1.5, l=[1, 'a\nb', {'k': [False]}], u='é\x01\u2028')"#
+        );
+        assert_eq!(
+            pythonic_call(&ToolCall::new("c", "now", "")).expect("writes"),
+            "now()"
+        );
+        assert!(matches!(
+            pythonic_call(&ToolCall::new("c", "f", r#"{"not ok": 1}"#)),
+            Err(Error::Prompt(_))
+        ));
+        assert!(matches!(
+            pythonic_call(&ToolCall::new("c", "f", "[1]")),
+            Err(Error::Prompt(_))
+        ));
+        assert!(matches!(
+            pythonic_call(&ToolCall::new("c", "f", "{")),
+            Err(Error::Prompt(_))
+        ));
+    }
+
+    #[test]
+    fn inline_lists_functions_in_yaml() {
+        let yaml = functions_yaml(&stock_tools()).expect("yaml");
+        assert_eq!(
+            yaml,
+            "get_stock_price:\n  parameters:\n    type: object\n    properties:\n      ticker:\n        type: string\n    \
+             required:\n    - ticker\n  description: This function returns the current stock price of the given ticker symbol.\n\
+             get_time_utc: # No parameters\n  description: Returns an ISO 8601 formatted string representing the current time in UTC."
+        );
+        let messages = vec![
+            Message::new("system", "Answer in English."),
+            Message::new("user", "What's the value of Nvidia stock today ?"),
+            Message {
+                content: Some("Sure, let me check that for you.".into()),
+                ..assistant_call("c0", "get_stock_price", r#"{"ticker":"NVDA"}"#)
+            },
+            tool_result("c0", r#"{ "stock_price": 300.00 }"#),
+            assistant_call("c1", "get_time_utc", "{}"),
+        ];
+        let text = render(
+            builtin("inline"),
+            &messages,
+            &stock_tools(),
+            &PromptOptions::default(),
+        )
+        .expect("renders");
+        assert!(text.starts_with(
+            "role: system\nYou're a helpful AI assistant and you help answer questions and perform tasks for a user, based on your prompt.\n"
+        ), "{text}");
+        assert!(text.contains(&format!("your provided functions are:\n```yml\n{yaml}\n```\nAnswer in English.\nrole: user\n<|USER|>\nWhat's the value")), "{text}");
+        assert!(text.contains(
+            "role: model\nSure, let me check that for you.\n<FUNCTION_CALL>get_stock_price({\"ticker\": \"NVDA\"})</FUNCTION_CALL>\nrole: user\n<|FUNCTION_OUTPUT|>\n{ \"stock_price\": 300.00 }\n"
+        ), "{text}");
+        assert!(
+            text.contains("role: model\n<FUNCTION_CALL>get_time_utc()</FUNCTION_CALL>\n"),
+            "{text}"
+        );
+        assert!(text.ends_with("role: model\n"), "{text}");
+
+        // No system message: no "based on your prompt".
+        let text = render(
+            builtin("inline"),
+            &messages[1..2],
+            &stock_tools(),
+            &PromptOptions::default(),
+        )
+        .expect("renders");
+        assert!(text.contains("tasks for a user.\n"), "{text}");
+        // No tools: the short prompt.
+        let text = render(
+            builtin("inline"),
+            &messages[1..2],
+            &Tools::default(),
+            &PromptOptions::default(),
+        )
+        .expect("renders");
+        assert!(text.starts_with("role: system\nYou are an AI assistant and you answer questions for the user.\nrole: user\n"), "{text}");
+    }
+
+    #[test]
+    fn hermes_renders_tools_calls_and_responses() {
+        let messages = vec![
+            Message::new("user", "Weather in Paris?"),
+            assistant_call("c0", "get_current_weather", r#"{"location":"Paris"}"#),
+            tool_result("c0", "20 C"),
+            tool_result("c1", "sunny"),
+        ];
+        let text = render(
+            builtin("hermes"),
+            &messages,
+            &weather_tools(),
+            &PromptOptions::default(),
+        )
+        .expect("renders");
+        assert!(text.starts_with("<|im_start|>system\n"), "{text}");
+        assert!(text.contains("<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_current_weather\""), "{text}");
+        assert!(
+            text.contains("<|im_start|>user\nWeather in Paris?<|im_end|>\n"),
+            "{text}"
+        );
+        assert!(text.contains(
+            "<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_current_weather\", \"arguments\": {\"location\": \"Paris\"}}\n</tool_call><|im_end|>\n"
+        ), "{text}");
+        assert!(text.contains(
+            "<|im_start|>user\n<tool_response>\n20 C\n</tool_response>\n<tool_response>\nsunny\n</tool_response><|im_end|>\n"
+        ), "{text}");
+        assert!(text.ends_with("<|im_start|>assistant\n"), "{text}");
+    }
+
+    #[test]
+    fn llama31_json_renders_the_json_prompt() {
+        let messages = vec![
+            Message::new("user", "Weather in Paris?"),
+            assistant_call("c0", "get_current_weather", r#"{"location":"Paris"}"#),
+            tool_result("c0", "20 C"),
+        ];
+        let text = render(
+            builtin("llama31_json"),
+            &messages,
+            &weather_tools(),
+            &PromptOptions::default(),
+        )
+        .expect("renders");
+        assert!(
+            text.starts_with(
+                "<|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "Given the following functions, please respond with a JSON for a function call"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("Do not use variables.\n\n{\n    \"type\": \"function\""),
+            "{text}"
+        );
+        assert!(text.contains(
+            "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"get_current_weather\", \"parameters\": {\"location\": \"Paris\"}}<|eot_id|>"
+        ), "{text}");
+        assert!(
+            text.contains("<|start_header_id|>ipython<|end_header_id|>\n\n20 C<|eot_id|>"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn raise_exception_becomes_a_prompt_error() {
+        let r = render(
+            "{{ raise_exception('no way: ' ~ messages|length) }}",
+            &[Message::new("user", "hi")],
+            &Tools::default(),
+            &PromptOptions::default(),
+        );
+        match r {
+            Err(Error::Prompt(m)) => assert_eq!(m, "no way: 1"),
+            other => panic!("{other:?}"),
+        }
+        // Firefunction's own check for an empty conversation.
+        match render(
+            builtin("functools"),
+            &[],
+            &weather_tools(),
+            &PromptOptions::default(),
+        ) {
+            Err(Error::Prompt(m)) => assert_eq!(m, "Expected non-empty messages"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn invalid_roles_are_reported_by_every_builtin_template() {
+        let messages = vec![Message::new("user", "hi"), Message::new("robot", "beep")];
+        for &dialect in BUILTIN_DIALECTS {
+            match render(
+                builtin(dialect),
+                &messages,
+                &weather_tools(),
+                &PromptOptions::default(),
+            ) {
+                Err(Error::Prompt(m)) => assert!(m.contains("robot"), "{dialect}: {m}"),
+                other => panic!("{dialect}: {other:?}"),
+            }
+        }
+        match render(
+            builtin("functools"),
+            &messages,
+            &weather_tools(),
+            &PromptOptions::default(),
+        ) {
+            Err(Error::Prompt(m)) => assert_eq!(
+                m,
+                "Invalid role robot. Only system, user, assistant, tool are supported."
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn template_errors_are_prompt_errors() {
+        let tools = Tools::default();
+        let opts = PromptOptions::default();
+        assert!(matches!(
+            render("{% if %}", &[], &tools, &opts),
+            Err(Error::Prompt(_))
+        ));
+        assert!(matches!(
+            render("{{ 1 + 'a' }}", &[], &tools, &opts),
+            Err(Error::Prompt(_))
+        ));
+        assert!(matches!(
+            render("{{ 'x'|fromjson }}", &[], &tools, &opts),
+            Err(Error::Prompt(_))
+        ));
+    }
+
+    #[test]
+    fn variables_and_filters() {
+        let tools = Tools::from_json_str(r#"[{"name": "now"}]"#).expect("tools");
+        let messages = vec![Message {
+            content: None,
+            ..Message::new("user", "")
+        }];
+        let opts = PromptOptions {
+            datetime: Some("2025-01-02".into()),
+            bos_token: "<s>".into(),
+            add_generation_prompt: false,
+        };
+        let text = render(
+            "{{ bos_token }}|{{ datetime }}|{{ add_generation_prompt }}|{{ tools[0].description }}|\
+             {{ tools[0].parameters|tojson }}|{{ messages[0].content }}|{{ messages[0].tool_calls|length }}|\
+             {{ messages[0].tool_call_id is none }}|{{ {'a': \"<it's>\", 'é': [1, 2.5]}|tojson }}|\
+             {{ [1]|tojson(indent=2) }}|{{ '{\"b\":1,\"a\":2}'|fromjson|tojson }}|{{ functions == functions_json }}",
+            &messages,
+            &tools,
+            &opts,
+        )
+        .expect("renders");
+        assert_eq!(
+            text,
+            "<s>|2025-01-02|False||{\"type\": \"object\", \"properties\": {}}||0|True|\
+             {\"a\": \"<it's>\", \"é\": [1, 2.5]}|[\n  1\n]|{\"b\": 1, \"a\": 2}|True"
+        );
+        let text = render("{{ functions }}", &[], &tools, &opts).expect("renders");
+        assert_eq!(
+            text,
+            "[\n  {\n    \"name\": \"now\",\n    \"description\": \"\",\n    \"parameters\": {\n      \"type\": \"object\",\n      \"properties\": {}\n    }\n  }\n]"
+        );
+        let text = render("{{ functions_yaml }}", &[], &tools, &opts).expect("renders");
+        assert_eq!(text, "now: # No parameters");
+    }
+}
