@@ -334,7 +334,7 @@ mod cm {
         pub fn automaton(&self, case: &Case) -> TokenAutomaton {
             let g = Grammar::from_json_schema(&case.schema, &self.opts)
                 .unwrap_or_else(|e| panic!("callmask: schema {} does not compile: {e}", case.name));
-            TokenAutomaton::new(&g, self.vocab.clone())
+            TokenAutomaton::new(&g, self.vocab.clone()).unwrap()
         }
 
         /// Not timed: every token of the instance is allowed and accepted, and EOS is allowed
@@ -387,7 +387,7 @@ mod cm {
                 || (),
                 |()| {
                     let g = Grammar::from_json_schema(black_box(&case.schema), &self.opts).unwrap();
-                    let a = TokenAutomaton::new(&g, self.vocab.clone());
+                    let a = TokenAutomaton::new(&g, self.vocab.clone()).unwrap();
                     let mut m = a.matcher();
                     let mut mask = TokenMask::new(self.vocab.len());
                     m.fill_mask(&mut mask);
@@ -445,7 +445,7 @@ mod cm {
             }
             let t0 = Instant::now();
             let g = Grammar::from_json_schema(&case.schema, &self.opts).unwrap();
-            let a = TokenAutomaton::new(&g, self.vocab.clone());
+            let a = TokenAutomaton::new(&g, self.vocab.clone()).unwrap();
             let mut m = a.matcher();
             let mut mask = TokenMask::new(self.vocab.len());
             let build = t0.elapsed();

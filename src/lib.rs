@@ -13,7 +13,7 @@
 //! let vocab = Arc::new(Vocab::from_tokenizer_json("tokenizer.json")?);
 //! let schema = serde_json::json!({"type": "object", "properties": {"a": {"type": "integer"}}});
 //! let grammar = Grammar::from_json_schema(&schema, &CompileOptions::default())?;
-//! let automaton = TokenAutomaton::new(&grammar, vocab.clone());
+//! let automaton = TokenAutomaton::new(&grammar, vocab.clone())?;
 //! let mut matcher = automaton.matcher();
 //! let mut mask = TokenMask::new(vocab.len());
 //! matcher.fill_mask(&mut mask);

@@ -81,6 +81,9 @@ struct GrammarArgs {
     /// schema.
     #[arg(long)]
     lenient: bool,
+    /// Most whitespace bytes in one gap between JSON tokens.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    max_whitespace: u16,
 }
 
 /// A compiled grammar and what it was compiled from.
@@ -167,6 +170,36 @@ struct FuzzArgs {
     /// Give up on an output after this many tokens (it then counts as unfinished, not invalid).
     #[arg(long, value_name = "M", default_value_t = 512)]
     max_tokens: usize,
+    /// Where the output may end, end it with this probability (0: only when the uniform pick
+    /// lands on an end-of-generation token). Free text never ends otherwise.
+    #[arg(long, value_name = "P", default_value_t = 0.0)]
+    end_bias: f64,
+    /// Start every output with this text (forced, like a prefill), then walk at random: e.g.
+    /// `functools[` to fuzz the calls of a dialect that starts with free text.
+    #[arg(long, value_name = "TEXT")]
+    prefix: Option<String>,
+    /// `uniform`: any allowed token, uniformly. `coverage`: among a few random allowed tokens,
+    /// prefer one leading to a grammar position not visited before (reaches rare branches and
+    /// closes long strings sooner).
+    #[arg(long, value_name = "S", default_value = "uniform")]
+    strategy: Strategy,
+}
+
+/// How `fuzz` picks the next token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Strategy {
+    Uniform,
+    Coverage,
+}
+
+/// How one output is drawn.
+struct DrawPlan<'a> {
+    max_tokens: usize,
+    end_bias: f64,
+    prefix: &'a [TokenId],
+    strategy: Strategy,
+    /// Positions visited by earlier batches (coverage strategy).
+    visited: &'a HashSet<u64>,
 }
 
 /// A failure that is not a negative answer: bad input or usage, exit code 2.
@@ -214,6 +247,7 @@ fn read_json(path: &Path) -> Result<Value, BadInput> {
 fn load_grammar(args: &GrammarArgs) -> Result<Loaded, BadInput> {
     let compile = CompileOptions {
         lenient: args.lenient,
+        max_whitespace: args.max_whitespace,
         ..Default::default()
     };
     let loaded = match (&args.schema, &args.dialect, &args.tools) {
@@ -465,15 +499,23 @@ fn output_seed(seed: u64, index: u64) -> u64 {
 
 /// Walks the token masks from the start, choosing uniformly among the allowed tokens (the
 /// end-of-generation tokens among them whenever the output may end).
-fn draw(automaton: &TokenAutomaton, vocab: &Vocab, seed: u64, max_tokens: usize) -> Drawn {
+fn draw(automaton: &TokenAutomaton, vocab: &Vocab, seed: u64, plan: &DrawPlan) -> (Drawn, Vec<u64>) {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut matcher = automaton.matcher();
     let mut mask = TokenMask::new(vocab.len());
     let mut d = Drawn::default();
-    while d.tokens.len() < max_tokens {
+    let mut seen: Vec<u64> = Vec::new();
+    for &t in plan.prefix {
+        if let Err(e) = matcher.accept(t) {
+            d.broken = Some(format!("the --prefix is not allowed by the grammar: {e}"));
+            return (d, seen);
+        }
+        d.tokens.push(t);
+    }
+    while d.tokens.len() < plan.max_tokens {
         if matcher.is_finished() {
             d.finished = true;
-            return d;
+            return (d, seen);
         }
         matcher.fill_mask(&mut mask);
         let count = mask.count();
@@ -484,28 +526,49 @@ fn draw(automaton: &TokenAutomaton, vocab: &Vocab, seed: u64, max_tokens: usize)
                 d.broken =
                     Some("dead end: no token is allowed, yet the output may not end here".into());
             }
-            return d;
+            return (d, seen);
         }
-        let pick = rng.random_range(0..count);
-        let Some(t) = mask.iter().nth(pick) else {
+        let eos = vocab.eos_tokens().iter().copied().find(|&e| mask.is_allowed(e));
+        let chosen = match eos {
+            Some(e) if plan.end_bias > 0.0 && rng.random_bool(plan.end_bias.min(1.0)) => Some(e),
+            _ if plan.strategy == Strategy::Coverage => {
+                // A few random candidates; the first leading somewhere new wins.
+                let picks: Vec<TokenId> = (0..16)
+                    .filter_map(|_| mask.iter().nth(rng.random_range(0..count)))
+                    .collect();
+                let new = picks.iter().copied().find(|&t| {
+                    let mut m = matcher.clone();
+                    m.accept(t).is_ok() && {
+                        let h = m.state_hash();
+                        !plan.visited.contains(&h) && !seen.contains(&h)
+                    }
+                });
+                new.or_else(|| picks.first().copied())
+            }
+            _ => mask.iter().nth(rng.random_range(0..count)),
+        };
+        let Some(t) = chosen else {
             d.broken = Some(format!("the mask counts {count} tokens but lists fewer"));
-            return d;
+            return (d, seen);
         };
         if let Err(e) = matcher.accept(t) {
             d.broken = Some(format!(
                 "the matcher refuses token {t}, which its mask allowed: {e}"
             ));
-            return d;
+            return (d, seen);
+        }
+        if plan.strategy == Strategy::Coverage {
+            seen.push(matcher.state_hash());
         }
         if vocab.eos_tokens().contains(&t) {
             d.eos = Some(t);
             d.finished = true;
-            return d;
+            return (d, seen);
         }
         d.tokens.push(t);
     }
     d.finished = matcher.is_finished();
-    d
+    (d, seen)
 }
 
 /// Parses JSON text into a [`Value`], refusing duplicate object keys (which `serde_json` would
@@ -711,22 +774,41 @@ fn fuzz(args: &FuzzArgs) -> Result<ExitCode, BadInput> {
         None => None,
     };
 
+    let prefix = match &args.prefix {
+        Some(p) => tokenize(&vocab, grammar, p)?,
+        None => Vec::new(),
+    };
     let started = Instant::now();
     let mut distinct = HashSet::new();
+    let mut visited: HashSet<u64> = HashSet::new();
     let (mut done, mut unfinished, mut total_tokens) = (0usize, 0usize, 0usize);
-    // Batches drawn in parallel, examined in order: the first violation reported is the same
-    // whatever the number of threads.
+    // Batches drawn in parallel, examined in order: the outputs and the first violation reported
+    // are the same whatever the number of threads.
     let batch = 64;
     let mut next = 0usize;
     while next < args.count {
         let end = (next + batch).min(args.count);
-        let results: Vec<(Drawn, Vec<u8>)> = (next..end)
+        let plan = DrawPlan {
+            max_tokens: args.max_tokens,
+            end_bias: args.end_bias,
+            prefix: &prefix,
+            strategy: args.strategy,
+            visited: &visited,
+        };
+        let results: Vec<(Drawn, Vec<u8>, Vec<u64>)> = (next..end)
             .into_par_iter()
             .map(|i| {
                 let seed = output_seed(args.seed, i as u64);
-                let drawn = draw(&automaton, &vocab, seed, args.max_tokens);
+                let (drawn, seen) = draw(&automaton, &vocab, seed, &plan);
                 let text = vocab.decode(&drawn.tokens);
-                (drawn, text)
+                (drawn, text, seen)
+            })
+            .collect();
+        let results: Vec<(Drawn, Vec<u8>)> = results
+            .into_iter()
+            .map(|(d, t, seen)| {
+                visited.extend(seen);
+                (d, t)
             })
             .collect();
         for (offset, (drawn, text)) in results.into_iter().enumerate() {

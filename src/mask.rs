@@ -783,6 +783,16 @@ impl Matcher {
         Ok(())
     }
 
+    /// A hash of the matcher's position in the grammar: equal positions hash equally (for
+    /// coverage-guided fuzzing and deduplication; collisions are possible but rare).
+    pub fn state_hash(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.states.hash(&mut h);
+        self.finished.hash(&mut h);
+        h.finish()
+    }
+
     /// The tokens accepted so far.
     pub fn accepted_tokens(&self) -> &[TokenId] {
         &self.tokens

@@ -494,7 +494,7 @@ fn json_schema_test_suite_token_level_llama3() {
             continue;
         }
         sampled += 1;
-        let automaton = TokenAutomaton::new(&grammar, vocab.clone());
+        let automaton = TokenAutomaton::new(&grammar, vocab.clone()).unwrap();
         for test in &case.tests {
             let compact = serde_json::to_string(&test.data).unwrap();
             let pretty = serde_json::to_string_pretty(&test.data).unwrap();

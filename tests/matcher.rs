@@ -70,12 +70,12 @@ fn walk(m: &mut Matcher, vocab: &Vocab, seed: u64, steps: usize) -> (Vec<u32>, V
 fn many_threads_share_one_automaton_with_serial_results() {
     let vocab = llama();
     let grammar = Grammar::from_json_schema(&weather(), &CompileOptions::default()).unwrap();
-    let serial_auto = TokenAutomaton::new(&grammar, vocab.clone());
+    let serial_auto = TokenAutomaton::new(&grammar, vocab.clone()).unwrap();
     let serial: Vec<_> = (0..8)
         .map(|s| walk(&mut serial_auto.matcher(), &vocab, s, 40))
         .collect();
     // A fresh automaton (cold caches) filled concurrently by 8 threads.
-    let shared = TokenAutomaton::new(&grammar, vocab.clone());
+    let shared = TokenAutomaton::new(&grammar, vocab.clone()).unwrap();
     let parallel: Vec<_> = std::thread::scope(|sc| {
         let hs: Vec<_> = (0..8)
             .map(|s| {
@@ -96,7 +96,7 @@ fn many_threads_share_one_automaton_with_serial_results() {
 fn fork_rollback_and_typed_errors() {
     let vocab = llama();
     let grammar = Grammar::from_json_schema(&weather(), &CompileOptions::default()).unwrap();
-    let auto = TokenAutomaton::new(&grammar, vocab.clone());
+    let auto = TokenAutomaton::new(&grammar, vocab.clone()).unwrap();
     let text = r#"{"location": "Paris", "unit": "celsius", "days": 3}"#;
     let toks = vocab.tokenize(text).unwrap();
     let mut m = auto.matcher();

@@ -433,7 +433,7 @@ fn huge_schema_child() {
     // First mask on a real vocabulary: bounded too.
     let vocab = common::llama_vocab();
     let started = Instant::now();
-    let automaton = TokenAutomaton::new(&g, vocab.clone());
+    let automaton = TokenAutomaton::new(&g, vocab.clone()).unwrap();
     let mut m = automaton.matcher();
     let mut mask = TokenMask::new(vocab.len());
     m.fill_mask(&mut mask);
@@ -460,7 +460,7 @@ fn obj_automaton() -> (TokenAutomaton, Arc<callmask::Vocab>) {
     let vocab = common::llama_vocab();
     let schema: Value = serde_json::from_str(OBJ).unwrap();
     let g = compile(&schema).expect("compiles");
-    (TokenAutomaton::new(&g, vocab.clone()), vocab)
+    (TokenAutomaton::new(&g, vocab.clone()).unwrap(), vocab)
 }
 
 fn mask_of(m: &mut callmask::Matcher, n: usize) -> Vec<u32> {

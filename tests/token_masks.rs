@@ -91,7 +91,7 @@ fn masks_agree_with_accept_and_walks_are_valid() {
     let eos = vocab.eos_tokens()[0];
     for (si, schema) in schemas().iter().enumerate() {
         let grammar = Grammar::from_json_schema(schema, &CompileOptions::default()).unwrap();
-        let auto = TokenAutomaton::new(&grammar, vocab.clone());
+        let auto = TokenAutomaton::new(&grammar, vocab.clone()).unwrap();
         let valid = validator(schema);
         let mut rng = StdRng::seed_from_u64(si as u64);
         let mut mask = TokenMask::new(vocab.len());
@@ -183,7 +183,7 @@ fn valid_instances_are_accepted_token_by_token() {
         grammar
             .check_bytes(text.as_bytes())
             .unwrap_or_else(|e| panic!("{text}: {e}"));
-        let auto = TokenAutomaton::new(&grammar, vocab.clone());
+        let auto = TokenAutomaton::new(&grammar, vocab.clone()).unwrap();
         // Greedy longest-match tokenization over the small vocabulary.
         let mut m = auto.matcher();
         let mut mask = TokenMask::new(vocab.len());

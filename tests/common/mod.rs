@@ -74,3 +74,28 @@ pub fn llama_vocab() -> Arc<Vocab> {
         })
         .clone()
 }
+
+/// The Gemma 3 270M GGUF (its vocabulary has 262,144 tokens).
+pub fn gemma_gguf() -> PathBuf {
+    require(
+        cache_dir()
+            .join("gemma-1.0.0")
+            .join("gemma-3-270m-q4_k_m.gguf"),
+        "the Gemma 3 270M GGUF",
+        "gemma",
+    )
+}
+
+/// The Gemma 3 vocabulary, loaded once per test binary.
+pub fn gemma_vocab() -> Arc<Vocab> {
+    static VOCAB: OnceLock<Arc<Vocab>> = OnceLock::new();
+    VOCAB
+        .get_or_init(|| {
+            let path = gemma_gguf();
+            Arc::new(
+                Vocab::from_gguf(&path)
+                    .unwrap_or_else(|e| panic!("loading {}: {e}", path.display())),
+            )
+        })
+        .clone()
+}
