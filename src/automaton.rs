@@ -416,9 +416,7 @@ impl GrammarInner {
                 }
             }
             Frame::Root { phase, ws } => match phase {
-                RootPhase::Before | RootPhase::After
-                    if is_byte && self.root_ws && is_ws(byte) =>
-                {
+                RootPhase::Before | RootPhase::After if is_byte && self.root_ws && is_ws(byte) => {
                     if *ws < max_ws {
                         out.push(replace(Frame::Root {
                             phase: *phase,

@@ -29,7 +29,10 @@ const BUILTIN: &[(&str, &str)] = &[
     ("pythonic", include_str!("../grammars/pythonic.gbnf")),
     ("inline", include_str!("../grammars/inline.gbnf")),
     ("hermes", include_str!("../grammars/hermes.gbnf")),
-    ("llama31_json", include_str!("../grammars/llama31_json.gbnf")),
+    (
+        "llama31_json",
+        include_str!("../grammars/llama31_json.gbnf"),
+    ),
 ];
 
 /// Most rules, tokens and nesting in a dialect file (they are small).
@@ -313,7 +316,9 @@ impl Dialect {
 /// A tool's parameters as an object schema (`None`: no arguments at all).
 fn object_schema(p: Option<&Value>) -> Value {
     match p {
-        None => serde_json::json!({"type": "object", "properties": {}, "additionalProperties": false}),
+        None => {
+            serde_json::json!({"type": "object", "properties": {}, "additionalProperties": false})
+        }
         Some(Value::Bool(true)) => serde_json::json!({"type": "object"}),
         Some(Value::Object(o)) if !o.contains_key("type") => {
             let mut o = o.clone();
@@ -371,8 +376,16 @@ impl<'a> Lowering<'a> {
     }
 
     fn lit(&mut self, bytes: &[u8]) -> Result<NodeId> {
-        let d = crate::automaton::dfa::Dfa::literals([bytes], self.c.opts.max_lexeme_states)
-            .map_err(|e| self.c.dfa_err(e, "", ""))?;
+        let d = self.c.cached(format!("lit|{bytes:?}"), |c| {
+            crate::automaton::dfa::Dfa::literals([bytes], c.opts.max_lexeme_states)
+                .map_err(|e| c.dfa_err(e, "", ""))
+        })?;
+        self.c.lexeme(d)
+    }
+
+    /// A regex lexeme (shared process-wide, so its token walks are too).
+    fn regex(&mut self, re: &str) -> Result<NodeId> {
+        let d = self.c.cached(format!("re|{re}"), |c| c.regex(re, ""))?;
         self.c.lexeme(d)
     }
 
@@ -396,31 +409,25 @@ impl<'a> Lowering<'a> {
 
     fn ws(&mut self) -> Result<NodeId> {
         let re = format!("[ \\t\\n\\r]{{0,{}}}", self.c.opts.max_whitespace);
-        let d = self.c.regex(&re, "")?;
-        self.c.lexeme(d)
+        self.regex(&re)
     }
 
     /// Free text (valid UTF-8) holding none of `markers`, captured as `cap`.
     fn text(&mut self, markers: &[String], cap: Capture) -> Result<NodeId> {
-        let mut re = String::from("(?s:.)*");
-        if !markers.is_empty() {
+        let d = self.c.cached(format!("text|{markers:?}"), |c| {
+            let any = c.regex("(?s:.)*", "")?;
+            if markers.is_empty() {
+                return Ok(any);
+            }
             let alts: Vec<String> = markers.iter().map(|m| regex_syntax::escape(m)).collect();
-            let any = self.c.regex(&re, "")?;
-            let bad = self
-                .c
-                .regex(&format!("(?s:.)*(?:{})(?s:.)*", alts.join("|")), "")?;
-            let d = any
-                .product(
-                    &bad,
-                    crate::automaton::dfa::Op::AndNot,
-                    self.c.opts.max_lexeme_states,
-                )
-                .map_err(|e| self.c.dfa_err(e, "", ""))?;
-            let l = self.c.lexeme(d)?;
-            return self.c.push(Node::Capture(cap, l));
-        }
-        re.shrink_to_fit();
-        let d = self.c.regex(&re, "")?;
+            let bad = c.regex(&format!("(?s:.)*(?:{})(?s:.)*", alts.join("|")), "")?;
+            any.product(
+                &bad,
+                crate::automaton::dfa::Op::AndNot,
+                c.opts.max_lexeme_states,
+            )
+            .map_err(|e| c.dfa_err(e, "", ""))
+        })?;
         let l = self.c.lexeme(d)?;
         self.c.push(Node::Capture(cap, l))
     }
@@ -439,21 +446,19 @@ impl<'a> Lowering<'a> {
         match e {
             Expr::Lit(b) => leaf(self, &mut |t| t.lit(b)),
             Expr::Regex(r) => leaf(self, &mut |t| {
-                let d = t.c.regex(r, "").map_err(|e| Error::Dialect {
+                t.regex(r).map_err(|e| Error::Dialect {
                     dialect: t.dialect.name.clone(),
                     message: format!("regex /{r}/: {e}"),
-                })?;
-                t.c.lexeme(d)
+                })
             }),
             Expr::Special(s) => leaf(self, &mut |t| t.special(s)),
             Expr::Ws => leaf(self, &mut |t| t.ws()),
             Expr::Text(m) => leaf(self, &mut |t| t.text(m, Capture::Text)),
             Expr::TextMatching(r) => leaf(self, &mut |t| {
-                let d = t.c.regex(r, "").map_err(|e| Error::Dialect {
+                let l = t.regex(r).map_err(|e| Error::Dialect {
                     dialect: t.dialect.name.clone(),
                     message: format!("@text_matching({r:?}): {e}"),
                 })?;
-                let l = t.c.lexeme(d)?;
                 t.c.push(Node::Capture(Capture::Text, l))
             }),
             Expr::JsonCall { .. } | Expr::PythonCall | Expr::ParenCall => match v {

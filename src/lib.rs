@@ -35,10 +35,10 @@ pub mod vocab;
 
 pub use automaton::Rejection;
 pub use dialect::{Dialect, DialectOptions, Reasoning, ToolChoice};
-pub use prompt::{render, PromptOptions};
 pub use error::{Error, Result};
 pub use grammar::Grammar;
 pub use mask::{Matcher, TokenAutomaton, TokenMask};
+pub use prompt::{render, PromptOptions};
 pub use schema::CompileOptions;
 pub use tools::{FunctionCall, Message, Tool, ToolCall, Tools};
 pub use vocab::{TokenId, Vocab};

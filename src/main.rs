@@ -499,7 +499,12 @@ fn output_seed(seed: u64, index: u64) -> u64 {
 
 /// Walks the token masks from the start, choosing uniformly among the allowed tokens (the
 /// end-of-generation tokens among them whenever the output may end).
-fn draw(automaton: &TokenAutomaton, vocab: &Vocab, seed: u64, plan: &DrawPlan) -> (Drawn, Vec<u64>) {
+fn draw(
+    automaton: &TokenAutomaton,
+    vocab: &Vocab,
+    seed: u64,
+    plan: &DrawPlan,
+) -> (Drawn, Vec<u64>) {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut matcher = automaton.matcher();
     let mut mask = TokenMask::new(vocab.len());
@@ -528,7 +533,11 @@ fn draw(automaton: &TokenAutomaton, vocab: &Vocab, seed: u64, plan: &DrawPlan) -
             }
             return (d, seen);
         }
-        let eos = vocab.eos_tokens().iter().copied().find(|&e| mask.is_allowed(e));
+        let eos = vocab
+            .eos_tokens()
+            .iter()
+            .copied()
+            .find(|&e| mask.is_allowed(e));
         let chosen = match eos {
             Some(e) if plan.end_bias > 0.0 && rng.random_bool(plan.end_bias.min(1.0)) => Some(e),
             _ if plan.strategy == Strategy::Coverage => {
@@ -671,7 +680,10 @@ impl Checker {
                     });
                     // The dialects' type aliases, as the jsonschema crate does not know them.
                     let schema = callmask::schema::normalize_type_aliases(&schema);
-                    v.push((t.name.clone(), build(&schema, &format!("the parameters of {}", t.name))?));
+                    v.push((
+                        t.name.clone(),
+                        build(&schema, &format!("the parameters of {}", t.name))?,
+                    ));
                 }
                 Ok(Checker::Tools(v))
             }
@@ -682,7 +694,8 @@ impl Checker {
     fn check(&self, grammar: &Grammar, text: &str) -> Result<(), String> {
         match self {
             Checker::Schema(validator) => {
-                let value = parse_strict(text).map_err(|e| format!("output is not valid JSON: {e}"))?;
+                let value =
+                    parse_strict(text).map_err(|e| format!("output is not valid JSON: {e}"))?;
                 validator
                     .validate(&value)
                     .map_err(|e| format!("schema violation at {}: {e}", e.instance_path()))
@@ -692,13 +705,19 @@ impl Checker {
                     .parse(text)
                     .map_err(|e| format!("the output does not parse: {e}"))?;
                 for c in &parsed.tool_calls {
-                    let Some((_, v)) = validators.iter().find(|(n, _)| *n == c.function.name) else {
+                    let Some((_, v)) = validators.iter().find(|(n, _)| *n == c.function.name)
+                    else {
                         return Err(format!("call of unknown function {:?}", c.function.name));
                     };
                     let args = parse_strict(&c.function.arguments)
                         .map_err(|e| format!("arguments of {} are not valid JSON: {e}", c.id))?;
                     v.validate(&args).map_err(|e| {
-                        format!("arguments of {} ({}) violate the schema at {}: {e}", c.id, c.function.name, e.instance_path())
+                        format!(
+                            "arguments of {} ({}) violate the schema at {}: {e}",
+                            c.id,
+                            c.function.name,
+                            e.instance_path()
+                        )
                     })?;
                 }
                 Ok(())

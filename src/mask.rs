@@ -196,6 +196,33 @@ impl TokenTrie {
         }
     }
 
+    /// True when some child of `node` leads by a byte that `stack` can take (`memo` caches
+    /// the answer per byte for this stack: 0 unknown, 1 yes, 2 no). Lets walks skip, without
+    /// allocating, the many exit nodes where what follows a lexeme cannot go on.
+    fn any_child_taken(
+        &self,
+        g: &GrammarInner,
+        node: usize,
+        stack: &Stack,
+        memo: &mut [u8; 256],
+    ) -> bool {
+        let end = self.nodes[node].next as usize;
+        let mut i = node + 1;
+        let mut one = Vec::new();
+        while i < end {
+            let b = self.nodes[i].byte as usize;
+            if memo[b] == 0 {
+                advance(g, std::slice::from_ref(stack), b as Sym, &mut one);
+                memo[b] = if one.is_empty() { 2 } else { 1 };
+            }
+            if memo[b] == 1 {
+                return true;
+            }
+            i = self.nodes[i].next as usize;
+        }
+        false
+    }
+
     #[inline]
     fn has_children(&self, node: usize) -> bool {
         self.nodes[node].next as usize > node + 1
@@ -284,11 +311,15 @@ impl TokenTrie {
                         if !lex_exits.is_empty() {
                             let cont = continuation(stack, after);
                             let cont_done = cont.len() == 1 && g.is_complete(&cont[0]);
+                            let mut memo = [0u8; 256];
                             for &e in &std::mem::take(&mut lex_exits) {
                                 if let Some(ex) = exits.as_deref_mut() {
                                     if cont_done && self.has_children(e as usize) {
                                         ex.push(e);
                                     }
+                                }
+                                if !self.any_child_taken(g, e as usize, &cont, &mut memo) {
+                                    continue;
                                 }
                                 self.walk_stacks(
                                     g,
@@ -457,7 +488,10 @@ impl TokenAutomaton {
             let before = g.reach(&[]);
             let after = g.reach(&missing);
             if before != after {
-                let names: Vec<&str> = missing.iter().map(|&i| g.specials[i as usize].as_str()).collect();
+                let names: Vec<&str> = missing
+                    .iter()
+                    .map(|&i| g.specials[i as usize].as_str())
+                    .collect();
                 return Err(Error::MissingSpecialToken(names.join(", ")));
             }
         }
@@ -553,7 +587,12 @@ impl TokenAutomaton {
             Some((lex, state, after)) => {
                 // A lexeme, then `after`: the shared lexeme walk plus its continuations.
                 let lw = self.lexeme_local(&g.lexemes[lex as usize], state);
+                let cont = vec![after.clone()];
+                let mut memo = [0u8; 256];
                 for &e in &lw.exits {
+                    if !trie.any_child_taken(g, e as usize, &cont, &mut memo) {
+                        continue;
+                    }
                     trie.walk_stacks(
                         g,
                         e as usize,
@@ -595,10 +634,15 @@ impl TokenAutomaton {
         let mut parent: Stack = stack[..n - 1].to_vec();
         GrammarInner::child_done(parent.last_mut().unwrap());
         let mut ids = Vec::new();
+        let mut memo = [0u8; 256];
         for &node in &local.exits {
             if node == 0 {
                 self.fill_stack(&parent, mask);
-            } else {
+            } else if self
+                .shared
+                .trie
+                .any_child_taken(self.g(), node as usize, &parent, &mut memo)
+            {
                 self.shared.trie.walk_stacks(
                     self.g(),
                     node as usize,

@@ -155,10 +155,12 @@ impl StreamParser {
     /// Feeds one token of `vocab` (end-of-generation tokens end nothing here: call
     /// [`StreamParser::finish`]).
     pub fn push_token(&mut self, vocab: &Vocab, token: TokenId) -> Result<Vec<Event>> {
-        let bytes = vocab.token_bytes(token).ok_or(Error::TokenOutOfVocabulary {
-            token,
-            vocab_size: vocab.len(),
-        })?;
+        let bytes = vocab
+            .token_bytes(token)
+            .ok_or(Error::TokenOutOfVocabulary {
+                token,
+                vocab_size: vocab.len(),
+            })?;
         if vocab.is_special(token) {
             let name = String::from_utf8_lossy(bytes).into_owned();
             if let Some(k) = self.grammar.inner.specials.iter().position(|s| *s == name) {
@@ -334,9 +336,9 @@ impl StreamParser {
                     if ended {
                         let index = self.emitted[k].call.unwrap_or(0);
                         // A call without an arguments capture has no arguments.
-                        let has_args = self.paths[0].segs[k + 1..]
-                            .iter()
-                            .any(|s| matches!(s.kind, Capture::Args(_)) && s.start < seg.end.unwrap_or(now));
+                        let has_args = self.paths[0].segs[k + 1..].iter().any(|s| {
+                            matches!(s.kind, Capture::Args(_)) && s.start < seg.end.unwrap_or(now)
+                        });
                         if !has_args {
                             ev.push(Event::Arguments {
                                 index,
@@ -399,7 +401,11 @@ impl StreamParser {
                         e.started = true;
                         e.upto = seg.start;
                     }
-                    let stop = if ended { seg.end.unwrap_or(now) } else { certain };
+                    let stop = if ended {
+                        seg.end.unwrap_or(now)
+                    } else {
+                        certain
+                    };
                     if stop > e.upto {
                         let bytes = &self.buf[e.upto..stop];
                         let valid = match std::str::from_utf8(bytes) {

@@ -29,7 +29,7 @@ use crate::grammar::{
 use numbers::{ge_regex, int_range_regex, le_regex, Dec, BOUNDED_NUMBER, NUMBER};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use strings::{format_regex, translate_ecma};
 
@@ -175,8 +175,6 @@ pub(crate) struct Compiler<'a> {
     deadline: Instant,
     /// The encoding values are compiled for.
     pub(crate) enc: Encoding,
-    /// `json_escaped` forms already built, by source automaton address (the source is kept).
-    escaped: HashMap<usize, (Arc<Dfa>, Arc<Dfa>)>,
 }
 
 fn invalid(path: &str, message: impl Into<String>) -> Error {
@@ -216,7 +214,6 @@ impl<'a> Compiler<'a> {
             total_states: 0,
             deadline: Instant::now() + opts.max_compile_time,
             enc: Encoding::Json,
-            escaped: HashMap::new(),
         }
     }
 
@@ -277,9 +274,9 @@ impl<'a> Compiler<'a> {
         let max = self.opts.max_lexeme_states;
         let r = match self.enc {
             Encoding::Json | Encoding::JsonInString => content.json_string(max),
-            Encoding::Python => content.python_string(b'\'', max).and_then(|a| {
-                a.product(&content.python_string(b'"', max)?, Op::Or, max)
-            }),
+            Encoding::Python => content
+                .python_string(b'\'', max)
+                .and_then(|a| a.product(&content.python_string(b'"', max)?, Op::Or, max)),
         };
         r.map_err(|e| self.dfa_err(e, path, ""))
     }
@@ -371,15 +368,21 @@ impl<'a> Compiler<'a> {
         if self.enc != Encoding::JsonInString {
             return Ok(dfa);
         }
+        // Shared process-wide, keyed by the source automaton's address; the entry holds the
+        // source, so the address cannot be reused while the entry lives.
         let key = Arc::as_ptr(&dfa) as usize;
-        if let Some((_, e)) = self.escaped.get(&key) {
+        if let Some((_, e)) = escaped_cache().get(&key) {
             return Ok(e.clone());
         }
         let e = Arc::new(
             dfa.json_escaped(self.opts.max_lexeme_states)
                 .map_err(|e| self.dfa_err(e, path, ""))?,
         );
-        self.escaped.insert(key, (dfa, e.clone()));
+        let mut c = escaped_cache();
+        if c.len() >= LEXEME_CACHE_ENTRIES {
+            c.clear();
+        }
+        c.insert(key, (dfa, e.clone()));
         Ok(e)
     }
 
@@ -1232,7 +1235,11 @@ impl<'a> Compiler<'a> {
         if self.opts.lenient {
             return Ok(Arc::new(build(self)?));
         }
-        let enc = if self.enc == Encoding::Python { "py" } else { "json" };
+        let enc = if self.enc == Encoding::Python {
+            "py"
+        } else {
+            "json"
+        };
         let key = format!("{key}|{}|{enc}", self.opts.max_lexeme_states);
         if let Some(d) = lexeme_cache().get(&key) {
             return Ok(d.clone());
@@ -1444,7 +1451,9 @@ impl<'a> Compiler<'a> {
                     what: "parameters schema",
                     name: path.trim_start_matches('/').into(),
                     dialect: "Python keyword-argument".into(),
-                    reason: format!("`{k}` at the top of the parameters cannot be keyword arguments"),
+                    reason: format!(
+                        "`{k}` at the top of the parameters cannot be keyword arguments"
+                    ),
                 });
             }
         }
@@ -1530,8 +1539,7 @@ impl<'a> Compiler<'a> {
                         .map_err(|e| self.dfa_err(e, path, ""))?
                 } else {
                     let listed: Vec<&[u8]> = entries.iter().map(|e| e.0.as_bytes()).collect();
-                    let lit =
-                        Dfa::literals(listed, max).map_err(|e| self.dfa_err(e, path, ""))?;
+                    let lit = Dfa::literals(listed, max).map_err(|e| self.dfa_err(e, path, ""))?;
                     let d = self
                         .regex("(?s:.)*", path)?
                         .product(&lit, Op::AndNot, max)
@@ -1947,7 +1955,19 @@ fn get_count(obj: &Map<String, Value>, k: &str, path: &str) -> Result<Option<u64
 const LEXEME_CACHE_ENTRIES: usize = 1024;
 
 /// Empties the process-wide lexeme cache.
+/// Automata escaped for JSON strings, by source address (the source is held by the entry).
+type EscapedCache = HashMap<usize, (Arc<Dfa>, Arc<Dfa>)>;
+
+fn escaped_cache() -> std::sync::MutexGuard<'static, EscapedCache> {
+    static CACHE: std::sync::OnceLock<Mutex<EscapedCache>> = std::sync::OnceLock::new();
+    CACHE
+        .get_or_init(|| Mutex::new(HashMap::new()))
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
 pub(crate) fn clear_lexeme_cache() {
+    escaped_cache().clear();
     lexeme_cache().clear();
 }
 

@@ -60,9 +60,17 @@ impl Tools {
             Value::Array(a) => a,
             Value::Object(o) => match o.get("tools") {
                 Some(Value::Array(a)) => a,
-                _ => return Err(bad("expected a list of tools or an object with a `tools` list")),
+                _ => {
+                    return Err(bad(
+                        "expected a list of tools or an object with a `tools` list",
+                    ))
+                }
             },
-            _ => return Err(bad("expected a list of tools or an object with a `tools` list")),
+            _ => {
+                return Err(bad(
+                    "expected a list of tools or an object with a `tools` list",
+                ))
+            }
         };
         let mut tools = Vec::with_capacity(list.len());
         for (i, entry) in list.iter().enumerate() {
@@ -149,7 +157,11 @@ pub struct ToolCall {
 
 impl ToolCall {
     /// A function call with the given id, name and JSON arguments.
-    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: impl Into<String>) -> Self {
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<String>,
+    ) -> Self {
         ToolCall {
             id: id.into(),
             kind: "function".into(),

@@ -421,11 +421,26 @@ fn fuzz_every_dialect_with_validation() {
         ("llama31_json", &["--tool-choice", "required"]),
     ];
     for (d, extra) in plans {
-        for (vocab_flag, vocab, n) in [("--tokenizer", tokenizer(), "2000"), ("--model", gemma.clone(), "300")] {
+        for (vocab_flag, vocab, n) in [
+            ("--tokenizer", tokenizer(), "2000"),
+            ("--model", gemma.clone(), "300"),
+        ] {
             let mut args: Vec<String> = vec!["fuzz".into()];
             args.extend(dialect_args(d));
             args.extend([vocab_flag.into(), vocab, "-n".into(), n.into()]);
-            args.extend(["--seed", "7", "--max-tokens", "600", "--max-whitespace", "1", "--end-bias", "0.3"].map(String::from));
+            args.extend(
+                [
+                    "--seed",
+                    "7",
+                    "--max-tokens",
+                    "600",
+                    "--max-whitespace",
+                    "1",
+                    "--end-bias",
+                    "0.3",
+                ]
+                .map(String::from),
+            );
             args.extend(extra.iter().map(|s| s.to_string()));
             let argv: Vec<&str> = args.iter().map(String::as_str).collect();
             let out = run(&argv, "");
@@ -453,20 +468,36 @@ fn dialect_check_parse_and_prompt() {
     args.extend(dialect_args("pythonic"));
     args.extend(["--tokenizer".into(), tok.clone()]);
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = run(&argv, "<|python_tag|>[get_user_info(user_id=7890, special='black')]");
+    let out = run(
+        &argv,
+        "<|python_tag|>[get_user_info(user_id=7890, special='black')]",
+    );
     assert_eq!(code(&out), 0, "{}", show(&out));
     let out = run(&argv, "[get_user_info(user_id='7890')]");
     assert_eq!(code(&out), 1, "{}", show(&out));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("rejected at byte 23"), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("rejected at byte 23"),
+        "{}",
+        show(&out)
+    );
 
     let mut args = vec!["parse".to_string()];
     args.extend(dialect_args("empower"));
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = run(&argv, r#"<f>[{"name": "get_current_weather", "arguments": "{\"location\": \"Paris\"}"}]"#);
+    let out = run(
+        &argv,
+        r#"<f>[{"name": "get_current_weather", "arguments": "{\"location\": \"Paris\"}"}]"#,
+    );
     assert_eq!(code(&out), 0, "{}", show(&out));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["tool_calls"][0]["function"]["name"], "get_current_weather");
-    assert_eq!(v["tool_calls"][0]["function"]["arguments"], r#"{"location":"Paris"}"#);
+    assert_eq!(
+        v["tool_calls"][0]["function"]["name"],
+        "get_current_weather"
+    );
+    assert_eq!(
+        v["tool_calls"][0]["function"]["arguments"],
+        r#"{"location":"Paris"}"#
+    );
     assert_eq!(v["tool_calls"][0]["type"], "function");
     let out = run(&argv, r#"<f>[{"name": "nope", "arguments": "{}"}]"#);
     assert_eq!(code(&out), 1, "{}", show(&out));
@@ -474,10 +505,28 @@ fn dialect_check_parse_and_prompt() {
     // Bad input: unknown dialect, malformed tools.
     let dir = scratch("dialect_bad");
     let bad_tools = write(&dir, "tools.json", r#"[{"description": "no name"}]"#);
-    let out = run(&["parse", "--dialect", "nope", "--tools", &format!("{EXAMPLES}/tools/mixed.json")], "");
+    let out = run(
+        &[
+            "parse",
+            "--dialect",
+            "nope",
+            "--tools",
+            &format!("{EXAMPLES}/tools/mixed.json"),
+        ],
+        "",
+    );
     assert_eq!(code(&out), 2, "{}", show(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown dialect"));
-    let out = run(&["parse", "--dialect", "pythonic", "--tools", bad_tools.to_str().unwrap()], "");
+    let out = run(
+        &[
+            "parse",
+            "--dialect",
+            "pythonic",
+            "--tools",
+            bad_tools.to_str().unwrap(),
+        ],
+        "",
+    );
     assert_eq!(code(&out), 2, "{}", show(&out));
 
     // The prompt of each built-in dialect.
@@ -493,7 +542,17 @@ fn dialect_check_parse_and_prompt() {
         ("inline", "<FUNCTION_CALL>"),
     ] {
         let out = run(
-            &["prompt", "--dialect", d, "--tools", &format!("{EXAMPLES}/tools/mixed.json"), "--messages", messages.to_str().unwrap(), "--datetime", "2024-09-24"],
+            &[
+                "prompt",
+                "--dialect",
+                d,
+                "--tools",
+                &format!("{EXAMPLES}/tools/mixed.json"),
+                "--messages",
+                messages.to_str().unwrap(),
+                "--datetime",
+                "2024-09-24",
+            ],
             "",
         );
         assert_eq!(code(&out), 0, "{d}: {}", show(&out));

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use callmask::parse::convert::{python_kwargs, python_repr};
 use callmask::parse::{Event, StreamParser};
 use callmask::{
-    Dialect, DialectOptions, Error, Grammar, Reasoning, TokenAutomaton, TokenId, ToolChoice,
-    Tools, Vocab,
+    Dialect, DialectOptions, Error, Grammar, Reasoning, TokenAutomaton, TokenId, ToolChoice, Tools,
+    Vocab,
 };
 use serde_json::{json, Value};
 
@@ -84,59 +84,9 @@ fn tokens_accept(vocab: &Arc<Vocab>, g: &Grammar, text: &str) -> bool {
     m.can_end()
 }
 
-/// One call: name and arguments.
-type Call = (&'static str, Value);
-
-/// Writes calls the way each dialect's model writes them (with `text` before, where the dialect
-/// has text beside calls).
-fn write(dialect: &str, text: &str, calls: &[Call]) -> String {
-    let json_list = |args_key: &str, as_string: bool| {
-        let items: Vec<String> = calls
-            .iter()
-            .map(|(n, a)| {
-                let a = if as_string {
-                    Value::String(a.to_string())
-                } else {
-                    a.clone()
-                };
-                format!("{{\"name\": {}, \"{args_key}\": {a}}}", json!(n))
-            })
-            .collect();
-        items
-    };
-    match dialect {
-        "empower" => format!("<f>[{}]", json_list("arguments", true).join(", ")),
-        "functools" => format!("{text} functools[{}]", json_list("arguments", false).join(", ")),
-        "pythonic" => {
-            let items: Vec<String> = calls
-                .iter()
-                .map(|(n, a)| format!("{n}({})", python_kwargs(a.as_object().unwrap())))
-                .collect();
-            format!("<|python_tag|>[{}]", items.join(", "))
-        }
-        "inline" => {
-            let mut s = text.to_owned();
-            for (n, a) in calls {
-                let args = if a.as_object().unwrap().is_empty() {
-                    String::new()
-                } else {
-                    a.to_string()
-                };
-                s += &format!("\n<FUNCTION_CALL>{n}({args})</FUNCTION_CALL>");
-            }
-            s
-        }
-        "hermes" => {
-            let items: Vec<String> = json_list("arguments", false)
-                .into_iter()
-                .map(|c| format!("<tool_call>\n{c}\n</tool_call>"))
-                .collect();
-            format!("{text}{}", items.join("\n"))
-        }
-        "llama31_json" => json_list("parameters", false).join(""),
-        _ => unreachable!(),
-    }
-}
+#[path = "common/writer.rs"]
+mod writer;
+use writer::{write, Call};
 
 fn call_sets() -> Vec<Vec<Call>> {
     vec![
@@ -145,7 +95,10 @@ fn call_sets() -> Vec<Vec<Call>> {
             json!({"location": "San Francisco, CA", "unit": "celsius"}),
         )],
         vec![
-            ("get_user_info", json!({"user_id": 7890, "special": "black"})),
+            (
+                "get_user_info",
+                json!({"user_id": 7890, "special": "black"}),
+            ),
             ("get_time_utc", json!({})),
         ],
         vec![(
@@ -157,18 +110,30 @@ fn call_sets() -> Vec<Vec<Call>> {
         )],
         vec![
             ("get_stock_price", json!({"ticker": "NVDA"})),
-            ("get_current_weather", json!({"location": "Zürich\nline2\ttab"})),
+            (
+                "get_current_weather",
+                json!({"location": "Zürich\nline2\ttab"}),
+            ),
         ],
     ]
 }
 
 fn same_calls(dialect: &str, parsed: &callmask::parse::Parsed, calls: &[Call]) {
-    assert_eq!(parsed.tool_calls.len(), calls.len(), "{dialect}: {parsed:?}");
+    assert_eq!(
+        parsed.tool_calls.len(),
+        calls.len(),
+        "{dialect}: {parsed:?}"
+    );
     for (i, (c, (n, a))) in parsed.tool_calls.iter().zip(calls).enumerate() {
         assert_eq!(c.id, format!("call_{i}"));
         assert_eq!(c.kind, "function");
         assert_eq!(c.function.name, *n, "{dialect}");
-        assert_eq!(&c.arguments_json().unwrap(), a, "{dialect}: {}", c.function.arguments);
+        assert_eq!(
+            &c.arguments_json().unwrap(),
+            a,
+            "{dialect}: {}",
+            c.function.arguments
+        );
     }
 }
 
@@ -183,7 +148,9 @@ fn round_trips_on_llama_and_gemma() {
                 continue;
             }
             let text = write(d, "Let me check.", &calls);
-            let parsed = g.parse(&text).unwrap_or_else(|e| panic!("{d}: {e}\n{text}"));
+            let parsed = g
+                .parse(&text)
+                .unwrap_or_else(|e| panic!("{d}: {e}\n{text}"));
             same_calls(d, &parsed, &calls);
             if matches!(d, "functools" | "inline" | "hermes") {
                 assert_eq!(parsed.text, "Let me check.", "{d}");
@@ -199,7 +166,10 @@ fn round_trips_on_llama_and_gemma() {
 fn plain_replies() {
     let v = common::llama_vocab();
     let replies = [
-        ("empower", "<c>The weather in San Francisco is 70 degrees Fahrenheit."),
+        (
+            "empower",
+            "<c>The weather in San Francisco is 70 degrees Fahrenheit.",
+        ),
         ("functools", "The capital of Poland is Warsaw."),
         ("pythonic", "None of the functions can answer that."),
         ("inline", "The current stock price of Nvidia is $300.00."),
@@ -223,7 +193,11 @@ fn seed_examples() {
     let g = compile("empower", &DialectOptions::default());
     let text = "<f>[{\n  \"name\": \"get_current_weather\",\n  \"arguments\": \"{\\\"location\\\":\\\"San Francisco\\\"}\"\n}]";
     let p = g.parse(text).unwrap();
-    same_calls("empower", &p, &[("get_current_weather", json!({"location": "San Francisco"}))]);
+    same_calls(
+        "empower",
+        &p,
+        &[("get_current_weather", json!({"location": "San Francisco"}))],
+    );
     assert!(tokens_accept(&v, &g, text) && tokens_accept(&gemma, &g, text));
     // pythonic (Llama 3.2 document), with and without the python tag.
     let g = compile("pythonic", &DialectOptions::default());
@@ -232,22 +206,44 @@ fn seed_examples() {
         "<|python_tag|>[get_user_info(user_id=7890, special=\"black\")]",
     ] {
         let p = g.parse(text).unwrap();
-        same_calls("pythonic", &p, &[("get_user_info", json!({"user_id": 7890, "special": "black"}))]);
+        same_calls(
+            "pythonic",
+            &p,
+            &[(
+                "get_user_info",
+                json!({"user_id": 7890, "special": "black"}),
+            )],
+        );
         assert!(tokens_accept(&v, &g, text), "{text}");
     }
-    assert!(tokens_accept(&gemma, &g, "[get_user_info(user_id=7890, special='black')]"));
+    assert!(tokens_accept(
+        &gemma,
+        &g,
+        "[get_user_info(user_id=7890, special='black')]"
+    ));
     // inline (langxlang document): the NVDA example.
     let g = compile("inline", &DialectOptions::default());
     let text = "Sure, let me check that for you.\n<FUNCTION_CALL>get_stock_price({\"ticker\": \"NVDA\"})</FUNCTION_CALL>";
     let p = g.parse(text).unwrap();
     assert_eq!(p.text, "Sure, let me check that for you.");
-    same_calls("inline", &p, &[("get_stock_price", json!({"ticker": "NVDA"}))]);
+    same_calls(
+        "inline",
+        &p,
+        &[("get_stock_price", json!({"ticker": "NVDA"}))],
+    );
     assert!(tokens_accept(&v, &g, text) && tokens_accept(&gemma, &g, text));
     // functools (Firefunction v2 template): ` functools[` after the text.
     let g = compile("functools", &DialectOptions::default());
     let text = " functools[{\"name\": \"get_current_weather\", \"arguments\": {\"location\": \"San Francisco, CA\"}}]";
     let p = g.parse(text).unwrap();
-    same_calls("functools", &p, &[("get_current_weather", json!({"location": "San Francisco, CA"}))]);
+    same_calls(
+        "functools",
+        &p,
+        &[(
+            "get_current_weather",
+            json!({"location": "San Francisco, CA"}),
+        )],
+    );
     assert!(tokens_accept(&v, &g, text));
 }
 
@@ -291,7 +287,10 @@ fn rejections() {
             matches!(g.parse(text), Err(Error::Parse(_))),
             "{d} accepts ({why}): {text}"
         );
-        assert!(!tokens_accept(&v, &g, text), "{d} tokens accept ({why}): {text}");
+        assert!(
+            !tokens_accept(&v, &g, text),
+            "{d} tokens accept ({why}): {text}"
+        );
     }
 }
 
@@ -303,7 +302,10 @@ fn tool_choice_and_parallel_calls() {
         ..Default::default()
     };
     let one = [("get_time_utc", json!({}))];
-    let two = [("get_time_utc", json!({})), ("get_stock_price", json!({"ticker": "A"}))];
+    let two = [
+        ("get_time_utc", json!({})),
+        ("get_stock_price", json!({"ticker": "A"})),
+    ];
     for d in ["empower", "functools", "pythonic", "inline", "hermes"] {
         let text_only = match d {
             "empower" => "<c>hello".to_owned(),
@@ -318,16 +320,34 @@ fn tool_choice_and_parallel_calls() {
         let g = compile(d, &opts(ToolChoice::Auto, true));
         assert!(ok(&g, &text_only) && ok(&g, &w1) && ok(&g, &w2), "{d} auto");
         let g = compile(d, &opts(ToolChoice::Auto, false));
-        assert!(ok(&g, &text_only) && ok(&g, &w1) && !ok(&g, &w2), "{d} auto, single");
+        assert!(
+            ok(&g, &text_only) && ok(&g, &w1) && !ok(&g, &w2),
+            "{d} auto, single"
+        );
         let g = compile(d, &opts(ToolChoice::None, true));
-        assert!(ok(&g, &text_only) && !ok(&g, &w1) && !ok(&g, &w2), "{d} none");
+        assert!(
+            ok(&g, &text_only) && !ok(&g, &w1) && !ok(&g, &w2),
+            "{d} none"
+        );
         let g = compile(d, &opts(ToolChoice::Required, true));
-        assert!(!ok(&g, &text_only) && ok(&g, &w1) && ok(&g, &w2), "{d} required");
+        assert!(
+            !ok(&g, &text_only) && ok(&g, &w1) && ok(&g, &w2),
+            "{d} required"
+        );
         let g = compile(d, &opts(ToolChoice::Required, false));
-        assert!(!ok(&g, &text_only) && ok(&g, &w1) && !ok(&g, &w2), "{d} required, single");
-        let g = compile(d, &opts(ToolChoice::Function("get_stock_price".into()), true));
+        assert!(
+            !ok(&g, &text_only) && ok(&g, &w1) && !ok(&g, &w2),
+            "{d} required, single"
+        );
+        let g = compile(
+            d,
+            &opts(ToolChoice::Function("get_stock_price".into()), true),
+        );
         let only_stock = write(d, "", &[("get_stock_price", json!({"ticker": "B"}))]);
-        assert!(!ok(&g, &text_only) && !ok(&g, &w1) && ok(&g, &only_stock), "{d} named");
+        assert!(
+            !ok(&g, &text_only) && !ok(&g, &w1) && ok(&g, &only_stock),
+            "{d} named"
+        );
     }
     let e = Dialect::by_name("pythonic")
         .unwrap()
@@ -348,14 +368,25 @@ fn markers_split_across_tokens_and_shared_with_text() {
     let g = compile("inline", &DialectOptions::default());
     let auto = TokenAutomaton::new(&g, v.clone()).unwrap();
     // The marker written in pieces, the first sharing a token with the text before it.
-    let pieces = ["Hello<", "FUNC", "TION_", "CALL", ">get_time_utc", "()</", "FUNCTION_CALL>"];
+    let pieces = [
+        "Hello<",
+        "FUNC",
+        "TION_",
+        "CALL",
+        ">get_time_utc",
+        "()</",
+        "FUNCTION_CALL>",
+    ];
     let mut m = auto.matcher();
     let mut mask = callmask::TokenMask::new(v.len());
     for (i, p) in pieces.iter().enumerate() {
         let ids = v.tokenize(p).unwrap();
         for t in ids {
             m.fill_mask(&mut mask);
-            assert!(mask.is_allowed(t), "piece {i} {p:?} token {t} not in the mask");
+            assert!(
+                mask.is_allowed(t),
+                "piece {i} {p:?} token {t} not in the mask"
+            );
             m.accept(t).unwrap();
         }
         if *p == "CALL" {
@@ -395,7 +426,10 @@ fn reasoning_prefix() {
     let g = compile("pythonic", &opts);
     let text = "<think>The user wants the time.\nCall get_time_utc.</think>\n[get_time_utc()]";
     let p = g.parse(text).unwrap();
-    assert_eq!(p.reasoning.as_deref(), Some("The user wants the time.\nCall get_time_utc."));
+    assert_eq!(
+        p.reasoning.as_deref(),
+        Some("The user wants the time.\nCall get_time_utc.")
+    );
     same_calls("pythonic", &p, &[("get_time_utc", json!({}))]);
     assert!(tokens_accept(&v, &g, text));
     // The constraint applies right after the end marker.
@@ -409,19 +443,32 @@ fn reasoning_prefix() {
         ..Default::default()
     };
     let g = compile("empower", &opts);
-    let p = g.parse("[[plan]]weather[[/plan]]<f>[{\"name\": \"get_time_utc\", \"arguments\": \"{}\"}]").unwrap();
+    let p = g
+        .parse("[[plan]]weather[[/plan]]<f>[{\"name\": \"get_time_utc\", \"arguments\": \"{}\"}]")
+        .unwrap();
     assert_eq!(p.reasoning.as_deref(), Some("weather"));
     assert_eq!(p.tool_calls.len(), 1);
     assert!(g.parse("<c>hi").unwrap().reasoning.is_none());
     // Qwen3 has <think> as a token of its own.
     let qwen = Arc::new(
-        Vocab::from_tokenizer_json(common::cache_dir().join("tokenizers/qwen3-3.7.2/tokenizer.json"))
-            .unwrap(),
+        Vocab::from_tokenizer_json(
+            common::cache_dir().join("tokenizers/qwen3-3.7.2/tokenizer.json"),
+        )
+        .unwrap(),
     );
-    let g = compile("hermes", &DialectOptions { reasoning: Some(Reasoning::default()), ..Default::default() });
+    let g = compile(
+        "hermes",
+        &DialectOptions {
+            reasoning: Some(Reasoning::default()),
+            ..Default::default()
+        },
+    );
     let text = "<think>need weather</think>\n<tool_call>\n{\"name\": \"get_current_weather\", \"arguments\": {\"location\": \"Oslo\"}}\n</tool_call>";
     assert!(tokens_accept(&qwen, &g, text));
-    assert_eq!(g.parse(text).unwrap().reasoning.as_deref(), Some("need weather"));
+    assert_eq!(
+        g.parse(text).unwrap().reasoning.as_deref(),
+        Some("need weather")
+    );
 }
 
 #[test]
@@ -432,7 +479,10 @@ fn special_tokens() {
     let auto = TokenAutomaton::new(&g, llama.clone()).unwrap();
     let mut mask = callmask::TokenMask::new(llama.len());
     auto.matcher().fill_mask(&mut mask);
-    assert!(mask.is_allowed(128010), "<|python_tag|> allowed at the start");
+    assert!(
+        mask.is_allowed(128010),
+        "<|python_tag|> allowed at the start"
+    );
     // The spelling of the tag in plain tokens is text, not the tag: text cannot then be a call.
     let mut m = auto.matcher();
     m.accept(128010).unwrap();
@@ -442,7 +492,11 @@ fn special_tokens() {
     // Gemma has no <|python_tag|>: the dialect works without it (the tag is optional)...
     assert!(TokenAutomaton::new(&g, gemma.clone()).is_ok());
     // ...but a dialect that needs it is refused with the token's name.
-    let needs = Dialect::parse("needs-tag", "root ::= <|python_tag|> \"[\" @python_call \"]\" | \"ok\"").unwrap();
+    let needs = Dialect::parse(
+        "needs-tag",
+        "root ::= <|python_tag|> \"[\" @python_call \"]\" | \"ok\"",
+    )
+    .unwrap();
     let g = needs.compile(&tools(), &DialectOptions::default()).unwrap();
     assert!(TokenAutomaton::new(&g, llama.clone()).is_ok());
     match TokenAutomaton::new(&g, gemma) {
@@ -522,9 +576,16 @@ fn streaming_events() {
     let mut p = StreamParser::new(&g);
     assert!(p.push("[get_").unwrap().is_empty());
     let ev = p.push("stock_price(").unwrap();
-    assert!(matches!(&ev[..], [Event::CallStart { name, .. }, ..] if name == "get_stock_price"), "{ev:?}");
+    assert!(
+        matches!(&ev[..], [Event::CallStart { name, .. }, ..] if name == "get_stock_price"),
+        "{ev:?}"
+    );
     let ev = p.push("ticker='NV").unwrap();
-    assert!(ev.iter().any(|e| matches!(e, Event::Arguments { delta, .. } if delta.contains("\"N"))), "{ev:?}");
+    assert!(
+        ev.iter()
+            .any(|e| matches!(e, Event::Arguments { delta, .. } if delta.contains("\"N"))),
+        "{ev:?}"
+    );
 }
 
 #[test]
@@ -545,7 +606,10 @@ fn python_values_round_trip_through_the_grammar() {
     // Python literals for every JSON type, including tuples the model may write for arrays.
     let g = compile("pythonic", &DialectOptions::default());
     let args = json!({"from": "SFO", "to": "LAX", "passengers": [{"name": "it's", "vegetarian": false}], "flexible": null});
-    let text = format!("[book_flight({})]", python_kwargs(args.as_object().unwrap()));
+    let text = format!(
+        "[book_flight({})]",
+        python_kwargs(args.as_object().unwrap())
+    );
     assert!(text.contains("False") && text.contains("None"), "{text}");
     let p = g.parse(&text).unwrap();
     assert_eq!(p.tool_calls[0].arguments_json().unwrap(), args);
@@ -569,7 +633,9 @@ fn dialect_files_and_errors() {
     std::fs::write(&path, "# Mistral-like\nroot ::= \"[TOOL_CALLS]\" \"[\" call (\", \" call)* \"]\" | @text_without(\"[TOOL_CALLS]\")\ncall ::= @json_call(name_key=\"name\", args_key=\"arguments\")\n").unwrap();
     let d = Dialect::load(path.to_str().unwrap()).unwrap();
     let g = d.compile(&tools(), &DialectOptions::default()).unwrap();
-    let p = g.parse("[TOOL_CALLS][{\"name\": \"get_time_utc\", \"arguments\": {}}]").unwrap();
+    let p = g
+        .parse("[TOOL_CALLS][{\"name\": \"get_time_utc\", \"arguments\": {}}]")
+        .unwrap();
     assert_eq!(p.tool_calls[0].function.name, "get_time_utc");
     std::fs::remove_dir_all(&dir).ok();
     for (src, want) in [
@@ -579,26 +645,53 @@ fn dialect_files_and_errors() {
         ("root ::= @nope", "unknown builtin"),
         ("root ::= \"unterminated", "unterminated"),
         ("root ::= (\"a\"", "expected `)`"),
-        ("root ::= @json_call(args=\"yaml\")", "expected object or string"),
+        (
+            "root ::= @json_call(args=\"yaml\")",
+            "expected object or string",
+        ),
         ("root ::= @call{3,1}", "bad repetition"),
         ("root ::= /[/", "regex"),
     ] {
-        let r = Dialect::parse("t", src).and_then(|d| d.compile(&tools(), &DialectOptions::default()));
+        let r =
+            Dialect::parse("t", src).and_then(|d| d.compile(&tools(), &DialectOptions::default()));
         let e = r.expect_err(src).to_string();
         assert!(e.contains(want), "{src}: {e}");
     }
-    assert!(matches!(Dialect::by_name("nope"), Err(Error::Dialect { .. })));
+    assert!(matches!(
+        Dialect::by_name("nope"),
+        Err(Error::Dialect { .. })
+    ));
     // Names a dialect cannot write are refused by name.
-    let odd = Tools::from_openai_json(&json!([{"name": "get weather", "parameters": {"type": "object"}}])).unwrap();
-    let e = Dialect::by_name("pythonic").unwrap().compile(&odd, &DialectOptions::default()).unwrap_err();
+    let odd = Tools::from_openai_json(
+        &json!([{"name": "get weather", "parameters": {"type": "object"}}]),
+    )
+    .unwrap();
+    let e = Dialect::by_name("pythonic")
+        .unwrap()
+        .compile(&odd, &DialectOptions::default())
+        .unwrap_err();
     assert!(e.to_string().contains("get weather"), "{e}");
-    let odd = Tools::from_openai_json(&json!([{"name": "f", "parameters": {"type": "object", "properties": {"a-b": {}}}}])).unwrap();
-    let e = Dialect::by_name("pythonic").unwrap().compile(&odd, &DialectOptions::default()).unwrap_err();
+    let odd = Tools::from_openai_json(
+        &json!([{"name": "f", "parameters": {"type": "object", "properties": {"a-b": {}}}}]),
+    )
+    .unwrap();
+    let e = Dialect::by_name("pythonic")
+        .unwrap()
+        .compile(&odd, &DialectOptions::default())
+        .unwrap_err();
     assert!(e.to_string().contains("a-b"), "{e}");
     // ...while JSON dialects take any name, quotes and unicode included.
     let odd = Tools::from_openai_json(&json!([{"name": "wé\"ird", "parameters": {"type": "object", "properties": {"k\"ey": {"type": "integer"}}}}])).unwrap();
-    let g = Dialect::by_name("empower").unwrap().compile(&odd, &DialectOptions::default()).unwrap();
-    let p = g.parse(r#"<f>[{"name": "wé\"ird", "arguments": "{\"k\\\"ey\": 3}"}]"#).unwrap();
+    let g = Dialect::by_name("empower")
+        .unwrap()
+        .compile(&odd, &DialectOptions::default())
+        .unwrap();
+    let p = g
+        .parse(r#"<f>[{"name": "wé\"ird", "arguments": "{\"k\\\"ey\": 3}"}]"#)
+        .unwrap();
     assert_eq!(p.tool_calls[0].function.name, "wé\"ird");
-    assert_eq!(p.tool_calls[0].arguments_json().unwrap(), json!({"k\"ey": 3}));
+    assert_eq!(
+        p.tool_calls[0].arguments_json().unwrap(),
+        json!({"k\"ey": 3})
+    );
 }

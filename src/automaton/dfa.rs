@@ -466,10 +466,10 @@ impl Dfa {
         let (cls, reps) = dense_classes(&refine(&self.classes, &special));
         let stride = reps.len();
         let n = self.accept.len(); // content states, dead included
-        // 1 = before the opening quote, 2 = after the closing quote, 3 + q = In(q) for each
-        // content state q; then, only for the states that need them, Esc(q) after a backslash
-        // and H(q, 0..5) along a hex escape (`\u`, `\u0`, `\u00`, `\u000`, `\u001`; a `\x`
-        // escape enters at `\u00`).
+                                   // 1 = before the opening quote, 2 = after the closing quote, 3 + q = In(q) for each
+                                   // content state q; then, only for the states that need them, Esc(q) after a backslash
+                                   // and H(q, 0..5) along a hex escape (`\u`, `\u0`, `\u00`, `\u000`, `\u001`; a `\x`
+                                   // escape enters at `\u00`).
         const OPEN: usize = 1;
         const CLOSED: usize = 2;
         let mut esc_id = vec![0usize; n];
