@@ -416,14 +416,16 @@ impl GrammarInner {
                 }
             }
             Frame::Root { phase, ws } => match phase {
-                RootPhase::Before | RootPhase::After if is_byte && self.root_ws && is_ws(byte) => {
-                    if *ws < max_ws {
-                        out.push(replace(Frame::Root {
-                            phase: *phase,
-                            ws: ws + 1,
-                        }));
-                    }
+                // Whitespace around a JSON Schema grammar's value, up to the limit.
+                RootPhase::Before | RootPhase::After
+                    if is_byte && self.root_ws && is_ws(byte) && *ws < max_ws =>
+                {
+                    out.push(replace(Frame::Root {
+                        phase: *phase,
+                        ws: ws + 1,
+                    }));
                 }
+                RootPhase::Before if is_byte && self.root_ws && is_ws(byte) => {}
                 RootPhase::Before => {
                     let s = replace(Frame::Root {
                         phase: RootPhase::InValue,

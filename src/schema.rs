@@ -1720,11 +1720,7 @@ fn finalize(g: &mut GrammarInner, _opts: &CompileOptions) -> Result<()> {
                     a.max_items = a.max_items.min(a.prefix.len() as u32);
                 }
             }
-            Node::Repeat { item, max, .. } => {
-                if !prod[*item as usize] {
-                    *max = 0;
-                }
-            }
+            Node::Repeat { item, max, .. } if !prod[*item as usize] => *max = 0,
             _ => {}
         }
     }

@@ -695,3 +695,37 @@ fn dialect_files_and_errors() {
         json!({"k\"ey": 3})
     );
 }
+
+/// The README's examples (`examples/outputs/D.txt`) parse as the README says.
+#[test]
+fn readme_examples_parse() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
+    let tools = Tools::from_json_str(
+        &std::fs::read_to_string(format!("{dir}/tools/weather.json")).unwrap(),
+    )
+    .unwrap();
+    let expect: [(&str, &[&str]); 6] = [
+        ("empower", &["get_current_weather"]),
+        ("functools", &["get_current_weather", "get_stock_price"]),
+        ("pythonic", &["get_user_info", "get_time_utc"]),
+        ("inline", &["get_stock_price"]),
+        ("hermes", &["get_current_weather"]),
+        ("llama31_json", &["get_user_info"]),
+    ];
+    let v = common::llama_vocab();
+    for (d, names) in expect {
+        let text = std::fs::read_to_string(format!("{dir}/outputs/{d}.txt")).unwrap();
+        let g = Dialect::by_name(d)
+            .unwrap()
+            .compile(&tools, &DialectOptions::default())
+            .unwrap();
+        let p = g.parse(&text).unwrap();
+        let got: Vec<&str> = p
+            .tool_calls
+            .iter()
+            .map(|c| c.function.name.as_str())
+            .collect();
+        assert_eq!(got, names, "{d}");
+        assert!(tokens_accept(&v, &g, &text), "{d}");
+    }
+}
