@@ -1154,3 +1154,77 @@ fn random_schemas_and_instances_against_jsonschema() {
             .join("\n  ")
     );
 }
+
+mod dialects {
+    use callmask::{Dialect, DialectOptions, Tools};
+    use proptest::prelude::*;
+
+    fn tools() -> Tools {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/examples/tools/mixed.json"
+        ))
+        .unwrap();
+        Tools::from_json_str(&text).unwrap()
+    }
+
+    #[test]
+    fn hostile_dialect_files_are_typed_errors() {
+        let deep = format!("root ::= {}\"a\"{}", "(".repeat(10_000), ")".repeat(10_000));
+        let long_alt = format!("root ::= {}", vec!["\"a\""; 5000].join(" | "));
+        let cases = [
+            deep.as_str(),
+            "root ::= root",                     // left recursion, nothing else
+            "root ::= root \"x\" | \"y\"",       // left recursion with a base case
+            "root ::= \"a\"{0,100000}",          // too many repetitions
+            "root ::= @text_without()",
+            "root ::= <|unterminated",
+            "root ::= @json_call(name_key=)",
+            "root ::= /(/",
+            "\u{0}",
+            "root ::= \"\\x\"",
+        ];
+        for src in cases {
+            // Any outcome but a panic or a hang; if it compiles, parsing must terminate.
+            if let Ok(d) = Dialect::parse("t", src) {
+                if let Ok(g) = d.compile(&tools(), &DialectOptions::default()) {
+                    let _ = g.parse("yyyyxxxx");
+                }
+            }
+        }
+        let d = Dialect::parse("t", &long_alt).unwrap();
+        let g = d.compile(&tools(), &DialectOptions::default()).unwrap();
+        assert!(g.parse("a").is_ok());
+        // Left recursion with a base case works within the depth limit.
+        let d = Dialect::parse("t", "root ::= root \"x\" | \"y\"").unwrap();
+        let g = d.compile(&tools(), &DialectOptions::default()).unwrap();
+        assert!(g.parse("yxx").is_ok());
+        assert!(g.parse("xy").is_err());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 300, .. ProptestConfig::default() })]
+
+        #[test]
+        fn dialect_parser_never_panics(src in "(root ::= )?[ -~\\n]{0,80}") {
+            if let Ok(d) = Dialect::parse("fuzz", &src) {
+                let _ = d.compile(&tools(), &DialectOptions::default());
+            }
+        }
+
+        #[test]
+        fn output_parser_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..120), d in 0usize..6) {
+            let name = ["empower", "functools", "pythonic", "inline", "hermes", "llama31_json"][d];
+            let g = Dialect::by_name(name).unwrap().compile(&tools(), &DialectOptions::default()).unwrap();
+            let text = String::from_utf8_lossy(&bytes);
+            let _ = g.parse(&text);
+            let mut p = callmask::parse::StreamParser::new(&g);
+            for chunk in text.as_bytes().chunks(7) {
+                if p.push(&String::from_utf8_lossy(chunk)).is_err() {
+                    break;
+                }
+            }
+            let _ = p.finish();
+        }
+    }
+}
