@@ -1174,9 +1174,9 @@ mod dialects {
         let long_alt = format!("root ::= {}", vec!["\"a\""; 5000].join(" | "));
         let cases = [
             deep.as_str(),
-            "root ::= root",                     // left recursion, nothing else
-            "root ::= root \"x\" | \"y\"",       // left recursion with a base case
-            "root ::= \"a\"{0,100000}",          // too many repetitions
+            "root ::= root",               // left recursion, nothing else
+            "root ::= root \"x\" | \"y\"", // left recursion with a base case
+            "root ::= \"a\"{0,100000}",    // too many repetitions
             "root ::= @text_without()",
             "root ::= <|unterminated",
             "root ::= @json_call(name_key=)",
