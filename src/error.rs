@@ -111,6 +111,9 @@ pub enum Error {
     /// Output text that does not parse in the dialect.
     #[error("{0}")]
     Parse(crate::automaton::Rejection),
+    /// Fetching the default model failed (network, checksum, archive).
+    #[error("fetching the default model: {0}")]
+    Fetch(String),
     /// A vocabulary that cannot be loaded or used.
     #[error("vocabulary: {0}")]
     Vocab(String),

@@ -21,11 +21,16 @@
 //! ```
 
 #![warn(missing_docs)]
+#![deny(unsafe_code)]
 
 pub mod automaton;
 pub mod dialect;
 pub mod error;
+#[cfg(feature = "llama")]
+pub mod fetch;
 pub mod grammar;
+#[cfg(feature = "llama")]
+pub mod llama;
 pub mod mask;
 pub mod parse;
 pub mod prompt;

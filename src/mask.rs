@@ -718,6 +718,17 @@ impl Matcher {
         }
     }
 
+    /// Masks a row of logits (one per vocabulary token) in place: disallowed tokens get
+    /// `f32::NEG_INFINITY`. For engines other than llama.cpp; `scratch` is reused between calls.
+    pub fn apply(&mut self, logits: &mut [f32], scratch: &mut TokenMask) {
+        self.fill_mask(scratch);
+        for (i, l) in logits.iter_mut().enumerate() {
+            if i >= scratch.len() || !scratch.is_allowed(i as TokenId) {
+                *l = f32::NEG_INFINITY;
+            }
+        }
+    }
+
     /// True when `token` may come next (checks that one token only: cheaper than a mask).
     pub fn is_allowed(&self, token: TokenId) -> bool {
         self.next_states(token).is_ok()
