@@ -95,6 +95,9 @@ pub struct DialectOptions {
     pub parallel_calls: bool,
     /// An optional reasoning block before the answer (unconstrained text between the markers).
     pub reasoning: Option<Reasoning>,
+    /// At most this many characters in each stretch of free text (`@text...` builtins): keeps a
+    /// model from rambling before (or instead of) its calls. `None`: unbounded.
+    pub max_text_chars: Option<u32>,
     /// Schema compile options and limits (whitespace, depth, states, time, lenient mode).
     pub compile: CompileOptions,
 }
@@ -105,6 +108,7 @@ impl Default for DialectOptions {
             tool_choice: ToolChoice::Auto,
             parallel_calls: true,
             reasoning: None,
+            max_text_chars: None,
             compile: CompileOptions::default(),
         }
     }
@@ -263,6 +267,7 @@ impl Dialect {
             specials: Vec::new(),
             calls: HashMap::new(),
             params: &params,
+            max_text: options.max_text_chars,
         };
         let root = self.rule("root").expect("checked at parse time");
         let body = match (&options.tool_choice, options.parallel_calls) {
@@ -348,6 +353,8 @@ struct Lowering<'a> {
     /// Call nodes by builtin (a builtin's union of calls is built once).
     calls: HashMap<String, NodeId>,
     params: &'a [Value],
+    /// Bound on each stretch of free text, in characters.
+    max_text: Option<u32>,
 }
 
 /// Says which function's parameters an error is about.
@@ -414,19 +421,21 @@ impl<'a> Lowering<'a> {
 
     /// Free text (valid UTF-8) holding none of `markers`, captured as `cap`.
     fn text(&mut self, markers: &[String], cap: Capture) -> Result<NodeId> {
-        let d = self.c.cached(format!("text|{markers:?}"), |c| {
-            let any = c.regex("(?s:.)*", "")?;
+        let max = if cap == Capture::Text { self.max_text } else { None };
+        let d = self.c.cached(format!("text|{markers:?}|{max:?}"), |c| {
+            let mut any = c.regex("(?s:.)*", "")?;
+            let states = c.opts.max_lexeme_states;
+            if let Some(m) = max {
+                any = crate::automaton::dfa::Dfa::char_count(0, Some(u64::from(m)), states)
+                    .map_err(|e| c.dfa_err(e, "", ""))?;
+            }
             if markers.is_empty() {
                 return Ok(any);
             }
             let alts: Vec<String> = markers.iter().map(|m| regex_syntax::escape(m)).collect();
             let bad = c.regex(&format!("(?s:.)*(?:{})(?s:.)*", alts.join("|")), "")?;
-            any.product(
-                &bad,
-                crate::automaton::dfa::Op::AndNot,
-                c.opts.max_lexeme_states,
-            )
-            .map_err(|e| c.dfa_err(e, "", ""))
+            any.product(&bad, crate::automaton::dfa::Op::AndNot, states)
+                .map_err(|e| c.dfa_err(e, "", ""))
         })?;
         let l = self.c.lexeme(d)?;
         self.c.push(Node::Capture(cap, l))
@@ -455,10 +464,25 @@ impl<'a> Lowering<'a> {
             Expr::Ws => leaf(self, &mut |t| t.ws()),
             Expr::Text(m) => leaf(self, &mut |t| t.text(m, Capture::Text)),
             Expr::TextMatching(r) => leaf(self, &mut |t| {
-                let l = t.regex(r).map_err(|e| Error::Dialect {
-                    dialect: t.dialect.name.clone(),
-                    message: format!("@text_matching({r:?}): {e}"),
-                })?;
+                // The regex, and at most `max_text` characters.
+                let max = t.max_text;
+                let d = t
+                    .c
+                    .cached(format!("text~|{r}|{max:?}"), |c| {
+                        let d = c.regex(r, "")?;
+                        let states = c.opts.max_lexeme_states;
+                        match max {
+                            None => Ok(d),
+                            Some(m) => crate::automaton::dfa::Dfa::char_count(0, Some(u64::from(m)), states)
+                                .and_then(|n| d.product(&n, crate::automaton::dfa::Op::And, states))
+                                .map_err(|e| c.dfa_err(e, "", "")),
+                        }
+                    })
+                    .map_err(|e| Error::Dialect {
+                        dialect: t.dialect.name.clone(),
+                        message: format!("@text_matching({r:?}): {e}"),
+                    })?;
+                let l = t.c.lexeme(d)?;
                 t.c.push(Node::Capture(Capture::Text, l))
             }),
             Expr::JsonCall { .. } | Expr::PythonCall | Expr::ParenCall => match v {

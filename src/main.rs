@@ -121,6 +121,9 @@ struct GrammarArgs {
     /// Let the model reason first between these markers (`<think>,</think>` by default).
     #[arg(long, value_name = "START,END", num_args = 0..=1, default_missing_value = "<think>,</think>")]
     reasoning: Option<String>,
+    /// At most this many characters in each stretch of free text around the calls.
+    #[arg(long, value_name = "N")]
+    max_text: Option<u32>,
     /// Drop keywords callmask cannot enforce exactly (listed on stderr) instead of refusing the
     /// schema.
     #[arg(long)]
@@ -324,6 +327,7 @@ fn load_grammar(args: &GrammarArgs) -> Result<Loaded, BadInput> {
                 tool_choice: args.tool_choice.parse()?,
                 parallel_calls: !args.no_parallel_calls,
                 reasoning,
+                max_text_chars: args.max_text,
                 compile,
             };
             let grammar = Dialect::load(dialect)?.compile(&tools, &options)?;

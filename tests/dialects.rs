@@ -729,3 +729,22 @@ fn readme_examples_parse() {
         assert!(tokens_accept(&v, &g, &text), "{d}");
     }
 }
+
+#[test]
+fn free_text_can_be_bounded() {
+    let opts = DialectOptions {
+        max_text_chars: Some(10),
+        ..Default::default()
+    };
+    for d in ["functools", "inline", "pythonic", "empower"] {
+        let g = compile(d, &opts);
+        let (short, long) = match d {
+            "empower" => ("<c>0123456789", "<c>0123456789x"),
+            _ => ("0123456789", "0123456789x"),
+        };
+        assert!(g.parse(short).is_ok(), "{d}");
+        assert!(g.parse(long).is_err(), "{d}");
+    }
+    let g = compile("functools", &opts);
+    assert!(g.parse("0123456789functools[{\"name\": \"get_time_utc\", \"arguments\": {}}]").is_ok());
+}

@@ -41,6 +41,8 @@ pub fn options() -> DialectOptions {
     DialectOptions {
         tool_choice: ToolChoice::Required,
         parallel_calls: false,
+        // A tiny model rambles: at most 100 characters of free text around the call.
+        max_text_chars: Some(100),
         compile: CompileOptions {
             max_whitespace: 2,
             ..Default::default()
