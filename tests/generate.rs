@@ -55,7 +55,7 @@ fn run(dialect: &str, constrained: bool, max_tokens: usize) -> Vec<(String, Gene
 #[test]
 fn constrained_outputs_all_parse_and_validate() {
     for d in DIALECTS {
-        let results = run(d, true, 200);
+        let results = run(d, true, 320);
         assert_eq!(results.len(), 20);
         let mut calls = 0;
         for (i, (_, g, tools, grammar)) in results.iter().enumerate() {
