@@ -26,7 +26,7 @@ run() {
 echo "== constrained generation with the default model (text streams to stderr, result on stdout)" >&2
 run "" generate --dialect pythonic --tools examples/tools/weather.json --tool-choice required \
   "What's the weather like in San Francisco?"
-run "" generate --dialect empower --tools examples/tools/mixed.json --tool-choice required \
+run "" generate --dialect empower --tools examples/tools/mixed.json --tool-choice required --no-parallel-calls \
   "Book a flight from SFO to JFK for Ann, age 34."
 
 echo "== parse a functools output into tool_calls" >&2

@@ -421,7 +421,11 @@ impl<'a> Lowering<'a> {
 
     /// Free text (valid UTF-8) holding none of `markers`, captured as `cap`.
     fn text(&mut self, markers: &[String], cap: Capture) -> Result<NodeId> {
-        let max = if cap == Capture::Text { self.max_text } else { None };
+        let max = if cap == Capture::Text {
+            self.max_text
+        } else {
+            None
+        };
         let d = self.c.cached(format!("text|{markers:?}|{max:?}"), |c| {
             let mut any = c.regex("(?s:.)*", "")?;
             let states = c.opts.max_lexeme_states;
@@ -466,16 +470,19 @@ impl<'a> Lowering<'a> {
             Expr::TextMatching(r) => leaf(self, &mut |t| {
                 // The regex, and at most `max_text` characters.
                 let max = t.max_text;
-                let d = t
-                    .c
-                    .cached(format!("text~|{r}|{max:?}"), |c| {
+                let d =
+                    t.c.cached(format!("text~|{r}|{max:?}"), |c| {
                         let d = c.regex(r, "")?;
                         let states = c.opts.max_lexeme_states;
                         match max {
                             None => Ok(d),
-                            Some(m) => crate::automaton::dfa::Dfa::char_count(0, Some(u64::from(m)), states)
-                                .and_then(|n| d.product(&n, crate::automaton::dfa::Op::And, states))
-                                .map_err(|e| c.dfa_err(e, "", "")),
+                            Some(m) => crate::automaton::dfa::Dfa::char_count(
+                                0,
+                                Some(u64::from(m)),
+                                states,
+                            )
+                            .and_then(|n| d.product(&n, crate::automaton::dfa::Op::And, states))
+                            .map_err(|e| c.dfa_err(e, "", "")),
                         }
                     })
                     .map_err(|e| Error::Dialect {

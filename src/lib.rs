@@ -1,22 +1,29 @@
-//! callmask compiles JSON Schemas (and, later, tool-call dialects) into token-level automata that
-//! mask an LLM's logits, so that every output is well-formed and schema-valid by construction.
+//! callmask compiles a model's tool-call dialect together with the functions' JSON Schemas (or a
+//! single JSON Schema) into a token-level automaton that masks an LLM's logits, so that every
+//! output is well-formed and schema-valid by construction, and parses the output back into
+//! OpenAI-style `tool_calls`.
 //!
 //! The modules mirror the pipeline:
-//! [`schema`] (JSON Schema → grammar IR) → [`grammar`] (the compiled, shareable grammar) →
-//! [`automaton`] (byte-level matching over the grammar) → [`vocab`] (token bytes and the token
-//! trie) → [`mask`] (allowed-token bitsets, per-sequence matchers).
+//! [`schema`] (JSON Schema → grammar IR, in a JSON, JSON-in-a-string or Python encoding) and
+//! [`dialect`] (dialect files + tools → one grammar) → [`grammar`] (the compiled, shareable
+//! grammar) → [`automaton`] (byte-level matching over the grammar) → [`vocab`] (token bytes,
+//! special tokens) → [`mask`] (allowed-token bitsets, per-sequence matchers) → `llama` (a
+//! llama.cpp sampler and generation, feature `llama`) and [`parse`] (text → calls, streaming).
+//! [`tools`] holds the OpenAI shapes, [`prompt`] renders the prompts the dialects' models expect.
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use callmask::{CompileOptions, Grammar, TokenAutomaton, TokenMask, Vocab};
+//! use callmask::{Dialect, DialectOptions, TokenAutomaton, TokenMask, Tools, Vocab};
 //! # fn main() -> Result<(), callmask::Error> {
 //! let vocab = Arc::new(Vocab::from_tokenizer_json("tokenizer.json")?);
-//! let schema = serde_json::json!({"type": "object", "properties": {"a": {"type": "integer"}}});
-//! let grammar = Grammar::from_json_schema(&schema, &CompileOptions::default())?;
+//! let tools = Tools::from_json_str(r#"[{"name": "get_time_utc"}]"#)?;
+//! let grammar = Dialect::by_name("pythonic")?.compile(&tools, &DialectOptions::default())?;
 //! let automaton = TokenAutomaton::new(&grammar, vocab.clone())?;
 //! let mut matcher = automaton.matcher();
 //! let mut mask = TokenMask::new(vocab.len());
 //! matcher.fill_mask(&mut mask);
+//! let parsed = grammar.parse("[get_time_utc()]")?;
+//! assert_eq!(parsed.tool_calls[0].function.name, "get_time_utc");
 //! # Ok(()) }
 //! ```
 

@@ -50,6 +50,9 @@ pub struct SamplingParams {
     pub repeat_last_n: i32,
     /// Seed of the random draw.
     pub seed: u32,
+    /// Constrained only: draw first and check that one token, masking only when it is refused
+    /// (`true`, the default); `false` masks every token (for comparison).
+    pub check_first: bool,
 }
 
 impl Default for SamplingParams {
@@ -62,6 +65,7 @@ impl Default for SamplingParams {
             repeat_penalty: 1.0,
             repeat_last_n: 64,
             seed: 0,
+            check_first: true,
         }
     }
 }
@@ -116,7 +120,10 @@ unsafe extern "C" fn mask_accept(smpl: *mut sys::llama_sampler, token: sys::llam
     }
 }
 
-unsafe extern "C" fn mask_apply(smpl: *mut sys::llama_sampler, cur_p: *mut sys::llama_token_data_array) {
+unsafe extern "C" fn mask_apply(
+    smpl: *mut sys::llama_sampler,
+    cur_p: *mut sys::llama_token_data_array,
+) {
     // SAFETY: llama.cpp calls this with the sampler it was registered for (ours).
     let st = unsafe { state(smpl) };
     if st.bypass {
@@ -203,6 +210,7 @@ pub struct ConstrainedSampler {
     scratch: Vec<sys::llama_token_data>,
     n_vocab: usize,
     stats: SamplerStats,
+    check_first: bool,
 }
 
 // SAFETY: the chain and its samplers are owned by this value and only touched through `&mut
@@ -221,19 +229,23 @@ impl ConstrainedSampler {
     /// A chain masking with `matcher` (or, with `None`, an unconstrained chain) over a vocabulary
     /// of `n_vocab` tokens, then drawing as `params` says.
     pub fn new(matcher: Option<Matcher>, n_vocab: usize, params: &SamplingParams) -> Result<Self> {
-        let n_vocab_i32 = i32::try_from(n_vocab).map_err(|_| Error::Vocab("vocabulary too large".into()))?;
+        let n_vocab_i32 =
+            i32::try_from(n_vocab).map_err(|_| Error::Vocab("vocabulary too large".into()))?;
         let fail = || Error::Vocab("llama.cpp could not create a sampler".into());
         // SAFETY: plain constructor calls; every pointer is checked, and each sampler added to
         // the chain is owned by the chain from then on.
         unsafe {
-            let chain = NonNull::new(sys::llama_sampler_chain_init(sys::llama_sampler_chain_default_params()))
-                .ok_or_else(fail)?;
+            let chain = NonNull::new(sys::llama_sampler_chain_init(
+                sys::llama_sampler_chain_default_params(),
+            ))
+            .ok_or_else(fail)?;
             let mut this = ConstrainedSampler {
                 chain,
                 mask: None,
                 scratch: Vec::with_capacity(n_vocab),
                 n_vocab,
                 stats: SamplerStats::default(),
+                check_first: params.check_first,
             };
             let add = |s: *mut sys::llama_sampler| -> Result<()> {
                 if s.is_null() {
@@ -251,7 +263,10 @@ impl ConstrainedSampler {
                     bypass: false,
                     error: None,
                 });
-                let s = sys::llama_sampler_init(&raw mut MASK_SAMPLER, Box::into_raw(st).cast::<c_void>());
+                let s = sys::llama_sampler_init(
+                    &raw mut MASK_SAMPLER,
+                    Box::into_raw(st).cast::<c_void>(),
+                );
                 add(s)?;
                 this.mask = NonNull::new(s);
             }
@@ -307,11 +322,16 @@ impl ConstrainedSampler {
     /// Runs the chain over `logits`; with `masked` false, callmask's sampler lets them through.
     fn draw(&mut self, logits: &[f32], masked: bool) -> Option<TokenId> {
         self.scratch.clear();
-        self.scratch.extend(logits.iter().enumerate().map(|(i, &logit)| sys::llama_token_data {
-            id: i as sys::llama_token,
-            logit,
-            p: 0.0,
-        }));
+        self.scratch.extend(
+            logits
+                .iter()
+                .enumerate()
+                .map(|(i, &logit)| sys::llama_token_data {
+                    id: i as sys::llama_token,
+                    logit,
+                    p: 0.0,
+                }),
+        );
         if let Some(st) = self.state() {
             st.bypass = !masked;
         }
@@ -349,10 +369,12 @@ impl ConstrainedSampler {
                 .draw(logits, false)
                 .ok_or_else(|| Error::Vocab("the sampler selected no token".into()));
         }
-        if let Some(t) = self.draw(logits, false) {
-            if self.state().is_some_and(|s| s.matcher.is_allowed(t)) {
-                self.stats.fast += 1;
-                return Ok(t);
+        if self.check_first {
+            if let Some(t) = self.draw(logits, false) {
+                if self.state().is_some_and(|s| s.matcher.is_allowed(t)) {
+                    self.stats.fast += 1;
+                    return Ok(t);
+                }
             }
         }
         self.stats.masked += 1;
@@ -372,10 +394,15 @@ impl ConstrainedSampler {
 
     /// Accepts the chosen token into every sampler of the chain (the matcher included).
     pub fn accept(&mut self, token: TokenId) -> Result<()> {
-        let t = sys::llama_token::try_from(token)
-            .map_err(|_| Error::TokenOutOfVocabulary { token, vocab_size: self.n_vocab })?;
+        let t = sys::llama_token::try_from(token).map_err(|_| Error::TokenOutOfVocabulary {
+            token,
+            vocab_size: self.n_vocab,
+        })?;
         if token as usize >= self.n_vocab {
-            return Err(Error::TokenOutOfVocabulary { token, vocab_size: self.n_vocab });
+            return Err(Error::TokenOutOfVocabulary {
+                token,
+                vocab_size: self.n_vocab,
+            });
         }
         // SAFETY: the chain is alive and exclusively ours.
         unsafe { sys::llama_sampler_accept(self.chain.as_ptr(), t) };
@@ -440,13 +467,19 @@ impl Engine {
         let vocab = Arc::new(Vocab::from_gguf(path)?);
         let backend = llama_backend()?;
         let params = LlamaModelParams::default();
-        let model = catch_unwind(AssertUnwindSafe(|| LlamaModel::load_from_file(backend, path, &params)))
-            .map_err(|_| Error::Vocab(format!("llama.cpp panicked loading {}", path.display())))?
-            .map_err(|e| Error::Vocab(format!("llama.cpp cannot load {}: {e}", path.display())))?;
+        let model = catch_unwind(AssertUnwindSafe(|| {
+            LlamaModel::load_from_file(backend, path, &params)
+        }))
+        .map_err(|_| Error::Vocab(format!("llama.cpp panicked loading {}", path.display())))?
+        .map_err(|e| Error::Vocab(format!("llama.cpp cannot load {}: {e}", path.display())))?;
         let threads = threads
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
             .clamp(1, 256) as i32;
-        Ok(Engine { model, vocab, threads })
+        Ok(Engine {
+            model,
+            vocab,
+            threads,
+        })
     }
 
     /// The model's vocabulary (the one masks are computed over).
@@ -469,7 +502,9 @@ impl Engine {
         let bos = self.bos_text();
         let add_bos = bos.is_empty() || !prompt.starts_with(&bos);
         let toks = catch_unwind(AssertUnwindSafe(|| {
-            self.model.vocab().tokenize(prompt.as_bytes(), add_bos, true)
+            self.model
+                .vocab()
+                .tokenize(prompt.as_bytes(), add_bos, true)
         }))
         .map_err(|_| Error::Vocab("llama.cpp failed to tokenize the prompt".into()))?;
         Ok(toks.into_iter().map(|t| t.0 as TokenId).collect())
@@ -499,7 +534,13 @@ impl Engine {
         max_tokens: usize,
         on_text: &mut dyn FnMut(&[u8]),
     ) -> Result<Generation> {
-        let mut out = self.generate_batch(&[prompt], automaton, std::slice::from_ref(params), max_tokens, &mut |_, b| on_text(b))?;
+        let mut out = self.generate_batch(
+            &[prompt],
+            automaton,
+            std::slice::from_ref(params),
+            max_tokens,
+            &mut |_, b| on_text(b),
+        )?;
         Ok(out.remove(0))
     }
 
@@ -519,7 +560,9 @@ impl Engine {
             return Ok(Vec::new());
         }
         if params.len() != 1 && params.len() != prompts.len() {
-            return Err(Error::Vocab("one sampling setting, or one per prompt".into()));
+            return Err(Error::Vocab(
+                "one sampling setting, or one per prompt".into(),
+            ));
         }
         let n = prompts.len();
         let n_vocab = self.vocab.len();
@@ -528,7 +571,11 @@ impl Engine {
         let mut prompt_toks = Vec::with_capacity(n);
         for (i, p) in prompts.iter().enumerate() {
             let pr = &params[if params.len() == 1 { 0 } else { i }];
-            samplers.push(ConstrainedSampler::new(automaton.map(|a| a.matcher()), n_vocab, pr)?);
+            samplers.push(ConstrainedSampler::new(
+                automaton.map(|a| a.matcher()),
+                n_vocab,
+                pr,
+            )?);
             let toks = self.tokenize_prompt(p)?;
             gens[i].prompt_tokens = toks.len();
             prompt_toks.push(toks);

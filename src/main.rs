@@ -843,7 +843,11 @@ fn generate(args: &GenerateArgs) -> Result<ExitCode, BadInput> {
         Some(path) => std::fs::read_to_string(path)
             .map_err(|e| BadInput(format!("cannot read {}: {e}", path.display())))?,
         None => callmask::prompt::builtin_template(dialect)
-            .ok_or_else(|| BadInput(format!("no built-in prompt for {dialect:?}: give --template")))?
+            .ok_or_else(|| {
+                BadInput(format!(
+                    "no built-in prompt for {dialect:?}: give --template"
+                ))
+            })?
             .to_owned(),
     };
     let mut messages = match &args.messages {
@@ -871,7 +875,10 @@ fn generate(args: &GenerateArgs) -> Result<ExitCode, BadInput> {
     let automaton = if args.no_constraint {
         None
     } else {
-        Some(TokenAutomaton::new(&loaded.grammar, engine.vocab().clone())?)
+        Some(TokenAutomaton::new(
+            &loaded.grammar,
+            engine.vocab().clone(),
+        )?)
     };
     let params = SamplingParams {
         temperature: args.temp,
@@ -879,10 +886,16 @@ fn generate(args: &GenerateArgs) -> Result<ExitCode, BadInput> {
         ..Default::default()
     };
     let mut stderr = std::io::stderr();
-    let g = engine.generate(&prompt, automaton.as_ref(), &params, args.max_tokens, &mut |b| {
-        let _ = stderr.write_all(b);
-        let _ = stderr.flush();
-    })?;
+    let g = engine.generate(
+        &prompt,
+        automaton.as_ref(),
+        &params,
+        args.max_tokens,
+        &mut |b| {
+            let _ = stderr.write_all(b);
+            let _ = stderr.flush();
+        },
+    )?;
     eprintln!();
     eprintln!(
         "[{} prompt tokens, {} generated in {:.2} s: {:.1} tokens/s{}{}]",
@@ -894,7 +907,10 @@ fn generate(args: &GenerateArgs) -> Result<ExitCode, BadInput> {
         if args.no_constraint {
             String::new()
         } else {
-            format!(", {} fast-path tokens, {} masked", g.stats.fast, g.stats.masked)
+            format!(
+                ", {} fast-path tokens, {} masked",
+                g.stats.fast, g.stats.masked
+            )
         }
     );
     match loaded.grammar.parse(&g.text) {
@@ -902,13 +918,19 @@ fn generate(args: &GenerateArgs) -> Result<ExitCode, BadInput> {
             let json = serde_json::to_string_pretty(&parsed)
                 .map_err(|e| BadInput(format!("cannot write the result: {e}")))?;
             println!("{json}");
-            Ok(if g.finished { ExitCode::SUCCESS } else { ExitCode::from(1) })
+            Ok(if g.finished {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
         }
         Err(e) => {
             println!(
                 "{}",
-                serde_json::to_string_pretty(&serde_json::json!({"raw": g.text, "error": e.to_string()}))
-                    .unwrap_or_default()
+                serde_json::to_string_pretty(
+                    &serde_json::json!({"raw": g.text, "error": e.to_string()})
+                )
+                .unwrap_or_default()
             );
             Ok(ExitCode::from(1))
         }

@@ -746,5 +746,7 @@ fn free_text_can_be_bounded() {
         assert!(g.parse(long).is_err(), "{d}");
     }
     let g = compile("functools", &opts);
-    assert!(g.parse("0123456789functools[{\"name\": \"get_time_utc\", \"arguments\": {}}]").is_ok());
+    assert!(g
+        .parse("0123456789functools[{\"name\": \"get_time_utc\", \"arguments\": {}}]")
+        .is_ok());
 }

@@ -23,12 +23,19 @@ fn engine() -> &'static Engine {
 }
 
 /// Generates every prompt of `dialect` (one batch per tool set).
-fn run(dialect: &str, constrained: bool, max_tokens: usize) -> Vec<(String, Generation, Tools, Grammar)> {
+fn run(
+    dialect: &str,
+    constrained: bool,
+    max_tokens: usize,
+) -> Vec<(String, Generation, Tools, Grammar)> {
     let e = engine();
     let mut out = Vec::new();
     for file in ["weather.json", "mixed.json"] {
         let tools = tools(file);
-        let grammar = Dialect::by_name(dialect).unwrap().compile(&tools, &options()).unwrap();
+        let grammar = Dialect::by_name(dialect)
+            .unwrap()
+            .compile(&tools, &options())
+            .unwrap();
         let auto = TokenAutomaton::new(&grammar, e.vocab().clone()).unwrap();
         let prompts: Vec<String> = PROMPTS
             .iter()
@@ -59,7 +66,12 @@ fn constrained_outputs_all_parse_and_validate() {
         assert_eq!(results.len(), 20);
         let mut calls = 0;
         for (i, (_, g, tools, grammar)) in results.iter().enumerate() {
-            assert!(g.finished, "{d} prompt {i}: unfinished after {} tokens: {:?}", g.tokens.len(), g.text);
+            assert!(
+                g.finished,
+                "{d} prompt {i}: unfinished after {} tokens: {:?}",
+                g.tokens.len(),
+                g.text
+            );
             match validate(tools, grammar, &g.text) {
                 Ok(n) => calls += n,
                 Err(e) => panic!("{d} prompt {i}: {e}\n{}", g.text),
@@ -75,7 +87,10 @@ fn constrained_outputs_all_parse_and_validate() {
 fn batch_equals_one_by_one() {
     let e = engine();
     let tools = tools("weather.json");
-    let grammar = Dialect::by_name("pythonic").unwrap().compile(&tools, &options()).unwrap();
+    let grammar = Dialect::by_name("pythonic")
+        .unwrap()
+        .compile(&tools, &options())
+        .unwrap();
     let auto = TokenAutomaton::new(&grammar, e.vocab().clone()).unwrap();
     let prompts: Vec<String> = PROMPTS[..3]
         .iter()
@@ -89,10 +104,18 @@ fn batch_equals_one_by_one() {
             ..Default::default()
         })
         .collect();
-    let batch = e.generate_batch(&refs, Some(&auto), &params, 60, &mut |_, _| {}).unwrap();
+    let batch = e
+        .generate_batch(&refs, Some(&auto), &params, 60, &mut |_, _| {})
+        .unwrap();
     for (i, p) in refs.iter().enumerate() {
-        let one = e.generate(p, Some(&auto), &params[i], 60, &mut |_| {}).unwrap();
-        assert_eq!(one.tokens, batch[i].tokens, "sequence {i}: {:?} vs {:?}", one.text, batch[i].text);
+        let one = e
+            .generate(p, Some(&auto), &params[i], 60, &mut |_| {})
+            .unwrap();
+        assert_eq!(
+            one.tokens, batch[i].tokens,
+            "sequence {i}: {:?} vs {:?}",
+            one.text, batch[i].text
+        );
         assert!(validate(&tools, &grammar, &one.text).is_ok() || !one.finished);
     }
 }
@@ -103,10 +126,14 @@ fn sampler_errors_and_plain_apply() {
     use callmask::TokenMask;
     let e = engine();
     let tools = tools("weather.json");
-    let grammar = Dialect::by_name("pythonic").unwrap().compile(&tools, &options()).unwrap();
+    let grammar = Dialect::by_name("pythonic")
+        .unwrap()
+        .compile(&tools, &options())
+        .unwrap();
     let auto = TokenAutomaton::new(&grammar, e.vocab().clone()).unwrap();
     let n = e.vocab().len();
-    let mut s = ConstrainedSampler::new(Some(auto.matcher()), n, &SamplingParams::default()).unwrap();
+    let mut s =
+        ConstrainedSampler::new(Some(auto.matcher()), n, &SamplingParams::default()).unwrap();
     // Wrong logits length, and a token the matcher refuses: typed errors, no panic.
     assert!(s.sample_logits(&[0.0; 3]).is_err());
     let hello = e.vocab().tokenize("Hello").unwrap()[0];
@@ -141,7 +168,10 @@ fn parallel_sampling_equals_serial() {
     use rayon::prelude::*;
     let e = engine();
     let tools = tools("mixed.json");
-    let grammar = Dialect::by_name("functools").unwrap().compile(&tools, &options()).unwrap();
+    let grammar = Dialect::by_name("functools")
+        .unwrap()
+        .compile(&tools, &options())
+        .unwrap();
     let auto = TokenAutomaton::new(&grammar, e.vocab().clone()).unwrap();
     let n = e.vocab().len();
     // Deterministic pseudo-random logits, one row per step.
@@ -160,7 +190,11 @@ fn parallel_sampling_equals_serial() {
         .collect();
     let run = |parallel: bool| -> Vec<Vec<u32>> {
         let params: Vec<SamplingParams> = (0..4)
-            .map(|i| SamplingParams { temperature: 0.8, seed: 100 + i, ..Default::default() })
+            .map(|i| SamplingParams {
+                temperature: 0.8,
+                seed: 100 + i,
+                ..Default::default()
+            })
             .collect();
         let mut samplers: Vec<ConstrainedSampler> = params
             .iter()
@@ -180,7 +214,10 @@ fn parallel_sampling_equals_serial() {
                 o.push(t);
             };
             if parallel {
-                samplers.par_iter_mut().zip(out.par_iter_mut()).for_each(step);
+                samplers
+                    .par_iter_mut()
+                    .zip(out.par_iter_mut())
+                    .for_each(step);
             } else {
                 samplers.iter_mut().zip(out.iter_mut()).for_each(step);
             }

@@ -3,7 +3,9 @@
 
 #![allow(dead_code)]
 
-use callmask::{CompileOptions, DialectOptions, Grammar, Message, PromptOptions, ToolChoice, Tools};
+use callmask::{
+    CompileOptions, DialectOptions, Grammar, Message, PromptOptions, ToolChoice, Tools,
+};
 use serde_json::Value;
 
 pub fn tools(file: &str) -> Tools {
@@ -14,8 +16,14 @@ pub fn tools(file: &str) -> Tools {
 /// 20 prompts: 10 over the weather tool set, 10 over the mixed one.
 pub const PROMPTS: [(&str, &str); 20] = [
     ("weather.json", "What's the weather like in San Francisco?"),
-    ("weather.json", "Is it cold in Oslo right now? Answer in celsius."),
-    ("weather.json", "Look up the user with id 7890; they asked for black."),
+    (
+        "weather.json",
+        "Is it cold in Oslo right now? Answer in celsius.",
+    ),
+    (
+        "weather.json",
+        "Look up the user with id 7890; they asked for black.",
+    ),
     ("weather.json", "What is NVIDIA's stock price?"),
     ("weather.json", "What time is it in UTC?"),
     ("weather.json", "Get me Apple's share price, ticker AAPL."),
@@ -23,15 +31,27 @@ pub const PROMPTS: [(&str, &str); 20] = [
     ("weather.json", "How warm is it in Tokyo in fahrenheit?"),
     ("weather.json", "Tell me the temperature in Paris, France."),
     ("weather.json", "Who is user number 1001?"),
-    ("mixed.json", "Book a flight from SFO to JFK for Ann, age 34."),
-    ("mixed.json", "Book business class from LHR to CDG on 2025-03-01 for Bo and Cy."),
+    (
+        "mixed.json",
+        "Book a flight from SFO to JFK for Ann, age 34.",
+    ),
+    (
+        "mixed.json",
+        "Book business class from LHR to CDG on 2025-03-01 for Bo and Cy.",
+    ),
     ("mixed.json", "What's the weather in Berlin?"),
     ("mixed.json", "Price of MSFT please."),
     ("mixed.json", "Find user 555 with special note 'vip'."),
-    ("mixed.json", "Fly me from BOS to SEA, economy, max 300 dollars, vegetarian meal."),
+    (
+        "mixed.json",
+        "Fly me from BOS to SEA, economy, max 300 dollars, vegetarian meal.",
+    ),
     ("mixed.json", "What time is it?"),
     ("mixed.json", "Weather in Madrid in celsius."),
-    ("mixed.json", "I need three seats from ORD to MIA for Al, Bea and Cal."),
+    (
+        "mixed.json",
+        "I need three seats from ORD to MIA for Al, Bea and Cal.",
+    ),
     ("mixed.json", "Get the stock price of GOOG."),
 ];
 
