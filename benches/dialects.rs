@@ -143,27 +143,11 @@ fn output(dialect: &str) -> String {
     writer::write(dialect, "Let me look that up.", &calls)
 }
 
-fn tokenize(vocab: &Vocab, g: &Grammar, text: &str) -> Vec<TokenId> {
-    let mut out = Vec::new();
-    let mut rest = text;
-    loop {
-        let next = g
-            .special_tokens()
-            .iter()
-            .filter_map(|s| Some((rest.find(s.as_str())?, s, vocab.special_token(s)?)))
-            .min_by_key(|x| x.0);
-        match next {
-            Some((i, s, t)) => {
-                out.extend(vocab.tokenize(&rest[..i]).unwrap());
-                out.push(t);
-                rest = &rest[i + s.len()..];
-            }
-            None => {
-                out.extend(vocab.tokenize(rest).unwrap());
-                return out;
-            }
-        }
-    }
+fn tokenize(vocab: &Arc<Vocab>, g: &Grammar, text: &str) -> Vec<TokenId> {
+    TokenAutomaton::new(g, vocab.clone())
+        .unwrap()
+        .tokenize(text)
+        .unwrap()
 }
 
 struct Case {

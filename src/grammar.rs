@@ -223,9 +223,9 @@ impl ArrayNode {
 }
 
 impl GrammarInner {
-    /// With the special tokens in `missing` unavailable: whether any output is possible, and
-    /// which functions can still be called.
-    pub(crate) fn reach(&self, missing: &[u32]) -> (bool, Vec<u32>) {
+    /// Per node: whether it admits at least one finite output, with the special tokens in
+    /// `missing` unavailable.
+    pub(crate) fn productive(&self, missing: &[u32]) -> Vec<bool> {
         let n = self.nodes.len();
         let mut prod = vec![false; n];
         loop {
@@ -235,14 +235,21 @@ impl GrammarInner {
                     continue;
                 }
                 let p = match &self.nodes[id] {
-                    Node::Special(i) => !missing.contains(i),
+                    Node::Lex(l) => !self.lexemes[*l as usize].is_empty(),
                     Node::Never => false,
-                    Node::Union(a) => a.iter().any(|&x| prod[x as usize]),
+                    Node::Union(alts) => alts.iter().any(|&a| prod[a as usize]),
+                    Node::Object(o) => o
+                        .required
+                        .iter()
+                        .all(|&k| prod[o.values[k as usize] as usize]),
+                    Node::Array(a) => (0..a.min_items).all(|i| match a.prefix.get(i as usize) {
+                        Some(&p) => prod[p as usize],
+                        None => a.items.is_some_and(|it| prod[it as usize]),
+                    }),
                     Node::Seq(e) => e.iter().all(|&x| prod[x as usize]),
                     Node::Repeat { item, min, .. } => *min == 0 || prod[*item as usize],
                     Node::Capture(_, x) => prod[*x as usize],
-                    // JSON values hold no special tokens.
-                    Node::Lex(_) | Node::Object(_) | Node::Array(_) => true,
+                    Node::Special(i) => !missing.contains(i),
                 };
                 if p {
                     prod[id] = true;
@@ -250,9 +257,16 @@ impl GrammarInner {
                 }
             }
             if !changed {
-                break;
+                return prod;
             }
         }
+    }
+
+    /// With the special tokens in `missing` unavailable: whether any output is possible, and
+    /// which functions can still be called.
+    pub(crate) fn reach(&self, missing: &[u32]) -> (bool, Vec<u32>) {
+        let n = self.nodes.len();
+        let prod = self.productive(missing);
         let mut calls = Vec::new();
         let mut seen = vec![false; n];
         let mut todo = vec![self.root];

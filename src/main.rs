@@ -352,39 +352,6 @@ fn load_grammar(args: &GrammarArgs) -> Result<Loaded, BadInput> {
     Ok(loaded)
 }
 
-/// Tokenizes `text` as the model would, with the grammar's special tokens (spelled in the text,
-/// e.g. `<|python_tag|>`) as the vocabulary's special tokens.
-fn tokenize(vocab: &Vocab, grammar: &Grammar, text: &str) -> Result<Vec<TokenId>, BadInput> {
-    let specials: Vec<(&str, TokenId)> = grammar
-        .special_tokens()
-        .iter()
-        .filter_map(|s| vocab.special_token(s).map(|t| (s.as_str(), t)))
-        .collect();
-    let mut out = Vec::new();
-    let mut rest = text;
-    loop {
-        let next = specials
-            .iter()
-            .filter_map(|&(s, t)| rest.find(s).map(|i| (i, s, t)))
-            .min_by_key(|x| x.0);
-        match next {
-            Some((i, s, t)) => {
-                if i > 0 {
-                    out.extend(vocab.tokenize(&rest[..i])?);
-                }
-                out.push(t);
-                rest = &rest[i + s.len()..];
-            }
-            None => {
-                if !rest.is_empty() {
-                    out.extend(vocab.tokenize(rest)?);
-                }
-                return Ok(out);
-            }
-        }
-    }
-}
-
 /// Where and why the grammar rejects `text` (special tokens spelled as text).
 fn locate(grammar: &Grammar, text: &str) -> Option<callmask::Rejection> {
     match grammar.parse(text) {
@@ -469,8 +436,8 @@ fn check(args: &CheckArgs) -> Result<ExitCode, BadInput> {
         }
     };
 
-    let tokens = tokenize(&vocab, &grammar, text)?;
     let automaton = TokenAutomaton::new(&grammar, vocab.clone())?;
+    let tokens = automaton.tokenize(text)?;
     let mut matcher = automaton.matcher();
     let mut start = 0usize;
     for (k, &t) in tokens.iter().enumerate() {
@@ -953,7 +920,7 @@ fn fuzz(args: &FuzzArgs) -> Result<ExitCode, BadInput> {
     };
 
     let prefix = match &args.prefix {
-        Some(p) => tokenize(&vocab, grammar, p)?,
+        Some(p) => automaton.tokenize(p)?,
         None => Vec::new(),
     };
     let started = Instant::now();

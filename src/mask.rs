@@ -508,6 +508,37 @@ impl TokenAutomaton {
         })
     }
 
+    /// Tokenizes `text` as the model would, the grammar's special tokens spelled in it (e.g.
+    /// `<|python_tag|>`) becoming the vocabulary's special tokens, as a model emits them.
+    pub fn tokenize(&self, text: &str) -> Result<Vec<TokenId>> {
+        let names = &self.g().specials;
+        let vocab = &self.shared.vocab;
+        let mut out = Vec::new();
+        let mut rest = text;
+        loop {
+            let next = names
+                .iter()
+                .zip(&self.shared.specials)
+                .filter_map(|(name, t)| Some((rest.find(name.as_str())?, name.len(), (*t)?)))
+                .min_by_key(|x| x.0);
+            match next {
+                Some((i, len, t)) => {
+                    if i > 0 {
+                        out.extend(vocab.tokenize(&rest[..i])?);
+                    }
+                    out.push(t);
+                    rest = &rest[i + len..];
+                }
+                None => {
+                    if !rest.is_empty() {
+                        out.extend(vocab.tokenize(rest)?);
+                    }
+                    return Ok(out);
+                }
+            }
+        }
+    }
+
     /// The grammar's index of special token `token`, if the grammar refers to it.
     fn special_index(&self, token: TokenId) -> Option<usize> {
         self.shared.specials.iter().position(|&t| t == Some(token))

@@ -369,9 +369,10 @@ fn parse_arguments(text: &str) -> Result<Json> {
 /// `get_user_info(user_id=7890, special='black')`.
 ///
 /// The arguments (a JSON object) become keyword arguments in their order; values become Python
-/// literals: strings as Python's `repr` writes them (single quotes unless the text holds a
-/// single quote and no double quote), `true`/`false`/`null` as `True`/`False`/`None`, arrays as
-/// lists and objects as dicts. Fails when the arguments are not a JSON object or a key is not a
+/// literals as [`crate::parse::convert::python_repr`] writes them (the spelling the pythonic
+/// grammar accepts): strings in single quotes unless the text holds a single quote and no
+/// double quote, `true`/`false`/`null` as `True`/`False`/`None`, arrays as lists and objects as
+/// dicts. Fails when the arguments are not a JSON object or a key is not a
 /// Python identifier.
 pub fn pythonic_call(call: &ToolCall) -> Result<String> {
     let arguments = parse_arguments(&call.function.arguments)?;
@@ -384,121 +385,15 @@ fn python_call_text(name: &str, arguments: &Json) -> Result<String> {
             "the arguments of {name} are not a JSON object"
         )));
     };
-    let mut out = String::with_capacity(name.len() + 16);
-    out.push_str(name);
-    out.push('(');
-    for (i, (key, value)) in map.iter().enumerate() {
-        if !is_python_identifier(key) {
-            return Err(Error::Prompt(format!(
-                "argument {key:?} of {name} is not a Python identifier"
-            )));
-        }
-        if i > 0 {
-            out.push_str(", ");
-        }
-        out.push_str(key);
-        out.push('=');
-        write_python_literal(value, &mut out);
+    if let Some(key) = map.keys().find(|k| !crate::schema::is_identifier(k)) {
+        return Err(Error::Prompt(format!(
+            "argument {key:?} of {name} is not a Python identifier"
+        )));
     }
-    out.push(')');
-    Ok(out)
-}
-
-fn is_python_identifier(s: &str) -> bool {
-    let mut chars = s.chars();
-    match chars.next() {
-        Some(c) if c == '_' || c.is_alphabetic() => {}
-        _ => return false,
-    }
-    chars.all(|c| c == '_' || c.is_alphanumeric())
-}
-
-/// Appends `value` as a Python literal.
-fn write_python_literal(value: &Json, out: &mut String) {
-    match value {
-        Json::Null => out.push_str("None"),
-        Json::Bool(true) => out.push_str("True"),
-        Json::Bool(false) => out.push_str("False"),
-        Json::Number(n) => out.push_str(&n.to_string()),
-        Json::String(s) => write_python_str(s, out),
-        Json::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                write_python_literal(item, out);
-            }
-            out.push(']');
-        }
-        Json::Object(map) => {
-            out.push('{');
-            for (i, (k, v)) in map.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                write_python_str(k, out);
-                out.push_str(": ");
-                write_python_literal(v, out);
-            }
-            out.push('}');
-        }
-    }
-}
-
-/// Appends `s` as Python's `repr` writes a string.
-fn write_python_str(s: &str, out: &mut String) {
-    let quote = if s.contains('\'') && !s.contains('"') {
-        '"'
-    } else {
-        '\''
-    };
-    out.push(quote);
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c == quote => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if !python_printable(c) => {
-                let code = u32::from(c);
-                let escaped = if code < 0x100 {
-                    format!("\\x{code:02x}")
-                } else if code < 0x10000 {
-                    format!("\\u{code:04x}")
-                } else {
-                    format!("\\U{code:08x}")
-                };
-                out.push_str(&escaped);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push(quote);
-}
-
-/// Python's `str.isprintable` for the characters that matter in practice: control characters,
-/// separators other than the space, and the common format characters are not printable.
-/// (Unassigned and private-use code points, which Python also escapes, are kept as they are.)
-fn python_printable(c: char) -> bool {
-    if c.is_control() {
-        return false;
-    }
-    !matches!(
-        c,
-        '\u{a0}'
-            | '\u{ad}'
-            | '\u{1680}'
-            | '\u{2000}'..='\u{200f}'
-            | '\u{2028}'..='\u{202f}'
-            | '\u{205f}'..='\u{2064}'
-            | '\u{3000}'
-            | '\u{feff}'
-    )
+    Ok(format!(
+        "{name}({})",
+        crate::parse::convert::python_kwargs(map)
+    ))
 }
 
 #[cfg(test)]
@@ -789,7 +684,7 @@ mod tests {
         );
         assert_eq!(
             pythonic_call(&call).expect("writes"),
-            r#"f(s="it's", q='say "hi"', both='\'"', n=None, t=True, f=False, x=1.5, l=[1, 'a\nb', {'k': [False]}], u='é\x01\u2028')"#
+            "f(s=\"it's\", q='say \"hi\"', both='\\'\"', n=None, t=True, f=False, x=1.5, l=[1, 'a\\nb', {'k': [False]}], u='é\\x01\u{2028}')"
         );
         assert_eq!(
             pythonic_call(&ToolCall::new("c", "now", "")).expect("writes"),

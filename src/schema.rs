@@ -1657,39 +1657,7 @@ fn finalize(g: &mut GrammarInner, _opts: &CompileOptions) -> Result<()> {
         }
     }
     // 2. Productivity: which nodes admit at least one finite value.
-    let mut prod = vec![false; n];
-    loop {
-        let mut changed = false;
-        for id in 0..n {
-            if prod[id] {
-                continue;
-            }
-            let p = match &g.nodes[id] {
-                Node::Lex(l) => !g.lexemes[*l as usize].is_empty(),
-                Node::Never => false,
-                Node::Union(alts) => alts.iter().any(|&a| prod[a as usize]),
-                Node::Object(o) => o
-                    .required
-                    .iter()
-                    .all(|&k| prod[o.values[k as usize] as usize]),
-                Node::Array(a) => (0..a.min_items).all(|i| match a.prefix.get(i as usize) {
-                    Some(&p) => prod[p as usize],
-                    None => a.items.is_some_and(|it| prod[it as usize]),
-                }),
-                Node::Seq(e) => e.iter().all(|&x| prod[x as usize]),
-                Node::Repeat { item, min, .. } => *min == 0 || prod[*item as usize],
-                Node::Capture(_, x) => prod[*x as usize],
-                Node::Special(_) => true,
-            };
-            if p {
-                prod[id] = true;
-                changed = true;
-            }
-        }
-        if !changed {
-            break;
-        }
-    }
+    let prod = g.productive(&[]);
     // 3. Prune what admits nothing.
     for id in 0..n {
         if !prod[id] {

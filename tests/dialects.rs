@@ -49,27 +49,11 @@ fn vocabs() -> Vec<(&'static str, Arc<Vocab>)> {
 
 /// Tokenizes like the model: the grammar's special tokens (spelled in the text) become the
 /// vocabulary's special tokens.
-fn tokenize(vocab: &Vocab, g: &Grammar, text: &str) -> Vec<TokenId> {
-    let mut out = Vec::new();
-    let mut rest = text;
-    loop {
-        let next = g
-            .special_tokens()
-            .iter()
-            .filter_map(|s| Some((rest.find(s.as_str())?, s, vocab.special_token(s)?)))
-            .min_by_key(|x| x.0);
-        match next {
-            Some((i, s, t)) => {
-                out.extend(vocab.tokenize(&rest[..i]).unwrap());
-                out.push(t);
-                rest = &rest[i + s.len()..];
-            }
-            None => {
-                out.extend(vocab.tokenize(rest).unwrap());
-                return out;
-            }
-        }
-    }
+fn tokenize(vocab: &Arc<Vocab>, g: &Grammar, text: &str) -> Vec<TokenId> {
+    TokenAutomaton::new(g, vocab.clone())
+        .unwrap()
+        .tokenize(text)
+        .unwrap()
 }
 
 /// True when the token matcher accepts the whole text and may end after it.
@@ -614,6 +598,19 @@ fn python_values_round_trip_through_the_grammar() {
     let p = g.parse(&text).unwrap();
     assert_eq!(p.tool_calls[0].arguments_json().unwrap(), args);
     assert_eq!(python_repr(&json!("it's")), "\"it's\"");
+    // What the writer escapes is what the grammar reads back, unusual characters included.
+    let args = json!({"location": "a\u{1}\u{7f}\u{a0}\u{2028}é\t'\"\\"});
+    let text = format!(
+        "[get_current_weather({})]",
+        python_kwargs(args.as_object().unwrap())
+    );
+    assert_eq!(
+        g.parse(&text).unwrap().tool_calls[0]
+            .arguments_json()
+            .unwrap(),
+        args,
+        "{text}"
+    );
     // Dict keys in either quote.
     let p = g
         .parse("[book_flight(from='SFO', to='LAX', passengers=[{\"name\": 'x', 'age': 3}])]")

@@ -196,9 +196,8 @@ impl StreamConverter {
 /// quotes unless the string has `'` and no `"`), `True`/`False`/`None`, lists, and dicts
 /// `{'k': v}`.
 ///
-/// Non-printable characters are escaped (`\n`, `\xHH`, `\uXXXX`) for the usual control,
-/// format and separator characters; other characters are written as they are, which still
-/// reads back as the same string.
+/// Control characters are escaped (`\n`, `\r`, `\t`, `\xHH`); every other character is
+/// written as itself (valid Python, and the spelling the pythonic grammar accepts).
 pub fn python_repr(v: &Value) -> String {
     let mut out = String::new();
     write_python(&mut out, v);
@@ -292,16 +291,10 @@ fn write_python_str(out: &mut String, s: &str) {
                 out.push('\\');
                 out.push(c);
             }
-            _ if cp < 0x20 || (0x7f..0xa1).contains(&cp) || cp == 0xad => {
+            // Only control characters are escaped: exactly what the pythonic grammar writes
+            // (any other character is valid raw inside a Python string literal).
+            _ if cp < 0x20 => {
                 let _ = write!(out, "\\x{cp:02x}");
-            }
-            _ if (0x2000..=0x200f).contains(&cp)
-                || (0x2028..=0x202f).contains(&cp)
-                || (0x205f..=0x206f).contains(&cp)
-                || cp == 0x3000
-                || cp == 0xfeff =>
-            {
-                let _ = write!(out, "\\u{cp:04x}");
             }
             c => out.push(c),
         }
@@ -1819,7 +1812,7 @@ mod tests {
         assert_eq!(python_repr(&json!("a'b\"c")), r#"'a\'b"c'"#);
         assert_eq!(
             python_repr(&json!("x\\y\n\u{1}\u{7f}")),
-            r"'x\\y\n\x01\x7f'"
+            "'x\\\\y\\n\\x01\u{7f}'"
         );
         assert_eq!(python_repr(&json!("é😀")), "'é😀'");
         assert_eq!(python_repr(&json!(null)), "None");
