@@ -11,6 +11,7 @@
 //! Whitespace policy: between JSON tokens (and before/after the top-level value) any of
 //! space, tab, newline and carriage return, at most `max_whitespace` bytes per gap.
 
+pub(crate) mod complete;
 pub mod dfa;
 
 use crate::grammar::{GrammarInner, LexId, Node, NodeId, ObjectNode, Syntax};

@@ -35,6 +35,7 @@ pub mod dialect;
 pub mod error;
 #[cfg(feature = "llama")]
 pub mod fetch;
+pub mod fuzz;
 pub mod grammar;
 #[cfg(feature = "llama")]
 pub mod llama;

@@ -18,13 +18,12 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
+use callmask::fuzz::{Checked, Checker, Coverage, FuzzOptions, Fuzzer, Outcome, Sample, Strategy};
 use callmask::{
     CompileOptions, Dialect, DialectOptions, Error, Grammar, Message, PromptOptions, Reasoning,
-    TokenAutomaton, TokenId, TokenMask, Tools, Vocab,
+    TokenAutomaton, TokenId, Tools, Vocab,
 };
 use clap::{Args, Parser, Subcommand};
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 use serde_json::Value;
 
@@ -207,46 +206,62 @@ struct FuzzArgs {
     vocab: VocabArgs,
     /// Number of outputs to draw.
     #[arg(short = 'n', long = "count", value_name = "N", default_value_t = 100)]
-    count: usize,
+    count: u64,
     /// Seed of the random walk; the same seed gives the same outputs.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Worker threads (0: one per core). The outputs do not depend on it.
+    #[arg(long, value_name = "J", default_value_t = 0)]
+    jobs: usize,
     /// Write one JSON object per output to this file: `{"text", "tokens", "finished", "valid"}`.
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
     /// Give up on an output after this many tokens (it then counts as unfinished, not invalid).
     #[arg(long, value_name = "M", default_value_t = 512)]
     max_tokens: usize,
+    /// Mean number of random tokens before the output is finished along a shortest completion
+    /// (each output walks 0..=2W tokens). 0: walk until an end-of-generation token or
+    /// --max-tokens.
+    #[arg(long, value_name = "W", default_value_t = 32)]
+    walk: usize,
     /// Where the output may end, end it with this probability (0: only when the uniform pick
-    /// lands on an end-of-generation token). Free text never ends otherwise.
+    /// lands on an end-of-generation token).
     #[arg(long, value_name = "P", default_value_t = 0.0)]
     end_bias: f64,
     /// Start every output with this text (forced, like a prefill), then walk at random: e.g.
     /// `functools[` to fuzz the calls of a dialect that starts with free text.
     #[arg(long, value_name = "TEXT")]
     prefix: Option<String>,
-    /// `uniform`: any allowed token, uniformly. `coverage`: among a few random allowed tokens,
-    /// prefer one leading to a grammar position not visited before (reaches rare branches and
-    /// closes long strings sooner).
+    /// With a dialect: the probability that an output steers into a call of a random function
+    /// after its first few random tokens (free text seldom writes a call marker by chance).
+    #[arg(long, value_name = "P", default_value_t = 0.5)]
+    dive: f64,
+    /// `uniform`: any allowed token, uniformly. `coverage`: among a few random allowed tokens
+    /// (and single-byte ones), prefer one leading to a grammar position not visited before
+    /// (reaches rare branches and markers sooner).
     #[arg(long, value_name = "S", default_value = "uniform")]
-    strategy: Strategy,
+    strategy: StrategyArg,
+    /// On a violation, write the reproducer (grammar source, tokens, text, error, shrunk
+    /// tokens) to this file.
+    #[arg(long, value_name = "FILE", default_value = "fuzz-repro.json")]
+    repro: PathBuf,
+    /// Instead of fuzzing: write each known-good call set of this JSON Lines file in the dialect,
+    /// tokenize it, and report every one the grammar rejects, with the offset. A line is a list
+    /// of calls, or an object with `tool_calls` (and optional `content`); a call is
+    /// `{"name", "arguments"}` or OpenAI's `{"function": {"name", "arguments"}}`.
+    #[arg(long, value_name = "FILE", conflicts_with = "schema")]
+    accept: Option<PathBuf>,
+    /// With --accept: the template that writes calls in the dialect (minijinja; `text` and
+    /// `tool_calls` as in `grammars/*.write.jinja`), for a dialect of your own.
+    #[arg(long, value_name = "FILE", requires = "accept")]
+    writer: Option<PathBuf>,
 }
 
 /// How `fuzz` picks the next token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum Strategy {
+enum StrategyArg {
     Uniform,
     Coverage,
-}
-
-/// How one output is drawn.
-struct DrawPlan<'a> {
-    max_tokens: usize,
-    end_bias: f64,
-    prefix: &'a [TokenId],
-    strategy: Strategy,
-    /// Positions visited by earlier batches (coverage strategy).
-    visited: &'a HashSet<u64>,
 }
 
 /// A failure that is not a negative answer: bad input or usage, exit code 2.
@@ -490,259 +505,6 @@ fn check(args: &CheckArgs) -> Result<ExitCode, BadInput> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// One drawn output.
-#[derive(Debug, Default)]
-struct Drawn {
-    /// Tokens, end-of-generation token excluded.
-    tokens: Vec<TokenId>,
-    /// The end-of-generation token that ended it, if one did.
-    eos: Option<TokenId>,
-    /// Ended properly (by an end-of-generation token, or because nothing may follow).
-    finished: bool,
-    /// The walk broke: a dead end (no token allowed although the output may not end), or the
-    /// matcher refusing a token its own mask allowed. Always an automaton bug.
-    broken: Option<String>,
-}
-
-/// Mixes the run's seed with the output's index, so that each output has its own stream and the
-/// outputs do not depend on how they are spread over threads.
-fn output_seed(seed: u64, index: u64) -> u64 {
-    // splitmix64 of the pair.
-    let mut z = seed ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-/// Walks the token masks from the start, choosing uniformly among the allowed tokens (the
-/// end-of-generation tokens among them whenever the output may end).
-fn draw(
-    automaton: &TokenAutomaton,
-    vocab: &Vocab,
-    seed: u64,
-    plan: &DrawPlan,
-) -> (Drawn, Vec<u64>) {
-    let mut rng = StdRng::seed_from_u64(seed);
-    let mut matcher = automaton.matcher();
-    let mut mask = TokenMask::new(vocab.len());
-    let mut d = Drawn::default();
-    let mut seen: Vec<u64> = Vec::new();
-    for &t in plan.prefix {
-        if let Err(e) = matcher.accept(t) {
-            d.broken = Some(format!("the --prefix is not allowed by the grammar: {e}"));
-            return (d, seen);
-        }
-        d.tokens.push(t);
-    }
-    while d.tokens.len() < plan.max_tokens {
-        if matcher.is_finished() {
-            d.finished = true;
-            return (d, seen);
-        }
-        matcher.fill_mask(&mut mask);
-        let count = mask.count();
-        if count == 0 {
-            if matcher.can_end() {
-                d.finished = true;
-            } else {
-                d.broken =
-                    Some("dead end: no token is allowed, yet the output may not end here".into());
-            }
-            return (d, seen);
-        }
-        let eos = vocab
-            .eos_tokens()
-            .iter()
-            .copied()
-            .find(|&e| mask.is_allowed(e));
-        let chosen = match eos {
-            Some(e) if plan.end_bias > 0.0 && rng.random_bool(plan.end_bias.min(1.0)) => Some(e),
-            _ if plan.strategy == Strategy::Coverage => {
-                // A few random candidates; the first leading somewhere new wins.
-                let picks: Vec<TokenId> = (0..16)
-                    .filter_map(|_| mask.iter().nth(rng.random_range(0..count)))
-                    .collect();
-                let new = picks.iter().copied().find(|&t| {
-                    let mut m = matcher.clone();
-                    m.accept(t).is_ok() && {
-                        let h = m.state_hash();
-                        !plan.visited.contains(&h) && !seen.contains(&h)
-                    }
-                });
-                new.or_else(|| picks.first().copied())
-            }
-            _ => mask.iter().nth(rng.random_range(0..count)),
-        };
-        let Some(t) = chosen else {
-            d.broken = Some(format!("the mask counts {count} tokens but lists fewer"));
-            return (d, seen);
-        };
-        if let Err(e) = matcher.accept(t) {
-            d.broken = Some(format!(
-                "the matcher refuses token {t}, which its mask allowed: {e}"
-            ));
-            return (d, seen);
-        }
-        if plan.strategy == Strategy::Coverage {
-            seen.push(matcher.state_hash());
-        }
-        if vocab.eos_tokens().contains(&t) {
-            d.eos = Some(t);
-            d.finished = true;
-            return (d, seen);
-        }
-        d.tokens.push(t);
-    }
-    d.finished = matcher.is_finished();
-    (d, seen)
-}
-
-/// Parses JSON text into a [`Value`], refusing duplicate object keys (which `serde_json` would
-/// silently merge, hiding a grammar bug).
-fn parse_strict(text: &str) -> Result<Value, String> {
-    use serde::de::{DeserializeSeed, Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
-
-    struct Strict;
-    impl<'de> DeserializeSeed<'de> for Strict {
-        type Value = Value;
-        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-            d.deserialize_any(self)
-        }
-    }
-    impl<'de> Visitor<'de> for Strict {
-        type Value = Value;
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a JSON value")
-        }
-        fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-            Ok(Value::Bool(v))
-        }
-        fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-            Ok(Value::from(v))
-        }
-        fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-            Ok(Value::from(v))
-        }
-        fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Value, E> {
-            serde_json::Number::from_f64(v)
-                .map(Value::Number)
-                .ok_or_else(|| E::custom("number out of range"))
-        }
-        fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-            Ok(Value::String(v.to_owned()))
-        }
-        fn visit_string<E>(self, v: String) -> Result<Value, E> {
-            Ok(Value::String(v))
-        }
-        fn visit_unit<E>(self) -> Result<Value, E> {
-            Ok(Value::Null)
-        }
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-            let mut items = Vec::new();
-            while let Some(v) = seq.next_element_seed(Strict)? {
-                items.push(v);
-            }
-            Ok(Value::Array(items))
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-            let mut obj = serde_json::Map::new();
-            while let Some(key) = map.next_key::<String>()? {
-                let v = map.next_value_seed(Strict)?;
-                if obj.insert(key.clone(), v).is_some() {
-                    return Err(A::Error::custom(format!("duplicate key {key:?}")));
-                }
-            }
-            Ok(Value::Object(obj))
-        }
-    }
-    let mut de = serde_json::Deserializer::from_str(text);
-    let v = Strict.deserialize(&mut de).map_err(|e| e.to_string())?;
-    de.end().map_err(|e| e.to_string())?;
-    Ok(v)
-}
-
-/// What an output's validation found.
-enum Verdict {
-    /// A complete output that parses and satisfies the schema.
-    Valid,
-    /// Hit `--max-tokens` before it could end.
-    Unfinished,
-    /// A complete output that is not valid JSON or violates the schema (or a dead end).
-    Violation(String),
-}
-
-/// Validates outputs independently of the automaton: JSON + jsonschema for a schema; for a
-/// dialect, the parsed calls' names against the tools and their arguments against the tools'
-/// parameter schemas.
-enum Checker {
-    Schema(jsonschema::Validator),
-    Tools(Vec<(String, jsonschema::Validator)>),
-}
-
-impl Checker {
-    fn new(loaded: &Loaded) -> Result<Checker, BadInput> {
-        let build = |schema: &Value, what: &str| {
-            jsonschema::options()
-                .should_validate_formats(true)
-                .build(schema)
-                .map_err(|e| BadInput(format!("the jsonschema validator refuses {what}: {e}")))
-        };
-        match (&loaded.schema, &loaded.tools) {
-            (Some(schema), _) => Ok(Checker::Schema(build(schema, "the schema")?)),
-            (None, Some(tools)) => {
-                let mut v = Vec::new();
-                for t in tools.as_slice() {
-                    let schema = t.parameters.clone().unwrap_or_else(|| {
-                        serde_json::json!({"type": "object", "properties": {}, "additionalProperties": false})
-                    });
-                    // The dialects' type aliases, as the jsonschema crate does not know them.
-                    let schema = callmask::schema::normalize_type_aliases(&schema);
-                    v.push((
-                        t.name.clone(),
-                        build(&schema, &format!("the parameters of {}", t.name))?,
-                    ));
-                }
-                Ok(Checker::Tools(v))
-            }
-            _ => Err(BadInput("no grammar source".into())),
-        }
-    }
-
-    fn check(&self, grammar: &Grammar, text: &str) -> Result<(), String> {
-        match self {
-            Checker::Schema(validator) => {
-                let value =
-                    parse_strict(text).map_err(|e| format!("output is not valid JSON: {e}"))?;
-                validator
-                    .validate(&value)
-                    .map_err(|e| format!("schema violation at {}: {e}", e.instance_path()))
-            }
-            Checker::Tools(validators) => {
-                let parsed = grammar
-                    .parse(text)
-                    .map_err(|e| format!("the output does not parse: {e}"))?;
-                for c in &parsed.tool_calls {
-                    let Some((_, v)) = validators.iter().find(|(n, _)| *n == c.function.name)
-                    else {
-                        return Err(format!("call of unknown function {:?}", c.function.name));
-                    };
-                    let args = parse_strict(&c.function.arguments)
-                        .map_err(|e| format!("arguments of {} are not valid JSON: {e}", c.id))?;
-                    v.validate(&args).map_err(|e| {
-                        format!(
-                            "arguments of {} ({}) violate the schema at {}: {e}",
-                            c.id,
-                            c.function.name,
-                            e.instance_path()
-                        )
-                    })?;
-                }
-                Ok(())
-            }
-        }
-    }
-}
-
 /// `callmask parse`.
 fn parse(args: &ParseArgs) -> Result<ExitCode, BadInput> {
     let grammar = load_grammar(&args.grammar)?.grammar;
@@ -907,10 +669,113 @@ fn generate(args: &GenerateArgs) -> Result<ExitCode, BadInput> {
 /// `callmask fuzz`.
 fn fuzz(args: &FuzzArgs) -> Result<ExitCode, BadInput> {
     let loaded = load_grammar(&args.grammar)?;
-    let grammar = &loaded.grammar;
-    let checker = Checker::new(&loaded)?;
     let vocab = load_vocab(&args.vocab)?;
-    let automaton = TokenAutomaton::new(grammar, vocab.clone())?;
+    let automaton = TokenAutomaton::new(&loaded.grammar, vocab.clone())?;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(args.jobs)
+        .build()
+        .map_err(|e| BadInput(format!("--jobs {}: {e}", args.jobs)))?;
+    if let Some(path) = &args.accept {
+        return pool.install(|| accept(args, &loaded, &automaton, path));
+    }
+    pool.install(|| fuzz_run(args, &loaded, &automaton))
+}
+
+/// The reproducer of a violation, as written to `--repro`.
+fn reproducer(
+    args: &FuzzArgs,
+    loaded: &Loaded,
+    fuzzer: &Fuzzer,
+    checker: &Checker,
+    sample: &Sample,
+    why: &str,
+) -> Value {
+    let grammar = &loaded.grammar;
+    let vocab = fuzzer_vocab(fuzzer);
+    // Shrink while the same kind of violation remains (a checker failure; a broken walk is
+    // reported as drawn).
+    let still_bad = |text: &str| checker.check(grammar, text).is_err();
+    let shrunk = if checker
+        .check(grammar, &String::from_utf8_lossy(&sample.text))
+        .is_err()
+    {
+        fuzzer.shrink(&sample.tokens, still_bad, 2000)
+    } else {
+        sample.tokens.clone()
+    };
+    let g = &args.grammar;
+    serde_json::json!({
+        "error": why,
+        "index": sample.index,
+        "seed": args.seed,
+        "schema": loaded.schema,
+        "dialect": g.dialect,
+        "tools": loaded.tools.as_ref().map(|t| t.as_slice().iter().map(|t| serde_json::json!({
+            "type": "function",
+            "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+        })).collect::<Vec<_>>()),
+        "options": {
+            "tool_choice": g.tool_choice, "parallel_calls": !g.no_parallel_calls,
+            "reasoning": g.reasoning, "max_text": g.max_text, "lenient": g.lenient,
+            "max_whitespace": g.max_whitespace,
+        },
+        "tokens": sample.tokens,
+        "eos": sample.eos,
+        "text": String::from_utf8_lossy(&sample.text),
+        "shrunk_tokens": shrunk,
+        "shrunk_text": String::from_utf8_lossy(&vocab.decode(&shrunk)),
+    })
+}
+
+fn fuzzer_vocab(fuzzer: &Fuzzer) -> Arc<Vocab> {
+    fuzzer.automaton().vocab().clone()
+}
+
+/// Percentile `p` (0..=100) of sorted `xs`.
+fn percentile(xs: &[usize], p: usize) -> usize {
+    if xs.is_empty() {
+        return 0;
+    }
+    xs[((xs.len() - 1) * p).div_ceil(100)]
+}
+
+/// Draws the outputs, checks them, prints the summary.
+fn fuzz_run(
+    args: &FuzzArgs,
+    loaded: &Loaded,
+    automaton: &TokenAutomaton,
+) -> Result<ExitCode, BadInput> {
+    let grammar = &loaded.grammar;
+    let (checker, mut coverage) = match (&loaded.schema, &loaded.tools) {
+        (Some(schema), _) => (
+            Checker::for_schema(schema)?,
+            Coverage::for_schema(grammar, schema),
+        ),
+        (None, Some(tools)) => (
+            Checker::for_tools(tools)?,
+            Coverage::for_tools(grammar, tools),
+        ),
+        _ => return Err(BadInput("no grammar source".into())),
+    };
+    let vocab = automaton.vocab().clone();
+    let prefix = match &args.prefix {
+        Some(p) => automaton.tokenize(p)?,
+        None => Vec::new(),
+    };
+    let options = FuzzOptions {
+        seed: args.seed,
+        max_tokens: args.max_tokens,
+        walk_tokens: args.walk,
+        end_bias: args.end_bias,
+        strategy: match args.strategy {
+            StrategyArg::Uniform => Strategy::Uniform,
+            StrategyArg::Coverage => Strategy::Coverage,
+        },
+        prefix,
+        dive: args.dive,
+    };
+    let fuzzer = Fuzzer::new(automaton, options)
+        .map_err(|e| BadInput(format!("--prefix is not allowed by the grammar: {e}")))?;
     let mut out = match &args.out {
         Some(path) => Some(std::io::BufWriter::new(
             std::fs::File::create(path)
@@ -918,142 +783,268 @@ fn fuzz(args: &FuzzArgs) -> Result<ExitCode, BadInput> {
         )),
         None => None,
     };
-
-    let prefix = match &args.prefix {
-        Some(p) => automaton.tokenize(p)?,
-        None => Vec::new(),
-    };
+    let progress = indicatif::ProgressBar::new(args.count).with_style(
+        indicatif::ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30}] {pos}/{len} outputs, {per_sec}, eta {eta}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
     let started = Instant::now();
-    let mut distinct = HashSet::new();
-    let mut visited: HashSet<u64> = HashSet::new();
-    let (mut done, mut unfinished, mut total_tokens) = (0usize, 0usize, 0usize);
-    // Batches drawn in parallel, examined in order: the outputs and the first violation reported
-    // are the same whatever the number of threads.
-    let batch = 64;
-    let mut next = 0usize;
-    while next < args.count {
-        let end = (next + batch).min(args.count);
-        let plan = DrawPlan {
-            max_tokens: args.max_tokens,
-            end_bias: args.end_bias,
-            prefix: &prefix,
-            strategy: args.strategy,
-            visited: &visited,
-        };
-        let results: Vec<(Drawn, Vec<u8>, Vec<u64>)> = (next..end)
-            .into_par_iter()
-            .map(|i| {
-                let seed = output_seed(args.seed, i as u64);
-                let (drawn, seen) = draw(&automaton, &vocab, seed, &plan);
-                let text = vocab.decode(&drawn.tokens);
-                (drawn, text, seen)
-            })
-            .collect();
-        let results: Vec<(Drawn, Vec<u8>)> = results
-            .into_iter()
-            .map(|(d, t, seen)| {
-                visited.extend(seen);
-                (d, t)
-            })
-            .collect();
-        for (offset, (drawn, text)) in results.into_iter().enumerate() {
-            let index = next + offset;
-            let text_str = String::from_utf8_lossy(&text).into_owned();
-            let verdict = if let Some(why) = &drawn.broken {
-                Verdict::Violation(why.clone())
-            } else if !drawn.finished {
-                Verdict::Unfinished
-            } else {
-                match std::str::from_utf8(&text) {
-                    Err(e) => Verdict::Violation(format!("output is not valid UTF-8: {e}")),
-                    Ok(t) => match checker.check(grammar, t) {
-                        Ok(()) => Verdict::Valid,
-                        Err(why) => Verdict::Violation(why),
-                    },
-                }
-            };
-            done += 1;
-            total_tokens += drawn.tokens.len();
-            distinct.insert(text.clone());
-            if let Some(out) = out.as_mut() {
-                let mut line = serde_json::json!({
-                    "text": text_str,
-                    "tokens": drawn.tokens,
-                    "finished": drawn.finished,
-                    "valid": matches!(verdict, Verdict::Valid),
-                });
-                if let Some(eos) = drawn.eos {
-                    line["eos"] = eos.into();
-                }
-                writeln!(out, "{line}").map_err(|e| BadInput(format!("writing --out: {e}")))?;
+    let mut distinct: HashSet<u64> = HashSet::new();
+    let (mut done, mut unfinished, mut total_tokens, mut completion_tokens) =
+        (0u64, 0u64, 0u64, 0u64);
+    let mut lengths: Vec<usize> = Vec::new();
+    let mut calls = 0u64;
+    let mut violation: Option<(Sample, String)> = None;
+    let mut write_error = None;
+    let observe = |s: &Sample| match s.outcome {
+        Outcome::Valid => Some(Coverage::observe(grammar, &s.text)),
+        _ => None,
+    };
+    fuzzer.run(&checker, args.count, observe, |sample, observed| {
+        done += 1;
+        progress.inc(1);
+        total_tokens += sample.tokens.len() as u64;
+        completion_tokens += sample.steered as u64;
+        distinct.insert({
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            sample.text.hash(&mut h);
+            h.finish()
+        });
+        if let Some(out) = out.as_mut() {
+            let mut line = serde_json::json!({
+                "text": String::from_utf8_lossy(&sample.text),
+                "tokens": sample.tokens,
+                "finished": sample.outcome != Outcome::Unfinished,
+                "valid": sample.outcome == Outcome::Valid,
+            });
+            if let Some(eos) = sample.eos {
+                line["eos"] = eos.into();
             }
-            match verdict {
-                Verdict::Valid => {}
-                Verdict::Unfinished => unfinished += 1,
-                Verdict::Violation(why) => {
-                    if let Some(out) = out.as_mut() {
-                        out.flush().ok();
-                    }
-                    println!("violation in output {index} (seed {}):", args.seed);
-                    println!("  text:   {text_str:?}");
-                    println!("  tokens: {:?}", drawn.tokens);
-                    if let Some(eos) = drawn.eos {
-                        println!("  ended by token {eos}");
-                    }
-                    println!("  error:  {why}");
-                    summary(
-                        done,
-                        distinct.len(),
-                        unfinished,
-                        total_tokens,
-                        started,
-                        args,
-                    );
-                    return Ok(ExitCode::from(1));
-                }
+            if let Err(e) = writeln!(out, "{line}") {
+                write_error = Some(e);
+                return false;
             }
         }
-        next = end;
+        match &sample.outcome {
+            Outcome::Valid => {
+                lengths.push(sample.tokens.len());
+                if let Some(Checked::Calls(c)) = &sample.checked {
+                    calls += c.len() as u64;
+                }
+                coverage.record(observed.unwrap_or_default(), sample.checked.as_ref());
+                true
+            }
+            Outcome::Unfinished => {
+                unfinished += 1;
+                true
+            }
+            Outcome::Violation(why) => {
+                let why = why.clone();
+                violation = Some((sample, why));
+                false
+            }
+        }
+    });
+    progress.finish_and_clear();
+    if let Some(e) = write_error {
+        return Err(BadInput(format!("writing --out: {e}")));
     }
     if let Some(out) = out.as_mut() {
         out.flush()
             .map_err(|e| BadInput(format!("writing --out: {e}")))?;
     }
-    summary(
-        done,
-        distinct.len(),
-        unfinished,
-        total_tokens,
-        started,
-        args,
-    );
-    Ok(ExitCode::SUCCESS)
-}
-
-/// Prints the fuzz summary (and the unfinished warning) to stderr.
-fn summary(
-    outputs: usize,
-    distinct: usize,
-    unfinished: usize,
-    tokens: usize,
-    started: Instant,
-    args: &FuzzArgs,
-) {
-    let secs = started.elapsed().as_secs_f64();
-    let mean = if outputs == 0 {
-        0.0
-    } else {
-        tokens as f64 / outputs as f64
-    };
+    let secs = started.elapsed().as_secs_f64().max(1e-9);
+    lengths.sort_unstable();
+    let mean = total_tokens as f64 / done.max(1) as f64;
     eprintln!(
-        "fuzz: {outputs} outputs, {distinct} distinct, {unfinished} unfinished, \
-         mean {mean:.1} tokens, {:.1} outputs/s",
-        outputs as f64 / secs.max(1e-9)
+        "fuzz: {done} outputs, {} distinct, {unfinished} unfinished, mean {mean:.1} tokens, \
+         {:.1} outputs/s",
+        distinct.len(),
+        done as f64 / secs
     );
+    eprintln!(
+        "  valid outputs: {}, with {calls} calls; tokens per output: min {} p10 {} p50 {} p90 {} \
+         p99 {} max {}; {:.1}% of tokens steered (dives into calls, shortest completions)",
+        lengths.len(),
+        lengths.first().copied().unwrap_or(0),
+        percentile(&lengths, 10),
+        percentile(&lengths, 50),
+        percentile(&lengths, 90),
+        percentile(&lengths, 99),
+        lengths.last().copied().unwrap_or(0),
+        100.0 * completion_tokens as f64 / total_tokens.max(1) as f64,
+    );
+    eprintln!(
+        "  throughput: {:.0} tokens/s over {:.1} s on {} thread(s)",
+        total_tokens as f64 / secs,
+        secs,
+        rayon::current_num_threads()
+    );
+    let c = coverage.report();
+    eprintln!(
+        "  coverage: grammar states {}, functions {}, enum values {}, optional properties {}",
+        c.grammar_states, c.functions, c.enum_values, c.optional_properties
+    );
+    let missed = coverage.missed(5);
+    if !missed.is_empty() {
+        eprintln!("  not reached (first {}):", missed.len());
+        for m in missed {
+            eprintln!("    {m}");
+        }
+    }
     if unfinished > 0 {
         eprintln!(
             "warning: {unfinished} output(s) hit --max-tokens {} without ending (not checked)",
             args.max_tokens
         );
     }
+    if let Some((sample, why)) = violation {
+        println!("violation in output {} (seed {}):", sample.index, args.seed);
+        println!("  text:   {:?}", String::from_utf8_lossy(&sample.text));
+        println!("  tokens: {:?}", sample.tokens);
+        if let Some(eos) = sample.eos {
+            println!("  ended by token {eos}");
+        }
+        println!("  error:  {why}");
+        let repro = reproducer(args, loaded, &fuzzer, &checker, &sample, &why);
+        println!(
+            "  shrunk: {:?} (tokens {})",
+            repro["shrunk_text"].as_str().unwrap_or_default(),
+            repro["shrunk_tokens"]
+        );
+        match std::fs::write(&args.repro, format!("{repro:#}\n")) {
+            Ok(()) => println!("  reproducer written to {}", args.repro.display()),
+            Err(e) => eprintln!("cannot write {}: {e}", args.repro.display()),
+        }
+        return Ok(ExitCode::from(1));
+    }
+    let _ = vocab;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One call set of an `--accept` file: text and calls.
+fn call_set(line: &Value) -> Result<(String, Vec<(String, Value)>), String> {
+    let (text, list) = match line {
+        Value::Array(list) => (String::new(), list.as_slice()),
+        Value::Object(o) => (
+            o.get("content")
+                .or(o.get("text"))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            o.get("tool_calls")
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+                .unwrap_or_default(),
+        ),
+        _ => return Err("expected a list of calls or an object with tool_calls".into()),
+    };
+    let mut calls = Vec::new();
+    for c in list {
+        let f = c.get("function").unwrap_or(c);
+        let name = f
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or("a call without a name")?;
+        let arguments = match f.get("arguments").or(f.get("parameters")) {
+            None | Some(Value::Null) => Value::Object(Default::default()),
+            Some(Value::String(s)) if s.trim().is_empty() => Value::Object(Default::default()),
+            Some(Value::String(s)) => serde_json::from_str(s)
+                .map_err(|e| format!("the arguments of {name} are not JSON: {e}"))?,
+            Some(v) => v.clone(),
+        };
+        calls.push((name.to_owned(), arguments));
+    }
+    Ok((text, calls))
+}
+
+/// `callmask fuzz --accept`: every known-good call set must be accepted.
+fn accept(
+    args: &FuzzArgs,
+    loaded: &Loaded,
+    automaton: &TokenAutomaton,
+    path: &Path,
+) -> Result<ExitCode, BadInput> {
+    let dialect = args.grammar.dialect.as_deref().unwrap_or_default();
+    let template = match &args.writer {
+        Some(w) => std::fs::read_to_string(w)
+            .map_err(|e| BadInput(format!("cannot read {}: {e}", w.display())))?,
+        None => callmask::prompt::builtin_writer(dialect)
+            .ok_or_else(|| {
+                BadInput(format!(
+                    "no built-in call writer for dialect {dialect:?}: give --writer FILE"
+                ))
+            })?
+            .to_owned(),
+    };
+    let input = std::fs::read_to_string(path)
+        .map_err(|e| BadInput(format!("cannot read {}: {e}", path.display())))?;
+    let lines: Vec<(usize, &str)> = input
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| (i + 1, l))
+        .collect();
+    let vocab = automaton.vocab();
+    // (line, Ok(()) | Err(report))
+    let results: Vec<(usize, Result<(), String>)> = lines
+        .par_iter()
+        .map(|&(n, line)| {
+            let r = (|| {
+                let v: Value =
+                    serde_json::from_str(line).map_err(|e| format!("invalid JSON: {e}"))?;
+                let (text, calls) = call_set(&v)?;
+                let written = callmask::prompt::write_calls(&template, &text, &calls)
+                    .map_err(|e| format!("cannot write it in the dialect: {e}"))?;
+                let tokens = automaton
+                    .tokenize(&written)
+                    .map_err(|e| format!("cannot tokenize {written:?}: {e}"))?;
+                let mut m = automaton.matcher();
+                let mut offset = 0usize;
+                for (i, &t) in tokens.iter().enumerate() {
+                    if m.accept(t).is_err() {
+                        let precise = locate(&loaded.grammar, &written);
+                        let (at, reason) = match precise {
+                            Some(r) => (r.offset, r.reason),
+                            None => (offset, "the token is not allowed here".to_owned()),
+                        };
+                        return Err(format!(
+                            "rejected at byte {at} (token #{i} {:?}): {reason}\n    text: {}",
+                            String::from_utf8_lossy(&vocab.decode(&[t])),
+                            context(written.as_bytes(), at)
+                        ));
+                    }
+                    offset += token_len(vocab, t);
+                }
+                if !m.can_end() && !m.is_finished() {
+                    return Err(format!(
+                        "rejected at byte {offset} (the end): the output is incomplete\n    text: {}",
+                        context(written.as_bytes(), offset)
+                    ));
+                }
+                Ok(())
+            })();
+            (n, r)
+        })
+        .collect();
+    let rejected: Vec<&(usize, Result<(), String>)> =
+        results.iter().filter(|(_, r)| r.is_err()).collect();
+    for (n, r) in &rejected {
+        if let Err(why) = r {
+            println!("{}:{n}: {why}", path.display());
+        }
+    }
+    eprintln!(
+        "accept: {} call sets, {} accepted, {} rejected",
+        results.len(),
+        results.len() - rejected.len(),
+        rejected.len()
+    );
+    Ok(if rejected.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

@@ -575,8 +575,19 @@ impl TokenAutomaton {
         local + full
     }
 
-    fn g(&self) -> &GrammarInner {
+    pub(crate) fn g(&self) -> &GrammarInner {
         &self.shared.grammar.inner
+    }
+
+    /// Per input symbol (byte `b`, then the grammar's special tokens): the one token that is
+    /// exactly that symbol, where the vocabulary has one.
+    pub(crate) fn symbol_tokens(&self) -> Vec<Option<TokenId>> {
+        let vocab = &self.shared.vocab;
+        let mut out: Vec<Option<TokenId>> = (0..=255u8)
+            .map(|b| vocab.token_id(&[b]).filter(|&t| !vocab.is_special(t)))
+            .collect();
+        out.extend(self.shared.specials.iter().copied());
+        out
     }
 
     /// The walk of a lexeme automaton from `state` over the whole trie (shared per vocabulary).
@@ -765,7 +776,8 @@ impl Matcher {
         self.next_states(token).is_ok()
     }
 
-    fn next_states(&self, token: TokenId) -> Result<Option<Vec<Stack>>> {
+    /// The states after `token` (`None`: it ends the output), without accepting it.
+    pub(crate) fn next_states(&self, token: TokenId) -> Result<Option<Vec<Stack>>> {
         let vocab = &self.auto.shared.vocab;
         let forbidden = || Error::TokenForbidden {
             token,
@@ -877,6 +889,11 @@ impl Matcher {
         self.states.hash(&mut h);
         self.finished.hash(&mut h);
         h.finish()
+    }
+
+    /// The current position: the live stacks.
+    pub(crate) fn states(&self) -> &[Stack] {
+        &self.states
     }
 
     /// The tokens accepted so far.

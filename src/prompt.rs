@@ -93,6 +93,41 @@ pub fn builtin_template(dialect: &str) -> Option<&'static str> {
     })
 }
 
+/// The built-in call writer of `dialect` (one of [`BUILTIN_DIALECTS`]): a template that writes
+/// `text` and `calls` the way the dialect's model writes them (see [`write_calls`]).
+pub fn builtin_writer(dialect: &str) -> Option<&'static str> {
+    Some(match dialect {
+        "empower" => include_str!("../grammars/empower.write.jinja"),
+        "functools" => include_str!("../grammars/functools.write.jinja"),
+        "pythonic" => include_str!("../grammars/pythonic.write.jinja"),
+        "inline" => include_str!("../grammars/inline.write.jinja"),
+        "hermes" => include_str!("../grammars/hermes.write.jinja"),
+        "llama31_json" => include_str!("../grammars/llama31_json.write.jinja"),
+        _ => return None,
+    })
+}
+
+/// Writes a model turn with a call writer `template` (minijinja source): `text` is the free
+/// text (empty for none) and `calls` the calls, each `{name, arguments}` with `arguments` a
+/// JSON object; the filters of [`render`] are available. Errors are [`Error::Prompt`].
+pub fn write_calls(template: &str, text: &str, calls: &[(String, Json)]) -> Result<String> {
+    let env = environment(Arc::new(Mutex::new(None)));
+    let compiled = env
+        .template_from_str(template)
+        .map_err(|e| Error::Prompt(describe(&e)))?;
+    let calls: Vec<Json> = calls
+        .iter()
+        .map(|(name, arguments)| serde_json::json!({"name": name, "arguments": arguments}))
+        .collect();
+    let ctx = context! {
+        text => text,
+        calls => Value::from_serialize(&calls),
+    };
+    compiled
+        .render(ctx)
+        .map_err(|e| Error::Prompt(describe(&e)))
+}
+
 /// Renders `template` (minijinja source) for `messages` and `tools`.
 ///
 /// See the [module documentation](self) for the variables, functions and filters the template

@@ -84,6 +84,61 @@ impl Dfa {
         self.start == Self::DEAD
     }
 
+    /// Per state, the fewest bytes that lead to an accepting state (`u32::MAX`: none do).
+    pub(crate) fn distances_to_accept(&self) -> Vec<u32> {
+        let n = self.state_count();
+        let mut reverse: Vec<Vec<StateId>> = vec![Vec::new(); n];
+        for s in 1..n {
+            for c in 0..self.stride {
+                let t = self.trans[s * self.stride + c];
+                if t != Self::DEAD {
+                    reverse[t as usize].push(s as StateId);
+                }
+            }
+        }
+        let mut dist = vec![u32::MAX; n];
+        let mut queue = std::collections::VecDeque::new();
+        for (s, d) in dist.iter_mut().enumerate().skip(1) {
+            if self.accept[s] {
+                *d = 0;
+                queue.push_back(s);
+            }
+        }
+        while let Some(t) = queue.pop_front() {
+            let d = dist[t] + 1;
+            for &s in &reverse[t] {
+                if dist[s as usize] == u32::MAX {
+                    dist[s as usize] = d;
+                    queue.push_back(s as usize);
+                }
+            }
+        }
+        dist
+    }
+
+    /// Every live state reachable from the start after at least one byte, ascending.
+    pub(crate) fn states_after_a_byte(&self) -> Vec<StateId> {
+        let n = self.state_count();
+        let mut seen = vec![false; n];
+        let mut stack: Vec<StateId> = Vec::new();
+        let push = |s: StateId, seen: &mut Vec<bool>, stack: &mut Vec<StateId>| {
+            for c in 0..self.stride {
+                let t = self.trans[s as usize * self.stride + c];
+                if t != Self::DEAD && !seen[t as usize] {
+                    seen[t as usize] = true;
+                    stack.push(t);
+                }
+            }
+        };
+        if self.start != Self::DEAD {
+            push(self.start, &mut seen, &mut stack);
+        }
+        while let Some(s) = stack.pop() {
+            push(s, &mut seen, &mut stack);
+        }
+        (0..n as StateId).filter(|&s| seen[s as usize]).collect()
+    }
+
     /// Number of states, the dead one included.
     pub(crate) fn state_count(&self) -> usize {
         self.accept.len()

@@ -1,0 +1,539 @@
+//! Shortest completions: how many more symbols a matcher position needs before the output may
+//! end, and one shortest way to write them.
+//!
+//! The fuzzer walks the token masks at random for a while, then finishes the output along a
+//! shortest completion, so that every walk ends in a complete output however deep it went.
+
+use super::dfa::{Dfa, StateId};
+use super::{
+    advance, ArrPhase, Frame, ObjPhase, RootPhase, Seen, Stack, Sym, ADDITIONAL, NO_TRIE, SPECIAL,
+};
+use crate::grammar::{Capture, GrammarInner, Node, NodeId, ObjectNode};
+use std::sync::{Arc, OnceLock};
+
+/// Symbols tried first when steering.
+const FIRST: &[u8] = b"\"}]),:[({'";
+
+/// No completion.
+const INF: u32 = u32::MAX / 4;
+
+fn add(a: u32, b: u32) -> u32 {
+    a.saturating_add(b).min(INF)
+}
+
+/// Shortest-completion lengths over one grammar (computed once, then read).
+pub(crate) struct Completer {
+    g: Arc<GrammarInner>,
+    /// Per node: fewest symbols of a complete value.
+    node_min: Vec<u32>,
+    /// Per lexeme: per state, fewest bytes to an accepting state.
+    lex_dist: Vec<OnceLock<Vec<u32>>>,
+    /// Per node (objects only): the depth of each key-trie node.
+    trie_depth: Vec<OnceLock<Vec<u32>>>,
+}
+
+impl Completer {
+    /// Computes the shortest value of every node.
+    pub(crate) fn new(g: Arc<GrammarInner>) -> Completer {
+        let mut c = Completer {
+            node_min: vec![INF; g.nodes.len()],
+            lex_dist: (0..g.lexemes.len()).map(|_| OnceLock::new()).collect(),
+            trie_depth: (0..g.nodes.len()).map(|_| OnceLock::new()).collect(),
+            g,
+        };
+        let n_nodes = c.g.nodes.len();
+        // Least fixpoint: every pass can only lower a value; a pass without change ends it.
+        // Each pass settles at least one more node, so there are at most `nodes + 1` passes.
+        for _ in 0..=n_nodes {
+            let mut changed = false;
+            for n in 0..n_nodes {
+                let v = c.value_min(n as NodeId);
+                if v < c.node_min[n] {
+                    c.node_min[n] = v;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        c
+    }
+
+    fn lex(&self, lex: u32, state: StateId) -> u32 {
+        let d = self.lex_dist[lex as usize]
+            .get_or_init(|| self.g.lexemes[lex as usize].distances_to_accept());
+        d.get(state as usize).copied().unwrap_or(u32::MAX).min(INF)
+    }
+
+    fn depth(&self, node: NodeId, trie: u32) -> u32 {
+        let d = self.trie_depth[node as usize].get_or_init(|| {
+            let o = self.g.object(node);
+            let mut depth = vec![0u32; o.trie.nodes.len()];
+            let mut stack = vec![0u32];
+            while let Some(t) = stack.pop() {
+                for &(_, c) in &o.trie.nodes[t as usize].children {
+                    depth[c as usize] = depth[t as usize] + 1;
+                    stack.push(c);
+                }
+            }
+            depth
+        });
+        d[trie as usize]
+    }
+
+    /// Symbols of key `k` with its colon and shortest value.
+    fn entry(&self, o: &ObjectNode, k: u32) -> u32 {
+        let colon = u32::from(o.syntax.colon.is_some());
+        add(
+            o.keys[k as usize].len() as u32 + colon,
+            self.node_min[o.values[k as usize] as usize],
+        )
+    }
+
+    /// The shortest value of `node` from the current estimates of its children.
+    fn value_min(&self, node: NodeId) -> u32 {
+        let m = |n: NodeId| self.node_min[n as usize];
+        match &self.g.nodes[node as usize] {
+            Node::Lex(l) => self.lex(*l, self.g.lexemes[*l as usize].start()),
+            Node::Object(o) => {
+                let mut total = 2 + (o.required.len() as u32).saturating_sub(1);
+                for &k in &o.required {
+                    total = add(total, self.entry(o, k));
+                }
+                total
+            }
+            Node::Array(a) => {
+                let mut total = 2 + a.min_items.saturating_sub(1);
+                for i in 0..a.min_items {
+                    total = add(total, a.item(i).map_or(INF, m));
+                }
+                total
+            }
+            Node::Union(alts) => alts.iter().map(|&a| m(a)).min().unwrap_or(INF),
+            Node::Never => INF,
+            Node::Seq(elems) => elems.iter().fold(0, |t, &e| add(t, m(e))),
+            Node::Repeat { item, min, .. } => {
+                if *min == 0 {
+                    0
+                } else {
+                    m(*item).saturating_mul(*min).min(INF)
+                }
+            }
+            Node::Capture(_, n) => m(*n),
+            Node::Special(_) => 1,
+        }
+    }
+
+    /// Symbols needed to close object `o` once the current value is done, with keys `seen`.
+    fn close_object(&self, o: &ObjectNode, seen: &Seen, after_value: bool) -> u32 {
+        let mut total = 1;
+        let mut missing = 0u32;
+        for &k in &o.required {
+            if !seen.contains(k) {
+                total = add(total, self.entry(o, k));
+                missing += 1;
+            }
+        }
+        if missing == 0 {
+            return 1;
+        }
+        // Commas: one before each missing entry after a value, one between them otherwise.
+        add(total, if after_value { missing } else { missing - 1 })
+    }
+
+    /// Symbols that `frame` (with no child above it) still needs before it is complete.
+    fn rest(&self, frame: &Frame) -> u32 {
+        let g = &*self.g;
+        match frame {
+            Frame::Lex { lex, state } => self.lex(*lex, *state),
+            Frame::Root { phase, .. } => match phase {
+                RootPhase::Before => self.node_min[g.root as usize],
+                RootPhase::InValue | RootPhase::After => 0,
+            },
+            Frame::Obj {
+                node, phase, seen, ..
+            } => {
+                let o = g.object(*node);
+                let colon = u32::from(o.syntax.colon.is_some());
+                let value = |k: u32| {
+                    if k == ADDITIONAL {
+                        o.additional.map_or(INF, |(_, v)| self.node_min[v as usize])
+                    } else {
+                        self.node_min[o.values[k as usize] as usize]
+                    }
+                };
+                match *phase {
+                    ObjPhase::AfterOpen => self.close_object(o, seen, false),
+                    ObjPhase::AfterComma => {
+                        if o.required.iter().any(|&k| !seen.contains(k)) {
+                            return self.close_object(o, seen, false);
+                        }
+                        let mut best = INF;
+                        for k in 0..o.keys.len() as u32 {
+                            if !seen.contains(k) {
+                                best = best.min(self.entry(o, k));
+                            }
+                        }
+                        if let Some((lex, v)) = o.additional {
+                            let d = g.lexemes[lex as usize].start();
+                            best = best
+                                .min(add(add(self.lex(lex, d), colon), self.node_min[v as usize]));
+                        }
+                        add(best, 1)
+                    }
+                    ObjPhase::InKey { trie, extra } => {
+                        let mut best = INF;
+                        if trie != NO_TRIE {
+                            let t = &o.trie.nodes[trie as usize];
+                            let depth = self.depth(*node, trie);
+                            for k in t.lo..t.hi {
+                                if seen.contains(k) {
+                                    continue;
+                                }
+                                let key = o.keys[k as usize].len() as u32
+                                    - depth.min(o.keys[k as usize].len() as u32);
+                                let with = seen.with_key(o, k);
+                                let c = add(
+                                    add(key + colon, value(k)),
+                                    self.close_object(o, &with, true),
+                                );
+                                best = best.min(c);
+                            }
+                        }
+                        if extra != Dfa::DEAD {
+                            if let Some((lex, _)) = o.additional {
+                                let c = add(
+                                    add(self.lex(lex, extra), colon),
+                                    add(value(ADDITIONAL), self.close_object(o, seen, true)),
+                                );
+                                best = best.min(c);
+                            }
+                        }
+                        best
+                    }
+                    ObjPhase::AfterKey(k) => {
+                        add(add(1, value(k)), self.close_object(o, seen, true))
+                    }
+                    ObjPhase::AfterColon(k) => add(value(k), self.close_object(o, seen, true)),
+                    ObjPhase::InValue | ObjPhase::AfterValue => self.close_object(o, seen, true),
+                    ObjPhase::Done => 0,
+                }
+            }
+            Frame::Arr {
+                node, phase, count, ..
+            } => {
+                let a = g.array(*node);
+                let need = a.min_items.saturating_sub(*count);
+                let mut items = 0;
+                for i in *count..a.min_items {
+                    items = add(items, a.item(i).map_or(INF, |n| self.node_min[n as usize]));
+                }
+                match phase {
+                    ArrPhase::AfterOpen => {
+                        if need == 0 {
+                            1
+                        } else {
+                            add(items, need)
+                        }
+                    }
+                    ArrPhase::InValue | ArrPhase::AfterValue => add(items, need + 1),
+                    ArrPhase::AfterComma => {
+                        if need == 0 {
+                            add(a.item(*count).map_or(INF, |n| self.node_min[n as usize]), 1)
+                        } else {
+                            add(items, need)
+                        }
+                    }
+                    ArrPhase::Done => 0,
+                }
+            }
+            Frame::Seq { node, idx } => g.seq(*node)[*idx as usize..]
+                .iter()
+                .fold(0, |t, &e| add(t, self.node_min[e as usize])),
+            Frame::Rep { node, count } => {
+                let (item, min, _) = g.repeat(*node);
+                self.node_min[item as usize]
+                    .saturating_mul(min.saturating_sub(*count))
+                    .min(INF)
+            }
+            Frame::Cap { node, done } => {
+                if *done {
+                    0
+                } else {
+                    self.node_min[g.captured(*node) as usize]
+                }
+            }
+            Frame::Done => 0,
+        }
+    }
+
+    /// Fewest symbols before `stack` may end.
+    pub(crate) fn remaining(&self, stack: &[Frame]) -> u32 {
+        let n = stack.len();
+        let mut total = self.rest(&stack[n - 1]);
+        for f in stack[..n - 1].iter().rev() {
+            let mut f = f.clone();
+            GrammarInner::child_done(&mut f);
+            total = add(total, self.rest(&f));
+        }
+        total
+    }
+
+    /// Fewest symbols before any of `states` may end.
+    pub(crate) fn remaining_any(&self, states: &[Stack]) -> u32 {
+        states
+            .iter()
+            .map(|s| self.remaining(s))
+            .min()
+            .unwrap_or(INF)
+    }
+
+    /// A shortest way (as far as the estimates are exact) to go from `states` to a position
+    /// where the output may end. See [`Completer::steer`].
+    pub(crate) fn complete(
+        &self,
+        states: &[Stack],
+        usable: impl Fn(Sym) -> bool,
+        start: usize,
+        limit: usize,
+    ) -> Option<Vec<Sym>> {
+        let g = &*self.g;
+        self.steer(
+            states,
+            usable,
+            start,
+            limit,
+            |st| st.iter().any(|s| g.can_end(s)),
+            |st| self.remaining_any(st),
+        )
+    }
+
+    /// Greedy descent on `dist` from `states` until `goal` holds, using only the symbols `usable`
+    /// allows; tries the symbols in rotation from `start` so that ties are broken differently
+    /// from call to call. `None` when no path of at most `limit` symbols was found.
+    pub(crate) fn steer(
+        &self,
+        states: &[Stack],
+        usable: impl Fn(Sym) -> bool,
+        start: usize,
+        limit: usize,
+        goal: impl Fn(&[Stack]) -> bool,
+        dist: impl Fn(&[Stack]) -> u32,
+    ) -> Option<Vec<Sym>> {
+        let g = &*self.g;
+        let syms = SPECIAL as usize + g.specials.len();
+        let mut cur: Vec<Stack> = states.to_vec();
+        let mut out = Vec::new();
+        let mut next = Vec::new();
+        let mut best_states = Vec::new();
+        while !goal(&cur) {
+            if out.len() >= limit {
+                return None;
+            }
+            let h = dist(&cur);
+            if h >= INF {
+                return None;
+            }
+            let mut best: Option<(u32, Sym)> = None;
+            // Punctuation first (it closes and opens most things), then every symbol in rotation.
+            let first = FIRST.iter().map(|&b| b as Sym);
+            let rotation = (0..syms).map(|i| ((start + i) % syms) as Sym);
+            for sym in first.chain(rotation) {
+                if !usable(sym) {
+                    continue;
+                }
+                advance(g, &cur, sym, &mut next);
+                if next.is_empty() {
+                    continue;
+                }
+                let h2 = dist(&next);
+                if best.is_none_or(|(b, _)| h2 < b) {
+                    best = Some((h2, sym));
+                    std::mem::swap(&mut best_states, &mut next);
+                    if h2 < h {
+                        break;
+                    }
+                }
+            }
+            let (_, sym) = best?;
+            out.push(sym);
+            std::mem::swap(&mut cur, &mut best_states);
+        }
+        Some(out)
+    }
+
+    /// Per function index, the capture nodes of its calls.
+    pub(crate) fn call_nodes(&self) -> Vec<Vec<NodeId>> {
+        let mut out = vec![Vec::new(); self.g.functions.len()];
+        for (n, node) in self.g.nodes.iter().enumerate() {
+            if let Node::Capture(Capture::Call(i), _) = node {
+                if let Some(v) = out.get_mut(*i as usize) {
+                    v.push(n as NodeId);
+                }
+            }
+        }
+        out
+    }
+
+    /// Distances to entering one of `targets` (capture nodes).
+    pub(crate) fn dive(&self, targets: &[NodeId]) -> Dive {
+        let n = self.g.nodes.len();
+        let mut d = Dive {
+            enter: vec![INF; n],
+            target: vec![false; n],
+        };
+        for &t in targets {
+            d.target[t as usize] = true;
+        }
+        for _ in 0..=n {
+            let mut changed = false;
+            for node in 0..n {
+                let v = self.enter_value(&d, node as NodeId);
+                if v < d.enter[node] {
+                    d.enter[node] = v;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        d
+    }
+
+    /// Fewest symbols from the start of a `node` value to entering a target.
+    fn enter_value(&self, d: &Dive, node: NodeId) -> u32 {
+        let e = |n: NodeId| d.enter[n as usize];
+        match &self.g.nodes[node as usize] {
+            Node::Capture(_, inner) => {
+                if d.target[node as usize] {
+                    // Inside once its first symbol is read.
+                    1
+                } else {
+                    e(*inner)
+                }
+            }
+            Node::Seq(elems) => self.enter_seq(d, elems),
+            Node::Union(alts) => alts.iter().map(|&a| e(a)).min().unwrap_or(INF),
+            Node::Repeat { item, max, .. } if *max >= 1 => e(*item),
+            Node::Object(o) => add(1, self.enter_key(d, o, &Seen::initial(o))),
+            Node::Array(a) => add(1, a.item(0).map_or(INF, e)),
+            _ => INF,
+        }
+    }
+
+    fn enter_seq(&self, d: &Dive, elems: &[NodeId]) -> u32 {
+        let mut best = INF;
+        let mut before = 0;
+        for &el in elems {
+            best = best.min(add(before, d.enter[el as usize]));
+            before = add(before, self.node_min[el as usize]);
+        }
+        best
+    }
+
+    /// Entering a target through a new key of `o`.
+    fn enter_key(&self, d: &Dive, o: &ObjectNode, seen: &Seen) -> u32 {
+        let colon = u32::from(o.syntax.colon.is_some());
+        (0..o.keys.len() as u32)
+            .filter(|&k| !seen.contains(k))
+            .map(|k| {
+                add(
+                    o.keys[k as usize].len() as u32 + colon,
+                    d.enter[o.values[k as usize] as usize],
+                )
+            })
+            .min()
+            .unwrap_or(INF)
+    }
+
+    /// Fewest symbols from `frame`'s position (no child above) to entering a target.
+    fn enter_rest(&self, d: &Dive, frame: &Frame) -> u32 {
+        let g = &*self.g;
+        match frame {
+            Frame::Root {
+                phase: RootPhase::Before,
+                ..
+            } => d.enter[g.root as usize],
+            Frame::Seq { node, idx } => self.enter_seq(d, &g.seq(*node)[*idx as usize..]),
+            Frame::Rep { node, count } => {
+                let (item, _, max) = g.repeat(*node);
+                if *count < max {
+                    d.enter[item as usize]
+                } else {
+                    INF
+                }
+            }
+            Frame::Cap { node, done: false } => d.enter[g.captured(*node) as usize],
+            Frame::Obj {
+                node, phase, seen, ..
+            } => {
+                let o = g.object(*node);
+                let value = |k: u32| {
+                    if k == ADDITIONAL {
+                        INF
+                    } else {
+                        d.enter[o.values[k as usize] as usize]
+                    }
+                };
+                match *phase {
+                    ObjPhase::AfterOpen | ObjPhase::AfterComma => self.enter_key(d, o, seen),
+                    ObjPhase::AfterValue | ObjPhase::InValue => add(1, self.enter_key(d, o, seen)),
+                    ObjPhase::AfterKey(k) => add(1, value(k)),
+                    ObjPhase::AfterColon(k) => value(k),
+                    _ => INF,
+                }
+            }
+            Frame::Arr {
+                node, phase, count, ..
+            } => {
+                let a = g.array(*node);
+                let item = a.item(*count).map_or(INF, |n| d.enter[n as usize]);
+                match phase {
+                    ArrPhase::AfterOpen | ArrPhase::AfterComma => item,
+                    ArrPhase::AfterValue | ArrPhase::InValue => add(1, item),
+                    ArrPhase::Done => INF,
+                }
+            }
+            _ => INF,
+        }
+    }
+
+    /// Fewest symbols before `stack` is inside a target (0: it is).
+    pub(crate) fn to_enter(&self, d: &Dive, stack: &[Frame]) -> u32 {
+        if stack
+            .iter()
+            .any(|f| matches!(f, Frame::Cap { node, .. } if d.target[*node as usize]))
+        {
+            return 0;
+        }
+        let n = stack.len();
+        let mut best = self.enter_rest(d, &stack[n - 1]);
+        let mut above = self.rest(&stack[n - 1]);
+        for f in stack[..n - 1].iter().rev() {
+            let mut f = f.clone();
+            GrammarInner::child_done(&mut f);
+            best = best.min(add(above, self.enter_rest(d, &f)));
+            above = add(above, self.rest(&f));
+        }
+        best
+    }
+
+    /// Fewest symbols before any of `states` is inside a target.
+    pub(crate) fn to_enter_any(&self, d: &Dive, states: &[Stack]) -> u32 {
+        states
+            .iter()
+            .map(|s| self.to_enter(d, s))
+            .min()
+            .unwrap_or(INF)
+    }
+}
+
+/// Distances to entering some target capture nodes (see [`Completer::dive`]).
+pub(crate) struct Dive {
+    /// Per node: fewest symbols from its start to entering a target.
+    enter: Vec<u32>,
+    /// Per node: is it a target.
+    target: Vec<bool>,
+}
