@@ -562,3 +562,57 @@ fn dialect_check_parse_and_prompt() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `fuzz --accept`: known-good call sets are written in each dialect and accepted; the bad ones
+/// are reported with the byte offset of the first refused byte.
+#[test]
+fn fuzz_accept_reports_what_the_grammar_rejects() {
+    let calls = format!("{EXAMPLES}/calls/mixed.jsonl");
+    for d in [
+        "empower",
+        "functools",
+        "pythonic",
+        "inline",
+        "hermes",
+        "llama31_json",
+    ] {
+        let mut args = vec!["fuzz".to_string()];
+        args.extend(dialect_args(d));
+        args.extend(["--tokenizer".into(), tokenizer(), "--accept".into(), calls.clone()]);
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = run(&argv, "");
+        assert_eq!(code(&out), 1, "{d}: {}", show(&out));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let rejected: Vec<&str> = stdout
+            .lines()
+            .filter(|l| l.contains("mixed.jsonl:"))
+            .collect();
+        // Lines 5-7: lowercase ticker (pattern), unknown enum value, unknown function; line 3
+        // has two calls, which llama31_json (one call) refuses.
+        let mut expected = vec![5, 6, 7];
+        if d == "llama31_json" {
+            expected.insert(0, 3);
+        }
+        let lines: Vec<usize> = rejected
+            .iter()
+            .map(|l| l.split(':').nth(1).unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(lines, expected, "{d}: {stdout}");
+        for (line, culprit) in [(5, "nvda"), (6, "kelvin"), (7, "send_email")] {
+            let report = rejected
+                .iter()
+                .find(|l| l.contains(&format!("mixed.jsonl:{line}:")))
+                .unwrap();
+            let token = report.split('"').nth(1).unwrap_or_default();
+            assert!(
+                !token.is_empty() && culprit.starts_with(token),
+                "{d}: line {line} should be refused at {culprit:?}: {report}"
+            );
+        }
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("accept: 7 call sets, {} accepted", 7 - expected.len())),
+            "{d}: {err}"
+        );
+    }
+}

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Fuzzes every built-in dialect (two tool sets, tool_choice auto and required, Llama 3.1 and
+# Gemma 3 vocabularies) and every benchmark JSON schema with `callmask fuzz`: each output parsed
+# and its arguments validated with the jsonschema crate. Stops at the first violation (the
+# reproducer is written to target/fuzz-all/repro-*.json) and exits non-zero.
+#
+#   scripts/fuzz-all.sh [SCALE]     SCALE=1 (default): 1,020,000 outputs; 0.01: a quick pass
+#   CALLMASK_BIN=path/to/callmask scripts/fuzz-all.sh    (use a binary already built)
+#
+# Needs the data of scripts/fetch-data.sh; prints one summary block per run and a total.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+scale=${1:-1}
+cache=${CALLMASK_CACHE:-$root/.cache}
+llama="$cache/tokenizers/llama3_1-3.7.2/tokenizer.json"
+gemma="$cache/gemma-1.0.0/gemma-3-270m-q4_k_m.gguf"
+out=target/fuzz-all
+mkdir -p "$out"
+bin=${CALLMASK_BIN:-}
+if [ -z "$bin" ]; then
+  cargo build --release --quiet
+  bin=target/release/callmask
+fi
+n() { python3 -c "import sys; print(max(1, int(float(sys.argv[1]) * float(sys.argv[2]))))" "$1" "$scale"; }
+
+total=0
+run() { # name count args...
+  local name=$1 count=$2; shift 2
+  echo "== $name ($count outputs)"
+  "$bin" fuzz "$@" -n "$count" --seed 1 --repro "$out/repro-$name.json" 2>&1 | sed 's/^/   /'
+  total=$((total + count))
+}
+
+for d in empower functools pythonic inline hermes llama31_json; do
+  run "$d-mixed-auto" "$(n 60000)" --dialect "$d" --tools examples/tools/mixed.json --tokenizer "$llama"
+  run "$d-mixed-required" "$(n 40000)" --dialect "$d" --tools examples/tools/mixed.json --tokenizer "$llama" --tool-choice required
+  run "$d-weather-auto" "$(n 30000)" --dialect "$d" --tools examples/tools/weather.json --tokenizer "$llama"
+  run "$d-mixed-gemma" "$(n 20000)" --dialect "$d" --tools examples/tools/mixed.json --model "$gemma"
+done
+for s in benches/schemas/*.schema.json; do
+  name=$(basename "$s" .schema.json)
+  run "schema-$name" "$(n 10000)" --schema "$s" --tokenizer "$llama"
+done
+echo "fuzz-all: $total outputs, 0 violations"
