@@ -578,7 +578,12 @@ fn fuzz_accept_reports_what_the_grammar_rejects() {
     ] {
         let mut args = vec!["fuzz".to_string()];
         args.extend(dialect_args(d));
-        args.extend(["--tokenizer".into(), tokenizer(), "--accept".into(), calls.clone()]);
+        args.extend([
+            "--tokenizer".into(),
+            tokenizer(),
+            "--accept".into(),
+            calls.clone(),
+        ]);
         let argv: Vec<&str> = args.iter().map(String::as_str).collect();
         let out = run(&argv, "");
         assert_eq!(code(&out), 1, "{d}: {}", show(&out));
@@ -611,7 +616,10 @@ fn fuzz_accept_reports_what_the_grammar_rejects() {
         }
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(
-            err.contains(&format!("accept: 7 call sets, {} accepted", 7 - expected.len())),
+            err.contains(&format!(
+                "accept: 7 call sets, {} accepted",
+                7 - expected.len()
+            )),
             "{d}: {err}"
         );
     }
