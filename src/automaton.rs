@@ -417,9 +417,15 @@ impl GrammarInner {
                 }
             }
             Frame::Root { phase, ws } => match phase {
-                // Whitespace around a JSON Schema grammar's value, up to the limit.
+                // Whitespace around a JSON Schema grammar's value, up to the limit (none before
+                // a value that cannot exist: an empty grammar admits no byte at all).
                 RootPhase::Before | RootPhase::After
-                    if is_byte && self.root_ws && is_ws(byte) && *ws < max_ws =>
+                    if is_byte
+                        && self.root_ws
+                        && is_ws(byte)
+                        && *ws < max_ws
+                        && !(*phase == RootPhase::Before
+                            && matches!(self.nodes[self.root as usize], Node::Never)) =>
                 {
                     out.push(replace(Frame::Root {
                         phase: *phase,

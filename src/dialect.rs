@@ -234,11 +234,13 @@ impl Dialect {
 
     /// Compiles the dialect for `tools` into a grammar (shareable across threads).
     pub fn compile(&self, tools: &Tools, options: &DialectOptions) -> Result<Grammar> {
-        for t in tools.as_slice() {
-            if let Some(p) = &t.parameters {
-                crate::schema::check_json_depth(p, &options.compile)?;
-            }
-        }
+        crate::schema::check_schema_shape(
+            tools
+                .as_slice()
+                .iter()
+                .filter_map(|t| t.parameters.as_ref()),
+            &options.compile,
+        )?;
         let allowed: Vec<usize> = match &options.tool_choice {
             ToolChoice::Function(f) => {
                 let i = tools

@@ -71,12 +71,12 @@ pub enum Error {
         /// The token's text (lossy UTF-8).
         text: String,
     },
-    /// Rolling back more tokens than were accepted.
-    #[error("cannot roll back {requested} tokens: only {available} accepted")]
+    /// Rolling back more tokens than were accepted (or than the matcher's rollback window keeps).
+    #[error("cannot roll back {requested} tokens: only {available} can be undone")]
     Rollback {
         /// Tokens asked for.
         requested: usize,
-        /// Tokens accepted so far.
+        /// Tokens that can be undone (accepted, within the rollback window).
         available: usize,
     },
     /// A tools list (or messages list) that is malformed.

@@ -118,6 +118,34 @@ pub(crate) enum Node {
     Special(u32),
 }
 
+impl Node {
+    /// Estimated heap bytes the node owns (for [`crate::CompileOptions::max_memory`]).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        use std::mem::size_of;
+        match self {
+            Node::Object(o) => {
+                size_of::<ObjectNode>()
+                    + o.keys
+                        .iter()
+                        .map(|k| k.len() + size_of::<Vec<u8>>())
+                        .sum::<usize>()
+                    + (o.values.len() + o.required.len() + o.unavailable.len() + o.alias.len())
+                        * size_of::<u32>()
+                    + o.trie
+                        .nodes
+                        .iter()
+                        .map(|n| {
+                            size_of::<KeyTrieNode>() + n.children.len() * size_of::<(u8, u32)>()
+                        })
+                        .sum::<usize>()
+            }
+            Node::Array(a) => a.prefix.len() * size_of::<NodeId>(),
+            Node::Union(v) | Node::Seq(v) => v.len() * size_of::<NodeId>(),
+            _ => 0,
+        }
+    }
+}
+
 /// An object: listed properties in any order, each at most once, required ones present.
 #[derive(Debug, Clone)]
 pub(crate) struct ObjectNode {

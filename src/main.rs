@@ -130,6 +130,12 @@ struct GrammarArgs {
     /// Most whitespace bytes in one gap between JSON tokens.
     #[arg(long, value_name = "N", default_value_t = 20)]
     max_whitespace: u16,
+    /// Most memory of the compiled grammar, in MiB (default 256).
+    #[arg(long, value_name = "MIB")]
+    max_memory_mib: Option<usize>,
+    /// Longest grammar compile, in seconds (default 10).
+    #[arg(long, value_name = "SECS")]
+    max_compile_secs: Option<u64>,
 }
 
 /// A compiled grammar and what it was compiled from.
@@ -309,11 +315,17 @@ fn read_json(path: &Path) -> Result<Value, BadInput> {
 
 /// Compiles the grammar from a schema, or from a dialect and tools.
 fn load_grammar(args: &GrammarArgs) -> Result<Loaded, BadInput> {
-    let compile = CompileOptions {
+    let mut compile = CompileOptions {
         lenient: args.lenient,
         max_whitespace: args.max_whitespace,
         ..Default::default()
     };
+    if let Some(mib) = args.max_memory_mib {
+        compile.max_memory = mib.saturating_mul(1 << 20);
+    }
+    if let Some(secs) = args.max_compile_secs {
+        compile.max_compile_time = std::time::Duration::from_secs(secs);
+    }
     let loaded = match (&args.schema, &args.dialect, &args.tools) {
         (Some(path), _, _) => {
             let schema = read_json(path)?;

@@ -7,13 +7,20 @@
 //! trie and cached — that cache *is* the token-level automaton, built lazily and shared by every
 //! sequence. The few tokens that complete the top value and continue into its parent ("exits")
 //! are checked against the real stack at run time. Whole masks are also cached per matcher state.
+//!
+//! Every cache is bounded, so memory does not grow with use: per automaton, the top-frame walks
+//! hold at most 64 MiB (emptied when full) and whole masks at most 512 entries (no more are
+//! added once full); per vocabulary, the lexeme walks shared by every grammar hold at most 2048
+//! entries (emptied when full). A [`Matcher`] keeps one rollback snapshot per accepted token, at
+//! most [`DEFAULT_MAX_ROLLBACK`] of them unless told otherwise ([`Matcher::set_max_rollback`]);
+//! its list of accepted token ids (4 bytes each) grows with the output.
 
 use crate::automaton::dfa::Dfa;
 use crate::automaton::{advance, Frame, Stack, Sym, SPECIAL};
 use crate::error::{Error, Result};
 use crate::grammar::{Grammar, GrammarInner};
 use crate::vocab::{TokenId, Vocab};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
 /// A set of allowed tokens, one bit per token id.
@@ -413,13 +420,28 @@ const LEXEME_WALKS: usize = 2048;
 /// Most whole masks kept per automaton.
 const FULL_CACHE_ENTRIES: usize = 512;
 
+/// Most bytes of top-frame walks kept per automaton; the cache is emptied when it would exceed
+/// them (walks are recomputed on demand, identically).
+const LOCAL_CACHE_BYTES: usize = 64 << 20;
+
+/// How many tokens a new [`Matcher`] can roll back: one state snapshot is kept per accepted
+/// token, the oldest dropped beyond this many.
+pub const DEFAULT_MAX_ROLLBACK: usize = 1024;
+
+/// Top-frame walks and their estimated heap bytes.
+#[derive(Default)]
+struct LocalCache {
+    map: HashMap<Frame, Arc<Local>>,
+    bytes: usize,
+}
+
 struct Shared {
     grammar: Grammar,
     vocab: Arc<Vocab>,
     trie: Arc<TokenTrie>,
     /// The vocabulary's token for each special token of the grammar, where it has one.
     specials: Vec<Option<TokenId>>,
-    local: RwLock<HashMap<Frame, Arc<Local>>>,
+    local: RwLock<LocalCache>,
     full: RwLock<HashMap<Vec<Stack>, Arc<TokenMask>>>,
 }
 
@@ -502,7 +524,7 @@ impl TokenAutomaton {
                 vocab,
                 trie,
                 specials,
-                local: RwLock::new(HashMap::new()),
+                local: RwLock::new(LocalCache::default()),
                 full: RwLock::new(HashMap::new()),
             }),
         })
@@ -549,7 +571,8 @@ impl TokenAutomaton {
         Matcher {
             auto: self.clone(),
             states: vec![self.g().start_stack()],
-            history: Vec::new(),
+            history: VecDeque::new(),
+            max_rollback: DEFAULT_MAX_ROLLBACK,
             tokens: Vec::new(),
             finished: false,
         }
@@ -565,12 +588,10 @@ impl TokenAutomaton {
         &self.shared.grammar
     }
 
-    /// Approximate heap bytes held by the mask caches.
+    /// Approximate heap bytes held by this automaton's mask caches (bounded: see the module
+    /// documentation).
     pub fn cache_bytes(&self) -> usize {
-        let local: usize = read(&self.shared.local)
-            .values()
-            .map(|l| l.allowed.bytes() + l.exits.len() * 4 + 64)
-            .sum();
+        let local = read(&self.shared.local).bytes;
         let full = read(&self.shared.full).len() * self.shared.vocab.len().div_ceil(8);
         local + full
     }
@@ -619,7 +640,7 @@ impl TokenAutomaton {
             Some((lex, state, Some(after))) => Some((lex, state, after)),
             None => None,
         };
-        if let Some(l) = read(&self.shared.local).get(frame) {
+        if let Some(l) = read(&self.shared.local).map.get(frame) {
             return l.clone();
         }
         let trie = &self.shared.trie;
@@ -657,11 +678,15 @@ impl TokenAutomaton {
             }
         };
         let l = Arc::new(Local { allowed, exits });
-        self.shared
-            .local
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(frame.clone(), l.clone());
+        let bytes = l.allowed.bytes() + l.exits.len() * 4 + 2 * std::mem::size_of::<Frame>() + 64;
+        let mut cache = self.shared.local.write().unwrap_or_else(|e| e.into_inner());
+        if cache.bytes + bytes > LOCAL_CACHE_BYTES {
+            cache.map.clear();
+            cache.bytes = 0;
+        }
+        if cache.map.insert(frame.clone(), l.clone()).is_none() {
+            cache.bytes += bytes;
+        }
         l
     }
 
@@ -703,11 +728,17 @@ fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
 }
 
 /// One sequence's position in the grammar: fill masks, accept tokens, roll back, fork (clone).
+///
+/// Memory: one state snapshot per accepted token, for [`Matcher::rollback`], at most
+/// [`Matcher::set_max_rollback`] of them (default [`DEFAULT_MAX_ROLLBACK`]), plus the accepted
+/// token ids.
 #[derive(Clone, Debug)]
 pub struct Matcher {
     auto: TokenAutomaton,
     states: Vec<Stack>,
-    history: Vec<Vec<Stack>>,
+    /// The states before each of the last `history.len()` accepted tokens, oldest first.
+    history: VecDeque<Vec<Stack>>,
+    max_rollback: usize,
     tokens: Vec<TokenId>,
     finished: bool,
 }
@@ -837,9 +868,29 @@ impl Matcher {
                 self.states.clone()
             }
         };
-        self.history.push(prev);
+        if self.max_rollback > 0 {
+            if self.history.len() >= self.max_rollback {
+                self.history.pop_front();
+            }
+            self.history.push_back(prev);
+        }
         self.tokens.push(token);
         Ok(())
+    }
+
+    /// Keeps the states needed to roll back at most `n` tokens (dropping older snapshots now);
+    /// [`Matcher::rollback`] of more is an [`Error::Rollback`]. `usize::MAX` keeps every one
+    /// (memory then grows with the output), 0 none.
+    pub fn set_max_rollback(&mut self, n: usize) {
+        self.max_rollback = n;
+        while self.history.len() > n {
+            self.history.pop_front();
+        }
+    }
+
+    /// How many tokens [`Matcher::rollback`] can undo now.
+    pub fn rollback_available(&self) -> usize {
+        self.history.len()
     }
 
     /// True when the output may end here (end-of-generation tokens are allowed).
@@ -862,21 +913,23 @@ impl Matcher {
             })
     }
 
-    /// Undoes the last `n` accepted tokens.
+    /// Undoes the last `n` accepted tokens: at most the accepted ones, and at most the
+    /// matcher's rollback window ([`Matcher::set_max_rollback`]); beyond, an
+    /// [`Error::Rollback`] that changes nothing.
     pub fn rollback(&mut self, n: usize) -> Result<()> {
-        if n > self.tokens.len() {
+        if n > self.history.len() {
             return Err(Error::Rollback {
                 requested: n,
-                available: self.tokens.len(),
+                available: self.history.len(),
             });
         }
         if n == 0 {
             return Ok(());
         }
-        let keep = self.tokens.len() - n;
+        let keep = self.history.len() - n;
         self.states = self.history[keep].clone();
         self.history.truncate(keep);
-        self.tokens.truncate(keep);
+        self.tokens.truncate(self.tokens.len() - n);
         self.finished = false;
         Ok(())
     }

@@ -46,12 +46,21 @@ pub struct CompileOptions {
     pub max_schema_depth: usize,
     /// Most states in one lexeme automaton.
     pub max_lexeme_states: usize,
-    /// Most states over all lexeme automata.
+    /// Most states over all of a grammar's distinct lexeme automata (one shared by many values
+    /// counts once).
     pub max_total_states: usize,
     /// Most grammar nodes.
     pub max_nodes: usize,
     /// Longest compile time.
     pub max_compile_time: Duration,
+    /// Most JSON values in the schema document(s) (every object, array, string, number,
+    /// boolean and null counts one; a dialect counts all its tools' parameters together). This is
+    /// the schema-size limit: it is checked before anything else, so an oversized document is
+    /// refused in one linear pass. Typical schemas weigh 10–40 bytes of JSON per value.
+    pub max_schema_values: usize,
+    /// Most heap bytes of one compiled grammar, estimated as it is built: lexeme automata
+    /// (transition tables), grammar nodes, object key lists and key tries.
+    pub max_memory: usize,
 }
 
 impl Default for CompileOptions {
@@ -65,24 +74,38 @@ impl Default for CompileOptions {
             max_total_states: 200_000,
             max_nodes: 200_000,
             max_compile_time: Duration::from_secs(10),
+            max_schema_values: 1_000_000,
+            max_memory: 256 << 20,
         }
     }
 }
 
 /// Compiles `schema` into a grammar.
 pub(crate) fn compile(schema: &Value, options: &CompileOptions) -> Result<Grammar> {
-    check_json_depth(schema, options)?;
+    check_schema_shape([schema], options)?;
     let mut c = Compiler::new(schema, options);
     let root = c.compile(schema, "")?;
     c.finish(root, true, Vec::new(), Vec::new())
 }
 
-/// Bounds the JSON nesting of `schema` without recursion: merging and cloning subschemas
-/// recurse, and must not overflow a small thread stack on a hostile document.
-pub(crate) fn check_json_depth(schema: &Value, options: &CompileOptions) -> Result<()> {
+/// Bounds the JSON nesting of the schemas without recursion (merging and cloning subschemas
+/// recurse, and must not overflow a small thread stack on a hostile document), and their total
+/// number of JSON values ([`CompileOptions::max_schema_values`]).
+pub(crate) fn check_schema_shape<'v>(
+    schemas: impl IntoIterator<Item = &'v Value>,
+    options: &CompileOptions,
+) -> Result<()> {
     let json_limit = options.max_schema_depth.saturating_mul(4).saturating_add(8);
-    let mut todo: Vec<(&Value, usize)> = vec![(schema, 1)];
+    let mut todo: Vec<(&Value, usize)> = schemas.into_iter().map(|s| (s, 1)).collect();
+    let mut values = 0usize;
     while let Some((v, d)) = todo.pop() {
+        values += 1;
+        if values > options.max_schema_values {
+            return Err(Error::LimitExceeded {
+                what: "schema size (JSON values)",
+                limit: options.max_schema_values,
+            });
+        }
         if d > json_limit {
             return Err(Error::LimitExceeded {
                 what: "schema nesting depth",
@@ -172,6 +195,8 @@ pub(crate) struct Compiler<'a> {
     depth: usize,
     any: HashMap<Encoding, NodeId>,
     total_states: usize,
+    /// Estimated heap bytes of the grammar so far.
+    memory: usize,
     deadline: Instant,
     /// The encoding values are compiled for.
     pub(crate) enc: Encoding,
@@ -212,6 +237,7 @@ impl<'a> Compiler<'a> {
             depth: 0,
             any: HashMap::new(),
             total_states: 0,
+            memory: 0,
             deadline: Instant::now() + opts.max_compile_time,
             enc: Encoding::Json,
         }
@@ -359,8 +385,7 @@ impl<'a> Compiler<'a> {
     /// Registers a lexeme built outside `lexeme()` (object keys): escaped inside JSON strings.
     fn key_lexeme(&mut self, dfa: Arc<Dfa>, path: &str) -> Result<LexId> {
         let dfa = self.encoded(dfa, path)?;
-        self.total_states += dfa.state_count();
-        Ok(self.lexeme_id(dfa))
+        self.lexeme_id(dfa)
     }
 
     /// `dfa` as the current encoding writes it: unchanged, or escaped inside a JSON string.
@@ -386,6 +411,30 @@ impl<'a> Compiler<'a> {
         Ok(e)
     }
 
+    /// Adds `bytes` to the grammar's estimated memory ([`CompileOptions::max_memory`]).
+    fn charge(&mut self, bytes: usize) -> Result<()> {
+        self.memory = self.memory.saturating_add(bytes);
+        if self.memory > self.opts.max_memory {
+            return Err(Error::LimitExceeded {
+                what: "grammar memory (bytes)",
+                limit: self.opts.max_memory,
+            });
+        }
+        Ok(())
+    }
+
+    /// Adds a lexeme's states to the total ([`CompileOptions::max_total_states`]).
+    fn count_states(&mut self, dfa: &Dfa) -> Result<()> {
+        self.total_states += dfa.state_count();
+        if self.total_states > self.opts.max_total_states {
+            return Err(Error::LimitExceeded {
+                what: "automaton states",
+                limit: self.opts.max_total_states,
+            });
+        }
+        Ok(())
+    }
+
     pub(crate) fn push(&mut self, node: Node) -> Result<NodeId> {
         if self.nodes.len() >= self.opts.max_nodes {
             return Err(Error::LimitExceeded {
@@ -393,6 +442,8 @@ impl<'a> Compiler<'a> {
                 limit: self.opts.max_nodes,
             });
         }
+        // The node, its nullable flag, and what it owns on the heap.
+        self.charge(std::mem::size_of::<Node>() + 1 + node.heap_bytes())?;
         self.nodes.push(node);
         Ok(self.nodes.len() as NodeId - 1)
     }
@@ -403,24 +454,20 @@ impl<'a> Compiler<'a> {
         if dfa.is_empty() {
             return self.push(Node::Never);
         }
-        self.total_states += dfa.state_count();
-        if self.total_states > self.opts.max_total_states {
-            return Err(Error::LimitExceeded {
-                what: "automaton states",
-                limit: self.opts.max_total_states,
-            });
-        }
-        let id = self.lexeme_id(dfa);
+        let id = self.lexeme_id(dfa)?;
         self.push(Node::Lex(id))
     }
 
-    /// The id of `dfa` in this grammar (one id per shared automaton).
-    fn lexeme_id(&mut self, dfa: Arc<Dfa>) -> LexId {
+    /// The id of `dfa` in this grammar (one id per shared automaton, whose states and memory
+    /// count once).
+    fn lexeme_id(&mut self, dfa: Arc<Dfa>) -> Result<LexId> {
         if let Some(i) = self.lexemes.iter().position(|d| Arc::ptr_eq(d, &dfa)) {
-            return i as LexId;
+            return Ok(i as LexId);
         }
+        self.count_states(&dfa)?;
+        self.charge(dfa.memory() + std::mem::size_of::<Arc<Dfa>>())?;
         self.lexemes.push(dfa);
-        self.lexemes.len() as LexId - 1
+        Ok(self.lexemes.len() as LexId - 1)
     }
 
     pub(crate) fn dfa_err(&self, e: DfaError, path: &str, pattern: &str) -> Error {

@@ -177,7 +177,13 @@ impl Dfa {
             )
             .build(pattern)
             .map_err(|e| {
-                let msg = e.to_string();
+                // The size-limit errors are wrapped ("error building NFA"): read the chain.
+                let mut msg = e.to_string();
+                let mut src = std::error::Error::source(&e);
+                while let Some(s) = src {
+                    msg = format!("{msg}: {s}");
+                    src = s.source();
+                }
                 if msg.contains("exceeded") || msg.contains("limit") {
                     DfaError::TooLarge
                 } else {

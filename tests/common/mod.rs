@@ -86,7 +86,8 @@ pub fn gemma_gguf() -> PathBuf {
     )
 }
 
-/// The Gemma 3 vocabulary, loaded once per test binary.
+/// The Gemma 3 vocabulary, loaded once per test binary (read by llama.cpp: feature `llama`).
+#[cfg(feature = "llama")]
 pub fn gemma_vocab() -> Arc<Vocab> {
     static VOCAB: OnceLock<Arc<Vocab>> = OnceLock::new();
     VOCAB
