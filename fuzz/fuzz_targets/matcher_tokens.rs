@@ -1,0 +1,6 @@
+//! Fuzz target `matcher_tokens`: see `common::matcher_tokens` (shared with `tests/fuzz_regressions.rs`).
+#![no_main]
+
+mod common;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| common::matcher_tokens(data));

@@ -1,0 +1,6 @@
+//! Fuzz target `schema_compile`: see `common::schema_compile` (shared with `tests/fuzz_regressions.rs`).
+#![no_main]
+
+mod common;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| common::schema_compile(data));
