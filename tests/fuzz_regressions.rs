@@ -17,7 +17,11 @@ fn replay(target: &str) {
         .filter(|p| p.is_file())
         .collect();
     files.sort();
-    assert!(!files.is_empty(), "no regression inputs in {}", dir.display());
+    assert!(
+        !files.is_empty(),
+        "no regression inputs in {}",
+        dir.display()
+    );
     for f in &files {
         let data = std::fs::read(f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
         eprintln!("{target}: {}", f.display());

@@ -33,18 +33,104 @@ pub fn run(name: &str, data: &[u8]) {
 
 /// Multi-byte pieces of the small vocabulary (after the 256 single bytes).
 const PIECES: &[&[u8]] = &[
-    b"{\"", b"\"}", b"\":", b"\": ", b"\", \"", b", \"", b"\"name\"", b"\"arguments\"",
-    b"\"parameters\"", b"name", b"arguments", b"true", b"false", b"null", b"True", b"False",
-    b"None", b"[{", b"}]", b"[]", b"{}", b"()", b")]", b"),", b"='", b"')", b"=\"", b"\")",
-    b"=[", b"=1", b", ", b"  ", b"    ", b"\n", b"\n\n", b"\r\n", b"\t", b"get_weather",
-    b"get_time", b"search", b"location", b"unit", b"celsius", b"fahrenheit", b"query",
-    b"limit", b"tags", b"opts", b"deep", b"<tool_call>", b"</tool_call>", b"<tool_call>\n",
-    b"\n</tool_call>", b"<f>", b"<c>", b"functools", b"functools[", b"<FUNCTION_CALL>",
-    b"</FUNCTION_CALL>", b"<think>", b"</think>", b"<|python_tag|>", b"Hello", b" world",
-    b" the", b"ing", b"\xc3\xa9", b"\xe6\x97\xa5\xe6\x9c\xac", b"\xe6\x97", b"\xa5", b"\xf0\x9f",
-    b"\x98\x80", b"\\u00", b"\\\"", b"\\n", b"\\\\", b"\\x", b"123", b"0.5", b"-1", b"1e", b"e+10",
-    b"E-3", b".0", b"00", b"9999999999999999999", b"\"\"", b"''", b"'a'", b"\"a\"", b"a\"",
-    b"}\n", b"]\n", b"\"]", b"[\"", b"{\"name\": \"", b"\", \"arguments\": {", b"}}",
+    b"{\"",
+    b"\"}",
+    b"\":",
+    b"\": ",
+    b"\", \"",
+    b", \"",
+    b"\"name\"",
+    b"\"arguments\"",
+    b"\"parameters\"",
+    b"name",
+    b"arguments",
+    b"true",
+    b"false",
+    b"null",
+    b"True",
+    b"False",
+    b"None",
+    b"[{",
+    b"}]",
+    b"[]",
+    b"{}",
+    b"()",
+    b")]",
+    b"),",
+    b"='",
+    b"')",
+    b"=\"",
+    b"\")",
+    b"=[",
+    b"=1",
+    b", ",
+    b"  ",
+    b"    ",
+    b"\n",
+    b"\n\n",
+    b"\r\n",
+    b"\t",
+    b"get_weather",
+    b"get_time",
+    b"search",
+    b"location",
+    b"unit",
+    b"celsius",
+    b"fahrenheit",
+    b"query",
+    b"limit",
+    b"tags",
+    b"opts",
+    b"deep",
+    b"<tool_call>",
+    b"</tool_call>",
+    b"<tool_call>\n",
+    b"\n</tool_call>",
+    b"<f>",
+    b"<c>",
+    b"functools",
+    b"functools[",
+    b"<FUNCTION_CALL>",
+    b"</FUNCTION_CALL>",
+    b"<think>",
+    b"</think>",
+    b"<|python_tag|>",
+    b"Hello",
+    b" world",
+    b" the",
+    b"ing",
+    b"\xc3\xa9",
+    b"\xe6\x97\xa5\xe6\x9c\xac",
+    b"\xe6\x97",
+    b"\xa5",
+    b"\xf0\x9f",
+    b"\x98\x80",
+    b"\\u00",
+    b"\\\"",
+    b"\\n",
+    b"\\\\",
+    b"\\x",
+    b"123",
+    b"0.5",
+    b"-1",
+    b"1e",
+    b"e+10",
+    b"E-3",
+    b".0",
+    b"00",
+    b"9999999999999999999",
+    b"\"\"",
+    b"''",
+    b"'a'",
+    b"\"a\"",
+    b"a\"",
+    b"}\n",
+    b"]\n",
+    b"\"]",
+    b"[\"",
+    b"{\"name\": \"",
+    b"\", \"arguments\": {",
+    b"}}",
 ];
 
 /// Special tokens of the small vocabulary: (text, ends generation).
@@ -259,7 +345,8 @@ fn automata() -> &'static [TokenAutomaton] {
                 let grammar = Dialect::by_name(name)
                     .and_then(|d| d.compile(tools(), &options))
                     .unwrap_or_else(|e| panic!("{name}: {e}"));
-                TokenAutomaton::new(&grammar, small_vocab()).unwrap_or_else(|e| panic!("{name}: {e}"))
+                TokenAutomaton::new(&grammar, small_vocab())
+                    .unwrap_or_else(|e| panic!("{name}: {e}"))
             })
             .collect()
     })
@@ -286,10 +373,7 @@ pub fn matcher_tokens(data: &[u8]) {
         ops += 1;
         m.fill_mask(&mut mask);
         assert_eq!(mask.len(), len);
-        let ended = m
-            .accepted_tokens()
-            .last()
-            .is_some_and(|&t| vocab.is_eos(t));
+        let ended = m.accepted_tokens().last().is_some_and(|&t| vocab.is_eos(t));
         if ended {
             assert!(m.is_finished(), "an end token leaves the matcher finished");
             assert_eq!(mask.count(), 0, "nothing is allowed after an end token");
@@ -342,7 +426,11 @@ pub fn matcher_tokens(data: &[u8]) {
         };
         let Some(t) = token else { continue };
         let allowed = (t as usize) < len && mask.is_allowed(t);
-        assert_eq!(m.is_allowed(t), allowed, "is_allowed({t}) disagrees with the mask");
+        assert_eq!(
+            m.is_allowed(t),
+            allowed,
+            "is_allowed({t}) disagrees with the mask"
+        );
         let before = (m.state_hash(), m.accepted_tokens().len());
         match m.accept(t) {
             Ok(()) => {
@@ -377,10 +465,7 @@ pub fn matcher_tokens(data: &[u8]) {
             panic!("the stream parser rejects accepted token {t}: {e}");
         }
     }
-    let ended = m
-        .accepted_tokens()
-        .last()
-        .is_some_and(|&t| vocab.is_eos(t));
+    let ended = m.accepted_tokens().last().is_some_and(|&t| vocab.is_eos(t));
     if m.can_end() || ended {
         if let Err(e) = p.finish() {
             panic!("the matcher may end but the parser does not: {e}");
@@ -407,7 +492,11 @@ pub fn output_parser(data: &[u8]) {
     let mut rest: &str = &text;
     let mut streamed = Ok(());
     while !rest.is_empty() {
-        let mut cut = if has_special { rest.len() } else { chunk.min(rest.len()) };
+        let mut cut = if has_special {
+            rest.len()
+        } else {
+            chunk.min(rest.len())
+        };
         while !rest.is_char_boundary(cut) {
             cut += 1;
         }
@@ -436,9 +525,7 @@ pub fn output_parser(data: &[u8]) {
                         assert_eq!(*index, names.len(), "call indexes in order");
                         names.push(name.clone());
                     }
-                    Event::Arguments { index, delta } => {
-                        args[*index].push_str(delta)
-                    }
+                    Event::Arguments { index, delta } => args[*index].push_str(delta),
                     _ => {}
                 }
             }
@@ -451,8 +538,8 @@ pub fn output_parser(data: &[u8]) {
             for (a, c) in args.iter().zip(&parsed.tool_calls) {
                 let a: serde_json::Value =
                     serde_json::from_str(a).expect("streamed arguments are JSON");
-                let b: serde_json::Value = serde_json::from_str(&c.function.arguments)
-                    .expect("parsed arguments are JSON");
+                let b: serde_json::Value =
+                    serde_json::from_str(&c.function.arguments).expect("parsed arguments are JSON");
                 assert_eq!(a, b, "streamed arguments differ from the whole parse");
             }
             // The bytes are in the grammar.
