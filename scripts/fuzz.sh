@@ -13,6 +13,8 @@
 # Crashes land in fuzz/artifacts/<target>/; the corpus grows in fuzz/corpus/<target>/ (seeded
 # from fuzz/regressions/<target>/). Add each fixed crash to fuzz/regressions/<target>/:
 # `cargo test --release --no-default-features --test fuzz_regressions` replays them.
+# A unit slower than 120 s counts as a hang (-timeout=120: instrumented builds are several
+# times slower than release, and the compile-time limit is checked between lexemes).
 # Extra environment: FUZZ_ARGS (more libFuzzer flags, e.g. "-max_len=8192").
 set -euo pipefail
 
@@ -32,11 +34,13 @@ if [[ "$target" != all ]]; then
     targets=("$target")
 fi
 
+status=0
 for t in "${targets[@]}"; do
     mkdir -p "corpus/$t"
     echo "== $t: ${seconds}s" >&2
     # shellcheck disable=SC2086
     cargo fuzz run -s none --codegen-units 16 "$t" "corpus/$t" "regressions/$t" -- \
-        -max_total_time="$seconds" -timeout=30 -rss_limit_mb=3072 \
-        -max_len=4096 -print_final_stats=1 ${FUZZ_ARGS:-}
+        -max_total_time="$seconds" -timeout=120 -rss_limit_mb=3072 \
+        -max_len=4096 -print_final_stats=1 ${FUZZ_ARGS:-} || status=1
 done
+exit $status
