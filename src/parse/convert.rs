@@ -26,12 +26,11 @@
 //! concatenated (`'a' "b"` is `"ab"`). A `\uXXXX` high surrogate followed by a low one is
 //! combined into one character (as JSON would); a lone surrogate is an error, since JSON text
 //! cannot carry it. `(x)` is just `x`, `(x,)` and `()` are arrays. Trailing commas are allowed
-//! in argument lists, lists, tuples and dicts. A repeated keyword argument is an error (as in
-//! Python); a repeated dict key is kept in the text, and the last value wins when parsed (as in
-//! Python). Numbers that do not fit a finite `f64` are an error.
+//! in argument lists, lists, tuples and dicts. A repeated keyword argument (Python refuses it,
+//! but the grammar cannot exclude repeats of names outside `properties`) and a repeated dict key
+//! are kept in the text, and the last value wins when parsed (as for a Python dict). Numbers that do not fit a finite `f64` are an error.
 
 use serde_json::{Map, Value};
-use std::collections::HashSet;
 use std::fmt::Write as _;
 
 /// How a call's arguments are written.
@@ -845,10 +844,6 @@ struct Machine {
     out: String,
     /// A keyword argument name waiting for its `=`.
     name: String,
-    /// Its offset.
-    name_off: usize,
-    /// Keyword argument names seen.
-    names: HashSet<String>,
 }
 
 impl Machine {
@@ -871,8 +866,6 @@ impl Machine {
                 String::new()
             },
             name: String::new(),
-            name_off: 0,
-            names: HashSet::new(),
         }
     }
 
@@ -1029,13 +1022,10 @@ impl Machine {
                 if c != '=' {
                     return Err(at("expected '=' after the argument name", off));
                 }
+                // A repeated name is kept, like a repeated dict key (the last value wins when
+                // parsed): the grammar cannot exclude repeats among the unboundedly many names
+                // `additionalProperties` allows, and what it accepts must parse.
                 let name = std::mem::take(&mut self.name);
-                if self.names.contains(&name) {
-                    return Err(at(
-                        format!("repeated keyword argument '{name}'"),
-                        self.name_off,
-                    ));
-                }
                 if top.count > 0 {
                     self.emit(", ");
                 }
@@ -1046,7 +1036,6 @@ impl Machine {
                 }
                 key.push_str("\": ");
                 self.emit(&key);
-                self.names.insert(name);
                 self.set_pos(Pos::ExpectValue);
                 Ok(())
             }
@@ -1254,7 +1243,6 @@ impl Machine {
                 return Err(at(format!("'{text}' cannot be an argument name"), start));
             }
             self.name = text;
-            self.name_off = start;
             self.set_pos(Pos::AfterKey);
             return Ok(());
         }
