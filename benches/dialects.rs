@@ -18,19 +18,21 @@
 //! on a freshly compiled grammar). Environment: `CALLMASK_CACHE` (data cache),
 //! `CALLMASK_BENCH_REPS` (warm passes, default 20), `CALLMASK_BENCH_COLD` (cold trials, default 5).
 
+#[path = "common/mod.rs"]
+mod common;
 #[path = "../tests/common/writer.rs"]
 mod writer;
 
 use std::hint::black_box;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use callmask::{
     Dialect, DialectOptions, Grammar, TokenAutomaton, TokenId, TokenMask, Tools, Vocab,
 };
+use common::{cache_dir, env_usize, tool_set};
 use criterion::{BenchmarkId, Criterion, Throughput};
-use serde_json::{json, Value};
+use serde_json::json;
 
 const DIALECTS: [&str; 6] = [
     "empower",
@@ -41,89 +43,6 @@ const DIALECTS: [&str; 6] = [
     "llama31_json",
 ];
 const SIZES: [usize; 3] = [1, 5, 50];
-
-fn cache_dir() -> PathBuf {
-    match std::env::var_os("CALLMASK_CACHE") {
-        Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".cache"),
-    }
-}
-
-fn env_usize(var: &str, default: usize) -> usize {
-    std::env::var(var)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// Ten realistic functions (the shapes of common assistant tools: strings with patterns and
-/// lengths, enums, bounded numbers, formats, nested objects, arrays); larger sets repeat them
-/// under other names.
-fn base_functions() -> Vec<Value> {
-    vec![
-        json!({"name": "get_current_weather", "description": "Get the current weather in a given location",
-            "parameters": {"type": "object", "additionalProperties": false, "required": ["location"],
-                "properties": {"location": {"type": "string", "description": "City and state, e.g. San Francisco, CA"},
-                               "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}}}),
-        json!({"name": "get_stock_price", "description": "Current price of a stock",
-            "parameters": {"type": "object", "additionalProperties": false, "required": ["ticker"],
-                "properties": {"ticker": {"type": "string", "pattern": "^[A-Z]{1,5}$"},
-                               "exchange": {"type": "string", "enum": ["NASDAQ", "NYSE", "LSE"]}}}}),
-        json!({"name": "get_user_info", "description": "Details of a user",
-            "parameters": {"type": "object", "additionalProperties": false, "required": ["user_id"],
-                "properties": {"user_id": {"type": "integer", "minimum": 1},
-                               "special": {"type": "string"}}}}),
-        json!({"name": "search_web", "description": "Search the web",
-            "parameters": {"type": "object", "additionalProperties": false, "required": ["query"],
-                "properties": {"query": {"type": "string", "minLength": 1, "maxLength": 200},
-                               "num_results": {"type": "integer", "minimum": 1, "maximum": 20},
-                               "safe": {"type": "boolean"}}}}),
-        json!({"name": "send_email", "description": "Send an email",
-            "parameters": {"type": "object", "additionalProperties": false, "required": ["to", "subject", "body"],
-                "properties": {"to": {"type": "array", "items": {"type": "string", "format": "email"}, "minItems": 1},
-                               "cc": {"type": "array", "items": {"type": "string", "format": "email"}},
-                               "subject": {"type": "string", "maxLength": 120},
-                               "body": {"type": "string"}}}}),
-        json!({"name": "create_event", "description": "Create a calendar event",
-            "parameters": {"type": "object", "additionalProperties": false, "required": ["title", "start"],
-                "properties": {"title": {"type": "string"},
-                               "start": {"type": "string", "format": "date-time"},
-                               "duration_minutes": {"type": "integer", "minimum": 5, "maximum": 1440},
-                               "attendees": {"type": "array", "items": {"type": "object", "additionalProperties": false,
-                                   "required": ["email"], "properties": {"email": {"type": "string", "format": "email"},
-                                   "optional": {"type": "boolean"}}}}}}}),
-        json!({"name": "get_directions", "description": "Directions between two places",
-            "parameters": {"type": "object", "additionalProperties": false, "required": ["origin", "destination"],
-                "properties": {"origin": {"type": "string"}, "destination": {"type": "string"},
-                               "mode": {"type": "string", "enum": ["driving", "walking", "bicycling", "transit"]},
-                               "avoid": {"type": "array", "items": {"enum": ["tolls", "highways", "ferries"]}}}}}),
-        json!({"name": "translate", "description": "Translate text",
-            "parameters": {"type": "object", "additionalProperties": false, "required": ["text", "target"],
-                "properties": {"text": {"type": "string"}, "target": {"type": "string", "pattern": "^[a-z]{2}(-[A-Z]{2})?$"}}}}),
-        json!({"name": "set_thermostat", "description": "Set the thermostat",
-            "parameters": {"type": "object", "additionalProperties": false, "required": ["temperature"],
-                "properties": {"temperature": {"type": "number", "minimum": 10, "maximum": 30},
-                               "mode": {"type": "string", "enum": ["heat", "cool", "auto", "off"]},
-                               "schedule": {"type": "object", "additionalProperties": false,
-                                   "properties": {"days": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 6}},
-                                                  "time": {"type": "string", "format": "time"}}}}}}),
-        json!({"name": "get_time_utc", "description": "The current time in UTC"}),
-    ]
-}
-
-fn tool_set(n: usize) -> Tools {
-    let base = base_functions();
-    let mut list = Vec::new();
-    for i in 0..n {
-        let mut f = base[i % base.len()].clone();
-        if i >= base.len() {
-            let name = format!("{}_{}", f["name"].as_str().unwrap(), i / base.len());
-            f["name"] = name.into();
-        }
-        list.push(f);
-    }
-    Tools::from_openai_json(&Value::Array(list)).unwrap()
-}
 
 /// The output each dialect is measured on: two calls (one for Llama 3.1 JSON).
 fn output(dialect: &str) -> String {

@@ -69,6 +69,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+#[path = "common/mod.rs"]
+mod common;
+
+use common::*;
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput};
 use serde_json::{json, Value};
 
@@ -96,13 +100,6 @@ const SCHEMAS: &[&str] = &[
 // ---------------------------------------------------------------------------------------------
 // Data
 
-fn cache_dir() -> PathBuf {
-    match std::env::var_os("CALLMASK_CACHE") {
-        Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache"),
-    }
-}
-
 fn tokenizer_path() -> PathBuf {
     let p = cache_dir().join(LLAMA31_TOKENIZER);
     if !p.is_file() {
@@ -117,90 +114,11 @@ fn tokenizer_path() -> PathBuf {
     p
 }
 
-fn target_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("CARGO_TARGET_DIR") {
-        return PathBuf::from(d);
-    }
-    // The bench binary lives in <target>/<profile>/deps/.
-    if let Ok(exe) = std::env::current_exe() {
-        if let Some(t) = exe.parent().and_then(Path::parent).and_then(Path::parent) {
-            if t.join("CACHEDIR.TAG").exists() || t.ends_with("target") {
-                return t.to_path_buf();
-            }
-        }
-    }
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("target")
-}
-
-/// `json.dumps` layout: `", "` between items, `": "` after keys.
-struct SpacedFormatter;
-
-impl serde_json::ser::Formatter for SpacedFormatter {
-    fn begin_array_value<W: ?Sized + std::io::Write>(
-        &mut self,
-        w: &mut W,
-        first: bool,
-    ) -> std::io::Result<()> {
-        if first {
-            Ok(())
-        } else {
-            w.write_all(b", ")
-        }
-    }
-    fn begin_object_key<W: ?Sized + std::io::Write>(
-        &mut self,
-        w: &mut W,
-        first: bool,
-    ) -> std::io::Result<()> {
-        if first {
-            Ok(())
-        } else {
-            w.write_all(b", ")
-        }
-    }
-    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        w.write_all(b": ")
-    }
-}
-
-fn to_model_text(v: &Value) -> String {
-    let mut out = Vec::new();
-    let mut ser = serde_json::Serializer::with_formatter(&mut out, SpacedFormatter);
-    serde::Serialize::serialize(v, &mut ser).expect("serialize instance");
-    String::from_utf8(out).expect("utf-8")
-}
-
 struct Case {
     name: String,
     schema: Value,
     text: String,
     tokens: Vec<u32>,
-}
-
-fn read_json(path: &Path) -> Value {
-    let s = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-    serde_json::from_str(&s).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()))
-}
-
-fn env_list(var: &str) -> Option<Vec<String>> {
-    let v = std::env::var(var).ok()?;
-    let v: Vec<String> = v
-        .split(',')
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .collect();
-    (!v.is_empty()).then_some(v)
-}
-
-fn env_usize(var: &str, default: usize) -> usize {
-    match std::env::var(var) {
-        Ok(v) => v
-            .trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("{var} must be a number, got {v:?}")),
-        Err(_) => default,
-    }
 }
 
 /// The schema names: [`SCHEMAS`], or with `CALLMASK_BENCH_SCHEMA_DIR` every `NAME.schema.json` of
@@ -669,10 +587,6 @@ mod llg {
 // ---------------------------------------------------------------------------------------------
 // Statistics and the table
 
-fn micros(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6
-}
-
 #[derive(Default, Clone)]
 struct EngineStats {
     /// µs, schema → first mask, one per cold trial
@@ -685,48 +599,6 @@ struct EngineStats {
     accept: Vec<f64>,
 }
 
-#[derive(Clone, Copy)]
-struct Summary {
-    p50: f64,
-    p99: f64,
-    max: f64,
-    mean: f64,
-}
-
-fn summarize(xs: &[f64]) -> Summary {
-    let mut v = xs.to_vec();
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let q = |p: f64| -> f64 {
-        if v.is_empty() {
-            return f64::NAN;
-        }
-        // nearest rank
-        let k = ((p * v.len() as f64).ceil() as usize).clamp(1, v.len());
-        v[k - 1]
-    };
-    Summary {
-        p50: q(0.5),
-        p99: q(0.99),
-        max: v.last().copied().unwrap_or(f64::NAN),
-        mean: if v.is_empty() {
-            f64::NAN
-        } else {
-            v.iter().sum::<f64>() / v.len() as f64
-        },
-    }
-}
-
-fn summary_json(s: Summary) -> Value {
-    let r = |x: f64| {
-        if x.is_finite() {
-            json!((x * 1000.0).round() / 1000.0)
-        } else {
-            Value::Null
-        }
-    };
-    json!({"p50": r(s.p50), "p99": r(s.p99), "max": r(s.max), "mean": r(s.mean)})
-}
-
 fn stats_json(st: &EngineStats) -> Value {
     json!({
         "compile_us": summary_json(summarize(&st.compile)),
@@ -734,31 +606,6 @@ fn stats_json(st: &EngineStats) -> Value {
         "cold_mask_us": summary_json(summarize(&st.cold)),
         "accept_us": summary_json(summarize(&st.accept)),
     })
-}
-
-fn fmt_us(x: f64) -> String {
-    if !x.is_finite() {
-        "-".into()
-    } else if x >= 100.0 {
-        format!("{:.0}", x)
-    } else if x >= 10.0 {
-        format!("{:.1}", x)
-    } else {
-        format!("{:.2}", x)
-    }
-}
-
-fn fmt_ratio(a: f64, b: f64) -> String {
-    if a.is_finite() && b.is_finite() && b > 0.0 {
-        let r = a / b;
-        if r < 0.095 {
-            format!("{:.3}×", r)
-        } else {
-            format!("{:.2}×", r)
-        }
-    } else {
-        "-".into()
-    }
 }
 
 struct Row {
