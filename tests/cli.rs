@@ -624,3 +624,38 @@ fn fuzz_accept_reports_what_the_grammar_rejects() {
         );
     }
 }
+
+/// `callmask bench` measures a user's grammar and prints the table.
+#[test]
+fn bench_reports_every_measure() {
+    let mut args = vec!["bench".to_string()];
+    args.extend(dialect_args("functools"));
+    args.extend(
+        [
+            "--tokenizer",
+            &tokenizer(),
+            "--compiles",
+            "2",
+            "--outputs",
+            "3",
+            "--passes",
+            "2",
+        ]
+        .map(String::from),
+    );
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = run(&argv, "");
+    assert_eq!(code(&out), 0, "{}", show(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for row in [
+        "| vocabulary | 128256 tokens",
+        "| compile, cold caches (ms) | p50 ",
+        "| compile, warm caches (ms) | p50 ",
+        "| mask per token, warm (µs) | p50 ",
+        "| memory | grammar ",
+        "| fuzz (1 thread) | ",
+    ] {
+        assert!(stdout.contains(row), "missing {row:?}: {stdout}");
+    }
+    assert!(stdout.contains("of 3 outputs"), "{stdout}");
+}
