@@ -568,14 +568,7 @@ fn dialect_check_parse_and_prompt() {
 #[test]
 fn fuzz_accept_reports_what_the_grammar_rejects() {
     let calls = format!("{EXAMPLES}/calls/mixed.jsonl");
-    for d in [
-        "empower",
-        "functools",
-        "pythonic",
-        "inline",
-        "hermes",
-        "llama31_json",
-    ] {
+    for &d in callmask::prompt::BUILTIN_DIALECTS {
         let mut args = vec!["fuzz".to_string()];
         args.extend(dialect_args(d));
         args.extend([

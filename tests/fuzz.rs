@@ -9,14 +9,16 @@ use callmask::{
 };
 use serde_json::Value;
 
-const DIALECTS: [&str; 6] = [
-    "empower",
-    "functools",
-    "pythonic",
-    "inline",
-    "hermes",
-    "llama31_json",
-];
+/// A schema of `benches/schemas/`, and its grammar.
+fn bench_schema(name: &str) -> (Value, Grammar) {
+    let path = format!(
+        "{}/benches/schemas/{name}.schema.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let g = Grammar::from_json_schema(&schema, &CompileOptions::default()).unwrap();
+    (schema, g)
+}
 
 fn mixed_tools() -> Tools {
     let text = std::fs::read_to_string(concat!(
@@ -64,7 +66,7 @@ fn collect(fuzzer: &Fuzzer, checker: &Checker, count: u64, threads: usize) -> Ve
 fn every_dialect_finishes_every_output_validly_and_calls_every_function() {
     let tools = mixed_tools();
     let checker = Checker::for_tools(&tools).unwrap();
-    for d in DIALECTS {
+    for &d in callmask::prompt::BUILTIN_DIALECTS {
         let a = dialect_automaton(d, &tools, ToolChoice::Auto);
         let fuzzer = Fuzzer::new(
             &a,
@@ -155,15 +157,7 @@ fn runs_are_reproducible_whatever_the_threads() {
 
 #[test]
 fn deep_random_walks_in_a_recursive_schema_are_completed() {
-    let schema: Value = serde_json::from_str(
-        &std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/benches/schemas/tree.schema.json"
-        ))
-        .unwrap(),
-    )
-    .unwrap();
-    let g = Grammar::from_json_schema(&schema, &CompileOptions::default()).unwrap();
+    let (schema, g) = bench_schema("tree");
     let a = TokenAutomaton::new(&g, common::llama_vocab()).unwrap();
     let checker = Checker::for_schema(&schema).unwrap();
     let fuzzer = Fuzzer::new(
@@ -280,15 +274,7 @@ fn a_prefix_the_grammar_refuses_is_an_error() {
 /// must stay clean.
 #[test]
 fn email_domains_without_reserved_hyphens() {
-    let schema: Value = serde_json::from_str(
-        &std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/benches/schemas/meeting.schema.json"
-        ))
-        .unwrap(),
-    )
-    .unwrap();
-    let g = Grammar::from_json_schema(&schema, &CompileOptions::default()).unwrap();
+    let (schema, g) = bench_schema("meeting");
     let found = " {\n\n\n\"attendees\":\n\n[\"+@n-------------mur.less\",\"time@interface.props\"],\"duration_minutes\":15,\"start\":\"0000-01-01T00:00:00Z\",\"title\":\"}\"}";
     assert!(g.check_bytes(found.as_bytes()).is_err());
     let fixed = found.replace("n-------------mur", "n-m-u-r");
