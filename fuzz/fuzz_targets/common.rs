@@ -462,7 +462,10 @@ pub fn matcher_tokens(data: &[u8]) {
     let mut p = StreamParser::new(auto.grammar());
     for &t in m.accepted_tokens() {
         if let Err(e) = p.push_token(&vocab, t) {
-            panic!("the stream parser rejects accepted token {t}: {e}");
+            panic!(
+                "the stream parser rejects accepted token {t}: {e}; accepted text {:?}",
+                String::from_utf8_lossy(&vocab.decode(m.accepted_tokens()))
+            );
         }
     }
     let ended = m.accepted_tokens().last().is_some_and(|&t| vocab.is_eos(t));

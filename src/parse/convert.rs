@@ -1315,12 +1315,13 @@ fn py_number_continues(text: &str, c: char) -> bool {
     }
     if c == '+' || c == '-' {
         let body = text.trim_start_matches(['+', '-']);
+        // `0x`, `0o`, `0b` numbers have no exponent; `0e-5` does.
         let radix_prefix = body.len() >= 2
             && body.starts_with('0')
             && body
                 .as_bytes()
                 .get(1)
-                .is_some_and(|b| b.is_ascii_alphabetic());
+                .is_some_and(|b| matches!(b, b'x' | b'X' | b'o' | b'O' | b'b' | b'B'));
         return !radix_prefix && text.ends_with(['e', 'E']);
     }
     false
@@ -1583,6 +1584,8 @@ mod tests {
             ("2e-3", "2e-3"),
             ("01.5", "1.5"),
             ("00e1", "0e1"),
+            ("0E-36", "0e-36"),
+            ("0e+5", "0e5"),
             ("1_0.0_1e0_1", "10.01e01"),
             ("0x1F", "31"),
             ("-0x_10", "-16"),
