@@ -1,0 +1,223 @@
+//! What every subcommand reads: the grammar (a JSON Schema, or a dialect and tools) and the
+//! vocabulary, and how a rejection is shown.
+
+use crate::*;
+
+/// Where the grammar comes from: a JSON Schema, or a dialect and a tool set.
+#[derive(Debug, Args)]
+pub(crate) struct GrammarArgs {
+    /// JSON Schema file the output must satisfy (instead of --dialect/--tools).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["dialect", "tools"], required_unless_present = "dialect")]
+    pub(crate) schema: Option<PathBuf>,
+    /// Tool-call dialect: empower, functools, pythonic, inline, hermes, llama31_json, or the path
+    /// of a grammar file.
+    #[arg(long, value_name = "D", requires = "tools")]
+    pub(crate) dialect: Option<String>,
+    /// Tools file: a list of tools, or an object with a `tools` list (OpenAI shape).
+    #[arg(long, value_name = "FILE", requires = "dialect")]
+    pub(crate) tools: Option<PathBuf>,
+    /// auto, required, none, or a function name.
+    #[arg(long, value_name = "C", default_value = "auto")]
+    pub(crate) tool_choice: String,
+    /// Allow at most one call (OpenAI's `parallel_tool_calls: false`).
+    #[arg(long)]
+    pub(crate) no_parallel_calls: bool,
+    /// Let the model reason first between these markers (`<think>,</think>` by default).
+    #[arg(long, value_name = "START,END", num_args = 0..=1, default_missing_value = "<think>,</think>")]
+    pub(crate) reasoning: Option<String>,
+    /// At most this many characters in each stretch of free text around the calls.
+    #[arg(long, value_name = "N")]
+    pub(crate) max_text: Option<u32>,
+    /// Drop keywords callmask cannot enforce exactly (listed on stderr) instead of refusing the
+    /// schema.
+    #[arg(long)]
+    pub(crate) lenient: bool,
+    /// Most whitespace bytes in one gap between JSON tokens.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub(crate) max_whitespace: u16,
+    /// Most memory of the compiled grammar, in MiB (default 256).
+    #[arg(long, value_name = "MIB")]
+    pub(crate) max_memory_mib: Option<usize>,
+    /// Longest grammar compile, in seconds (default 10).
+    #[arg(long, value_name = "SECS")]
+    pub(crate) max_compile_secs: Option<u64>,
+}
+
+/// How to compile the grammar again.
+pub(crate) enum Source {
+    Schema(CompileOptions),
+    Dialect(Dialect, DialectOptions),
+}
+
+/// A compiled grammar and what it was compiled from.
+pub(crate) struct Loaded {
+    pub(crate) grammar: Grammar,
+    /// How it was compiled.
+    pub(crate) source: Source,
+    /// The schema (with --schema).
+    pub(crate) schema: Option<Value>,
+    /// The tools (with --dialect).
+    pub(crate) tools: Option<Tools>,
+}
+
+/// Where the vocabulary comes from: exactly one of a tokenizer file or a model file.
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+pub(crate) struct VocabArgs {
+    /// Hugging Face `tokenizer.json`.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) tokenizer: Option<PathBuf>,
+    /// GGUF model file (only its vocabulary is loaded).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) model: Option<PathBuf>,
+}
+
+/// Reads and parses a JSON file, naming the file in any error.
+pub(crate) fn read_json(path: &Path) -> Result<Value, BadInput> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| BadInput(format!("cannot read {}: {e}", path.display())))?;
+    serde_json::from_str(&text)
+        .map_err(|e| BadInput(format!("{}: invalid JSON: {e}", path.display())))
+}
+
+/// Compiles the grammar from a schema, or from a dialect and tools.
+pub(crate) fn load_grammar(args: &GrammarArgs) -> Result<Loaded, BadInput> {
+    let mut compile = CompileOptions {
+        lenient: args.lenient,
+        max_whitespace: args.max_whitespace,
+        ..Default::default()
+    };
+    if let Some(mib) = args.max_memory_mib {
+        compile.max_memory = mib.saturating_mul(1 << 20);
+    }
+    if let Some(secs) = args.max_compile_secs {
+        compile.max_compile_time = std::time::Duration::from_secs(secs);
+    }
+    let loaded = match (&args.schema, &args.dialect, &args.tools) {
+        (Some(path), _, _) => {
+            let schema = read_json(path)?;
+            let grammar = Grammar::from_json_schema(&schema, &compile)
+                .map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
+            Loaded {
+                grammar,
+                schema: Some(schema),
+                tools: None,
+                source: Source::Schema(compile),
+            }
+        }
+        (None, Some(dialect), Some(tools_path)) => {
+            let tools = Tools::from_openai_json(&read_json(tools_path)?)
+                .map_err(|e| BadInput(format!("{}: {e}", tools_path.display())))?;
+            let reasoning = match &args.reasoning {
+                None => None,
+                Some(m) => match m.split_once(',') {
+                    Some((a, b)) if !a.is_empty() && !b.is_empty() => Some(Reasoning {
+                        start: a.into(),
+                        end: b.into(),
+                    }),
+                    _ => return Err(BadInput(format!("--reasoning {m:?}: expected START,END"))),
+                },
+            };
+            let options = DialectOptions {
+                tool_choice: args.tool_choice.parse()?,
+                parallel_calls: !args.no_parallel_calls,
+                reasoning,
+                max_text_chars: args.max_text,
+                compile,
+            };
+            let d = Dialect::load(dialect)?;
+            let grammar = d.compile(&tools, &options)?;
+            Loaded {
+                grammar,
+                schema: None,
+                tools: Some(tools),
+                source: Source::Dialect(d, options),
+            }
+        }
+        _ => return Err(BadInput("give --schema, or --dialect and --tools".into())),
+    };
+    let dropped = loaded.grammar.dropped_keywords();
+    if !dropped.is_empty() {
+        eprintln!(
+            "warning: lenient mode dropped {} keyword(s), which the output may violate:",
+            dropped.len()
+        );
+        for k in dropped {
+            eprintln!("  {k}");
+        }
+    }
+    Ok(loaded)
+}
+
+/// Where and why the grammar rejects `text` (special tokens spelled as text).
+pub(crate) fn locate(grammar: &Grammar, text: &str) -> Option<callmask::Rejection> {
+    match grammar.parse(text) {
+        Err(Error::Parse(r)) => Some(r),
+        _ => None,
+    }
+}
+
+/// Loads the vocabulary from whichever source was given.
+pub(crate) fn load_vocab(args: &VocabArgs) -> Result<Arc<Vocab>, BadInput> {
+    let vocab = match (&args.tokenizer, &args.model) {
+        (Some(path), _) => Vocab::from_tokenizer_json(path)
+            .map_err(|e| BadInput(format!("{}: {e}", path.display())))?,
+        (None, Some(path)) => load_gguf(path)?,
+        (None, None) => return Err(BadInput("give --tokenizer or --model".into())),
+    };
+    Ok(Arc::new(vocab))
+}
+
+#[cfg(feature = "llama")]
+pub(crate) fn load_gguf(path: &Path) -> Result<Vocab, BadInput> {
+    <Vocab as callmask_llama::GgufVocab>::from_gguf(path)
+        .map_err(|e| BadInput(format!("{}: {e}", path.display())))
+}
+
+#[cfg(not(feature = "llama"))]
+pub(crate) fn load_gguf(_path: &Path) -> Result<Vocab, BadInput> {
+    Err(BadInput(
+        "--model needs callmask built with the `llama` feature".into(),
+    ))
+}
+
+/// Bytes of a token as they appear in the text (empty if unknown).
+pub(crate) fn token_len(vocab: &Vocab, t: TokenId) -> usize {
+    vocab.token_bytes(t).map_or(0, <[u8]>::len)
+}
+
+/// A short, printable excerpt of `text` around byte `offset`, with a caret line under it.
+pub(crate) fn context(text: &[u8], offset: usize) -> String {
+    let start = offset.saturating_sub(30);
+    let end = (offset + 30).min(text.len());
+    // Control characters escaped (so the excerpt stays on one line), the rest as is.
+    let escape = |b: &[u8]| {
+        String::from_utf8_lossy(b)
+            .chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_debug().collect()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect::<String>()
+    };
+    let before = escape(&text[start..offset.min(text.len())]);
+    let after = escape(&text[offset.min(text.len())..end]);
+    format!(
+        "  {before}{after}\n  {}^",
+        " ".repeat(before.chars().count())
+    )
+}
+
+impl Loaded {
+    /// Compiles the grammar again from its sources.
+    pub(crate) fn recompile(&self) -> Result<Grammar, Error> {
+        match (&self.source, &self.schema, &self.tools) {
+            (Source::Schema(o), Some(schema), _) => Grammar::from_json_schema(schema, o),
+            (Source::Dialect(d, o), _, Some(tools)) => d.compile(tools, o),
+            _ => Ok(self.grammar.clone()),
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! `callmask`: the command-line face of the library.
+//!
+//! A thin layer over [`callmask`]: it compiles a grammar (a JSON Schema with `--schema`, or a
+//! tool-call dialect with `--dialect D --tools tools.json`) and loads a vocabulary, then checks a
+//! text against the token-level automaton (`check`), parses an output into its text and
+//! `tool_calls` (`parse`), draws random complete outputs and validates each with an independent
+//! JSON Schema validator (`fuzz`), or renders a dialect's prompt (`prompt`).
+//!
+//! Exit codes, for every subcommand: 0 success (accepted, all valid), 1 a negative answer
+//! (rejected, violation found), 2 bad input or usage (unreadable file, invalid JSON, invalid or
+//! unsupported schema; the message names the cause, e.g. the refused keyword).
+
+use std::collections::HashSet;
+use std::fmt;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+mod bench;
+mod check;
+#[cfg(feature = "llama")]
+mod fetch;
+mod fuzz;
+#[cfg(feature = "llama")]
+mod generate;
+mod input;
+mod parse;
+mod prompt;
+
+use bench::{bench, BenchArgs};
+use check::{check, CheckArgs};
+use fuzz::{fuzz, FuzzArgs};
+#[cfg(feature = "llama")]
+use generate::{generate, GenerateArgs};
+use input::*;
+use parse::{parse, ParseArgs};
+use prompt::{prompt, PromptArgs};
+
+use callmask::fuzz::{Checked, Checker, Coverage, FuzzOptions, Fuzzer, Outcome, Sample, Strategy};
+use callmask::{
+    CompileOptions, Dialect, DialectOptions, Error, Grammar, Message, PromptOptions, Reasoning,
+    TokenAutomaton, TokenId, Tools, Vocab,
+};
+use clap::{Args, Parser, Subcommand};
+use rayon::prelude::*;
+use serde_json::Value;
+
+/// Compile tool-call dialects (with the tools' JSON Schemas) or plain JSON Schemas into
+/// token-level automata that mask LLM logits: check texts against them, parse outputs into
+/// `tool_calls`, fuzz them, render prompts.
+#[derive(Debug, Parser)]
+#[command(name = "callmask", version)]
+struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check that a text read from stdin, tokenized as the model would, is accepted from start to
+    /// end (exit 0), or print the byte offset and reason of the first rejection (exit 1).
+    Check(CheckArgs),
+    /// Draw random complete outputs by walking the token masks and validate each one against the
+    /// original schema with the `jsonschema` crate; exit 1 on the first violation.
+    Fuzz(FuzzArgs),
+    /// Parse an output read from stdin into its text, reasoning and `tool_calls` (JSON on
+    /// stdout); exit 1 with the offset and reason if the dialect does not accept it.
+    Parse(ParseArgs),
+    /// Print the prompt a dialect's model expects for a list of messages and the tools.
+    Prompt(PromptArgs),
+    /// Generate a reply with a local GGUF model (the default model if none is given), the
+    /// dialect's constraint masking every token; streams the text to stderr and prints the
+    /// parsed result (text and `tool_calls`) as JSON.
+    #[cfg(feature = "llama")]
+    Generate(GenerateArgs),
+    /// Measure the grammar on the vocabulary: vocabulary load, compile (tools to first mask),
+    /// per-token mask time along valid outputs, memory, fuzz throughput. Peers are compared in
+    /// `cargo bench --bench suite` (see BENCHMARKS.md).
+    Bench(BenchArgs),
+}
+
+/// A failure that is not a negative answer: bad input or usage, exit code 2.
+#[derive(Debug)]
+struct BadInput(String);
+
+impl fmt::Display for BadInput {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<Error> for BadInput {
+    fn from(e: Error) -> Self {
+        BadInput(e.to_string())
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Check(args) => check(&args),
+        Command::Fuzz(args) => fuzz(&args),
+        Command::Parse(args) => parse(&args),
+        Command::Prompt(args) => prompt(&args),
+        Command::Bench(args) => bench(&args),
+        #[cfg(feature = "llama")]
+        Command::Generate(args) => generate(&args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

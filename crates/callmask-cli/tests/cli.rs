@@ -1,0 +1,655 @@
+//! The `callmask` binary as scripts use it: exit codes 0 (accepted / all valid), 1 (rejected /
+//! violation), 2 (bad input or usage), the reported byte offsets, and reproducible fuzzing.
+
+#[path = "../../callmask/tests/common/mod.rs"]
+mod common;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{json, Value};
+
+const EXAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples");
+
+/// A scratch folder for one test.
+fn scratch(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("callmask-cli-{}-{test}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn write(dir: &Path, name: &str, content: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, content).unwrap();
+    path
+}
+
+/// Runs `callmask args...` with `stdin` as its input.
+fn run(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_callmask"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawning callmask");
+    // The binary may exit before reading (bad arguments): ignore a broken pipe.
+    let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
+    child.wait_with_output().unwrap()
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().expect("exited normally")
+}
+
+fn show(out: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}--- stderr\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn tokenizer() -> String {
+    common::llama_tokenizer().to_string_lossy().into_owned()
+}
+
+/// `check --schema S --tokenizer llama` on `text`.
+fn check(schema: &Path, text: &str) -> Output {
+    run(
+        &[
+            "check",
+            "--schema",
+            schema.to_str().unwrap(),
+            "--tokenizer",
+            &tokenizer(),
+        ],
+        text,
+    )
+}
+
+const OBJ: &str = r#"{"type": "object", "properties": {"a": {"type": "integer"}, "b": {"enum": ["x", "yz"]}}, "required": ["a"], "additionalProperties": false}"#;
+
+#[test]
+fn check_accepts_the_bundled_example() {
+    let schema = Path::new(EXAMPLES).join("weather.schema.json");
+    let text = std::fs::read_to_string(Path::new(EXAMPLES).join("weather.json")).unwrap();
+    let out = check(&schema, &text);
+    assert_eq!(code(&out), 0, "{}", show(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("accepted"));
+
+    let bad = std::fs::read_to_string(Path::new(EXAMPLES).join("weather-bad.json")).unwrap();
+    let out = check(&schema, &bad);
+    assert_eq!(code(&out), 1, "{}", show(&out));
+    let offset = bad.find("kelvin").unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&format!("rejected at byte {offset}:")),
+        "want the offset of `kelvin`, {offset}: {}",
+        show(&out)
+    );
+}
+
+#[test]
+fn check_reports_the_first_rejected_byte() {
+    let dir = scratch("offset");
+    let schema = write(&dir, "s.json", OBJ);
+    for (text, offset) in [
+        (r#"{"a":x}"#, 5),
+        (r#"{"a":12,"b":"yy"}"#, 14),
+        (r#"{"a":1,"c":2}"#, 8),
+        (r#"{"b":"x"}"#, 8), // `a` is required: `}` is the first impossible byte
+        (r#"{"a":1"#, 6),    // complete so far, but cannot end
+        (r#"{"a":1}}"#, 7),
+        ("", 0),
+    ] {
+        let out = check(&schema, text);
+        assert_eq!(code(&out), 1, "{text}: {}", show(&out));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains(&format!("rejected at byte {offset}:")),
+            "{text}: want offset {offset}: {}",
+            show(&out)
+        );
+    }
+    for text in [
+        r#"{"a":1}"#,
+        r#"{"b":"yz","a":-7}"#,
+        r#"{"a": 1, "b": "x"}"#,
+    ] {
+        let out = check(&schema, text);
+        assert_eq!(code(&out), 0, "{text}: {}", show(&out));
+    }
+}
+
+#[test]
+fn check_bad_input_exits_2() {
+    let dir = scratch("bad");
+    let tok = tokenizer();
+    let missing = dir.join("does-not-exist.json");
+    let not_json = write(&dir, "not-json.json", r#"{"type": "object",,}"#);
+    let unsupported = write(
+        &dir,
+        "unsupported.json",
+        r#"{"type": "array", "uniqueItems": true}"#,
+    );
+    let unknown_type = write(&dir, "strin.json", r#"{"type": "strin"}"#);
+    let dangling = write(&dir, "dangling.json", r##"{"$ref": "#/$defs/nope"}"##);
+    let deep = write(
+        &dir,
+        "deep.json",
+        &format!("{}{{}}{}", "{\"items\":".repeat(10_000), "}".repeat(10_000)),
+    );
+    let good = write(&dir, "good.json", OBJ);
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec![
+                "check",
+                "--schema",
+                missing.to_str().unwrap(),
+                "--tokenizer",
+                &tok,
+            ],
+            "does-not-exist.json",
+        ),
+        (
+            vec![
+                "check",
+                "--schema",
+                not_json.to_str().unwrap(),
+                "--tokenizer",
+                &tok,
+            ],
+            "invalid JSON",
+        ),
+        (
+            vec![
+                "check",
+                "--schema",
+                unsupported.to_str().unwrap(),
+                "--tokenizer",
+                &tok,
+            ],
+            "uniqueItems",
+        ),
+        (
+            vec![
+                "check",
+                "--schema",
+                unknown_type.to_str().unwrap(),
+                "--tokenizer",
+                &tok,
+            ],
+            "strin",
+        ),
+        (
+            vec![
+                "check",
+                "--schema",
+                dangling.to_str().unwrap(),
+                "--tokenizer",
+                &tok,
+            ],
+            "#/$defs/nope",
+        ),
+        (
+            vec![
+                "check",
+                "--schema",
+                deep.to_str().unwrap(),
+                "--tokenizer",
+                &tok,
+            ],
+            "recursion limit",
+        ),
+        (
+            vec![
+                "check",
+                "--schema",
+                good.to_str().unwrap(),
+                "--tokenizer",
+                missing.to_str().unwrap(),
+            ],
+            "does-not-exist.json",
+        ),
+        (
+            vec![
+                "fuzz",
+                "--schema",
+                unsupported.to_str().unwrap(),
+                "--tokenizer",
+                &tok,
+                "-n",
+                "1",
+            ],
+            "uniqueItems",
+        ),
+    ];
+    for (args, needle) in cases {
+        let out = run(&args, r#"{"a":1}"#);
+        assert_eq!(code(&out), 2, "{args:?}: {}", show(&out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.starts_with("error: ") && stderr.contains(needle),
+            "{args:?}: want `error: ...{needle}...`: {}",
+            show(&out)
+        );
+    }
+    // Usage errors: no vocabulary, two vocabularies, unknown flag.
+    let schema = good.to_str().unwrap();
+    for args in [
+        vec!["check", "--schema", schema],
+        vec![
+            "check",
+            "--schema",
+            schema,
+            "--tokenizer",
+            &tok,
+            "--model",
+            "m.gguf",
+        ],
+        vec!["check", "--schema", schema, "--tokenizer", &tok, "--nope"],
+        vec!["frobnicate"],
+    ] {
+        let out = run(&args, "");
+        assert_eq!(code(&out), 2, "{args:?}: {}", show(&out));
+    }
+}
+
+#[test]
+fn lenient_mode_lists_what_it_drops() {
+    let dir = scratch("lenient");
+    let schema = write(
+        &dir,
+        "s.json",
+        r#"{"type": "array", "items": {"type": "integer"}, "uniqueItems": true}"#,
+    );
+    let out = run(
+        &[
+            "check",
+            "--schema",
+            schema.to_str().unwrap(),
+            "--tokenizer",
+            &tokenizer(),
+            "--lenient",
+        ],
+        "[1,1]",
+    );
+    assert_eq!(code(&out), 0, "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("uniqueItems"),
+        "{}",
+        show(&out)
+    );
+}
+
+/// Runs `fuzz` on `schema` and returns the `--out` lines.
+fn fuzz(schema: &Path, n: usize, seed: u64, out_file: &Path) -> (Output, Vec<Value>) {
+    let out = run(
+        &[
+            "fuzz",
+            "--schema",
+            schema.to_str().unwrap(),
+            "--tokenizer",
+            &tokenizer(),
+            "-n",
+            &n.to_string(),
+            "--seed",
+            &seed.to_string(),
+            "--max-tokens",
+            "256",
+            "--out",
+            out_file.to_str().unwrap(),
+        ],
+        "",
+    );
+    let lines = std::fs::read_to_string(out_file)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each --out line is JSON"))
+        .collect();
+    (out, lines)
+}
+
+#[test]
+fn fuzz_outputs_are_valid_and_reproducible() {
+    let dir = scratch("fuzz");
+    let schema_path = Path::new(EXAMPLES).join("weather.schema.json");
+    let schema: Value =
+        serde_json::from_str(&std::fs::read_to_string(&schema_path).unwrap()).unwrap();
+    let validator = jsonschema::options()
+        .should_validate_formats(true)
+        .build(&schema)
+        .unwrap();
+
+    let (out1, lines1) = fuzz(&schema_path, 40, 7, &dir.join("a.jsonl"));
+    assert_eq!(code(&out1), 0, "{}", show(&out1));
+    assert_eq!(lines1.len(), 40);
+    let stderr = String::from_utf8_lossy(&out1.stderr);
+    assert!(stderr.contains("40 outputs"), "summary: {stderr}");
+
+    let mut finished = 0;
+    for line in &lines1 {
+        let text = line["text"].as_str().expect("text");
+        assert!(line["tokens"].is_array());
+        if line["finished"] == json!(true) {
+            finished += 1;
+            assert_eq!(line["valid"], json!(true), "{line}");
+            let value: Value = serde_json::from_str(text).expect("finished output is JSON");
+            assert!(validator.is_valid(&value), "invalid output: {text}");
+        }
+    }
+    assert!(finished > 0, "no output finished: {stderr}");
+
+    // Same seed, same outputs; another seed, other outputs.
+    let (out2, lines2) = fuzz(&schema_path, 40, 7, &dir.join("b.jsonl"));
+    assert_eq!(code(&out2), 0, "{}", show(&out2));
+    assert_eq!(lines1, lines2, "same seed, different outputs");
+    let (out3, lines3) = fuzz(&schema_path, 40, 8, &dir.join("c.jsonl"));
+    assert_eq!(code(&out3), 0, "{}", show(&out3));
+    assert_ne!(lines1, lines3, "another seed, same outputs");
+}
+
+#[test]
+fn fuzz_tokens_replay_through_check() {
+    // What fuzz draws, check accepts (when it finished).
+    let dir = scratch("replay");
+    let schema = write(&dir, "s.json", OBJ);
+    let (out, lines) = fuzz(&schema, 10, 3, &dir.join("o.jsonl"));
+    assert_eq!(code(&out), 0, "{}", show(&out));
+    for line in lines.iter().filter(|l| l["finished"] == json!(true)) {
+        let text = line["text"].as_str().unwrap();
+        let out = check(&schema, text);
+        assert_eq!(code(&out), 0, "fuzz drew {text:?}: {}", show(&out));
+    }
+}
+
+#[cfg(feature = "llama")]
+#[test]
+fn check_with_a_gguf_vocabulary() {
+    let gguf = common::require(
+        common::cache_dir()
+            .join("gemma-1.0.0")
+            .join("gemma-3-270m-q4_k_m.gguf"),
+        "the Gemma 3 270M GGUF",
+        "gemma",
+    );
+    let dir = scratch("gguf");
+    let schema = write(&dir, "s.json", OBJ);
+    let model = gguf.to_str().unwrap();
+    let args = [
+        "check",
+        "--schema",
+        schema.to_str().unwrap(),
+        "--model",
+        model,
+    ];
+    let out = run(&args, r#"{"a": 42, "b": "yz"}"#);
+    assert_eq!(code(&out), 0, "{}", show(&out));
+    let out = run(&args, r#"{"a": "42"}"#);
+    assert_eq!(code(&out), 1, "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("rejected at byte 6:"),
+        "{}",
+        show(&out)
+    );
+}
+
+/// `--dialect D --tools mixed.json` flags.
+fn dialect_args(d: &str) -> Vec<String> {
+    vec![
+        "--dialect".into(),
+        d.into(),
+        "--tools".into(),
+        format!("{EXAMPLES}/tools/mixed.json"),
+    ]
+}
+
+/// Fuzzes every dialect on Llama 3.1 (thousands of outputs each) and on Gemma 3, each output
+/// parsed and its arguments validated with the jsonschema crate by the binary; zero violations.
+#[test]
+fn fuzz_every_dialect_with_validation() {
+    let gemma = common::gemma_gguf().to_string_lossy().into_owned();
+    // How each dialect gets to its calls: forced by tool_choice, or by a prefix when free text
+    // comes first (a uniform walk over 128k tokens rarely writes a marker by chance).
+    let plans: [(&str, &[&str]); 6] = [
+        ("empower", &["--tool-choice", "required"]),
+        ("functools", &["--prefix", "functools["]),
+        ("pythonic", &["--tool-choice", "required"]),
+        ("inline", &["--prefix", "Sure. <FUNCTION_CALL>"]),
+        ("hermes", &["--prefix", "<tool_call>"]),
+        ("llama31_json", &["--tool-choice", "required"]),
+    ];
+    for (d, extra) in plans {
+        for (vocab_flag, vocab, n) in [
+            ("--tokenizer", tokenizer(), "2000"),
+            ("--model", gemma.clone(), "300"),
+        ] {
+            let mut args: Vec<String> = vec!["fuzz".into()];
+            args.extend(dialect_args(d));
+            args.extend([vocab_flag.into(), vocab, "-n".into(), n.into()]);
+            args.extend(
+                [
+                    "--seed",
+                    "7",
+                    "--max-tokens",
+                    "600",
+                    "--max-whitespace",
+                    "1",
+                    "--end-bias",
+                    "0.3",
+                ]
+                .map(String::from),
+            );
+            args.extend(extra.iter().map(|s| s.to_string()));
+            let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+            let out = run(&argv, "");
+            assert_eq!(code(&out), 0, "{d}: {}", show(&out));
+            let err = String::from_utf8_lossy(&out.stderr);
+            // "fuzz: N outputs, D distinct, U unfinished, ..."
+            let nums: Vec<usize> = err
+                .split(|c: char| !c.is_ascii_digit())
+                .filter_map(|w| w.parse().ok())
+                .collect();
+            let (outputs, unfinished) = (nums[0], nums[2]);
+            assert_eq!(outputs.to_string(), n);
+            assert!(
+                unfinished * 2 < outputs,
+                "{d}: too few complete outputs to mean anything: {err}"
+            );
+        }
+    }
+}
+
+#[test]
+fn dialect_check_parse_and_prompt() {
+    let tok = tokenizer();
+    let mut args = vec!["check".to_string()];
+    args.extend(dialect_args("pythonic"));
+    args.extend(["--tokenizer".into(), tok.clone()]);
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = run(
+        &argv,
+        "<|python_tag|>[get_user_info(user_id=7890, special='black')]",
+    );
+    assert_eq!(code(&out), 0, "{}", show(&out));
+    let out = run(&argv, "[get_user_info(user_id='7890')]");
+    assert_eq!(code(&out), 1, "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("rejected at byte 23"),
+        "{}",
+        show(&out)
+    );
+
+    let mut args = vec!["parse".to_string()];
+    args.extend(dialect_args("empower"));
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = run(
+        &argv,
+        r#"<f>[{"name": "get_current_weather", "arguments": "{\"location\": \"Paris\"}"}]"#,
+    );
+    assert_eq!(code(&out), 0, "{}", show(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["tool_calls"][0]["function"]["name"],
+        "get_current_weather"
+    );
+    assert_eq!(
+        v["tool_calls"][0]["function"]["arguments"],
+        r#"{"location":"Paris"}"#
+    );
+    assert_eq!(v["tool_calls"][0]["type"], "function");
+    let out = run(&argv, r#"<f>[{"name": "nope", "arguments": "{}"}]"#);
+    assert_eq!(code(&out), 1, "{}", show(&out));
+
+    // Bad input: unknown dialect, malformed tools.
+    let dir = scratch("dialect_bad");
+    let bad_tools = write(&dir, "tools.json", r#"[{"description": "no name"}]"#);
+    let out = run(
+        &[
+            "parse",
+            "--dialect",
+            "nope",
+            "--tools",
+            &format!("{EXAMPLES}/tools/mixed.json"),
+        ],
+        "",
+    );
+    assert_eq!(code(&out), 2, "{}", show(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown dialect"));
+    let out = run(
+        &[
+            "parse",
+            "--dialect",
+            "pythonic",
+            "--tools",
+            bad_tools.to_str().unwrap(),
+        ],
+        "",
+    );
+    assert_eq!(code(&out), 2, "{}", show(&out));
+
+    // The prompt of each built-in dialect.
+    let messages = write(
+        &dir,
+        "messages.json",
+        &json!([{"role": "user", "content": "How's the weather in San Francisco?"}]).to_string(),
+    );
+    for (d, marker) in [
+        ("empower", "<u>How's the weather in San Francisco?"),
+        ("functools", "functools["),
+        ("pythonic", "[func_name1(params_name1=params_value1"),
+        ("inline", "<FUNCTION_CALL>"),
+    ] {
+        let out = run(
+            &[
+                "prompt",
+                "--dialect",
+                d,
+                "--tools",
+                &format!("{EXAMPLES}/tools/mixed.json"),
+                "--messages",
+                messages.to_str().unwrap(),
+                "--datetime",
+                "2024-09-24",
+            ],
+            "",
+        );
+        assert_eq!(code(&out), 0, "{d}: {}", show(&out));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains(marker), "{d}: {text}");
+        assert!(text.contains("get_stock_price"), "{d}: {text}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `fuzz --accept`: known-good call sets are written in each dialect and accepted; the bad ones
+/// are reported with the byte offset of the first refused byte.
+#[test]
+fn fuzz_accept_reports_what_the_grammar_rejects() {
+    let calls = format!("{EXAMPLES}/calls/mixed.jsonl");
+    for &d in callmask::prompt::BUILTIN_DIALECTS {
+        let mut args = vec!["fuzz".to_string()];
+        args.extend(dialect_args(d));
+        args.extend([
+            "--tokenizer".into(),
+            tokenizer(),
+            "--accept".into(),
+            calls.clone(),
+        ]);
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = run(&argv, "");
+        assert_eq!(code(&out), 1, "{d}: {}", show(&out));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let rejected: Vec<&str> = stdout
+            .lines()
+            .filter(|l| l.contains("mixed.jsonl:"))
+            .collect();
+        // Lines 5-7: lowercase ticker (pattern), unknown enum value, unknown function; line 3
+        // has two calls, which llama31_json (one call) refuses.
+        let mut expected = vec![5, 6, 7];
+        if d == "llama31_json" {
+            expected.insert(0, 3);
+        }
+        let lines: Vec<usize> = rejected
+            .iter()
+            .map(|l| l.split(':').nth(1).unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(lines, expected, "{d}: {stdout}");
+        for (line, culprit) in [(5, "nvda"), (6, "kelvin"), (7, "send_email")] {
+            let report = rejected
+                .iter()
+                .find(|l| l.contains(&format!("mixed.jsonl:{line}:")))
+                .unwrap();
+            let token = report.split('"').nth(1).unwrap_or_default();
+            assert!(
+                !token.is_empty() && culprit.starts_with(token),
+                "{d}: line {line} should be refused at {culprit:?}: {report}"
+            );
+        }
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!(
+                "accept: 7 call sets, {} accepted",
+                7 - expected.len()
+            )),
+            "{d}: {err}"
+        );
+    }
+}
+
+/// `callmask bench` measures a user's grammar and prints the table.
+#[test]
+fn bench_reports_every_measure() {
+    let mut args = vec!["bench".to_string()];
+    args.extend(dialect_args("functools"));
+    args.extend(
+        [
+            "--tokenizer",
+            &tokenizer(),
+            "--compiles",
+            "2",
+            "--outputs",
+            "3",
+            "--passes",
+            "2",
+        ]
+        .map(String::from),
+    );
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = run(&argv, "");
+    assert_eq!(code(&out), 0, "{}", show(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for row in [
+        "| vocabulary | 128256 tokens",
+        "| compile, cold caches (ms) | p50 ",
+        "| compile, warm caches (ms) | p50 ",
+        "| mask per token, warm (µs) | p50 ",
+        "| memory | grammar ",
+        "| fuzz (1 thread) | ",
+    ] {
+        assert!(stdout.contains(row), "missing {row:?}: {stdout}");
+    }
+    assert!(stdout.contains("of 3 outputs"), "{stdout}");
+}

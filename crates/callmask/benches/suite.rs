@@ -1,0 +1,1579 @@
+//! The comparison suite: callmask, llguidance and XGrammar in the same run, on the same
+//! vocabularies, grammars and token sequences. Writes `target/bench/results.json`, the
+//! crate's `BENCHMARKS.md` and the plots under `docs/bench/`.
+//!
+//! ```text
+//! scripts/bench.sh                  # sets up XGrammar's venv, then the line below
+//! cargo bench --bench suite         # the whole suite (~15 minutes on 2 cores)
+//! CALLMASK_BENCH_VOCABS=llama CALLMASK_BENCH_WORKLOADS=tools_5 cargo bench --bench suite
+//! ```
+//!
+//! Workloads:
+//! - `tools_N` (N = 1, 5, 20, 100; the sets are stored in `benches/tools/tools_N.json`): the JSON
+//!   Schema of a functools-style call list (`[{"name": F, "arguments": {...}}, ...]`,
+//!   [`common::call_list_schema`]), run by every engine; the output is one or two calls in
+//!   `json.dumps` layout.
+//! - `tools_N/DIALECT` (functools, pythonic, empower, inline): callmask's real dialects on the same
+//!   tool set, for information (no peer has them); the output is written as the dialect's model
+//!   writes it (`tests/common/writer.rs`), special tokens as special tokens.
+//! - `schema/NAME`: the schemas of `benches/schemas/` with their instances.
+//!
+//! Vocabularies: Llama 3.1 (`tokenizer.json`, 128,256 tokens) and Gemma 3 (the 270M GGUF,
+//! 262,144 tokens). Texts are tokenized by callmask's `Vocab::tokenize` (the `tokenizers` crate for
+//! Llama, llama.cpp for Gemma), and every engine gets the same ids. llguidance and XGrammar get the
+//! same token bytes: llguidance on Llama through its own `tokenizer.json` loader (checked equal),
+//! on Gemma through a `TokTrie` built from callmask's token bytes; XGrammar from a hex dump of
+//! them.
+//!
+//! Measures per vocabulary, workload and engine (setup checks first, untimed, that every token is
+//! allowed and accepted and that the output can end there):
+//! - load: vocabulary + token trie, once per vocabulary and engine.
+//! - compile: grammar → matcher with its first mask computed, median over
+//!   `CALLMASK_BENCH_COMPILE` trials (default 5), each on fresh objects. For callmask, the
+//!   process-wide caches (compiled lexemes, lexeme walks) are cleared before each trial ("cold"),
+//!   and a second series keeps them ("warm", a server's steady state).
+//! - first mask: the first mask's own time in those trials (median).
+//! - mask p50 / p99 / max: per-token mask time along the output, over `CALLMASK_BENCH_REPS`
+//!   (default 10) warm passes with fresh matchers on one compiled grammar.
+//! - memory: live heap bytes (a counting global allocator) held by one compiled grammar with its
+//!   first mask, and by one more sequence (matcher) after a full pass. XGrammar's are not counted
+//!   (C++ heap): "n/a".
+//! - fuzz (callmask): uniform random walks over the masks (each step a uniformly drawn allowed
+//!   token, end-of-sequence included; walks stop at the end or at 256 tokens), for
+//!   `CALLMASK_BENCH_FUZZ_MS` (default 300) ms per workload: walks/s and tokens/s.
+//!
+//! Environment: `CALLMASK_CACHE`; `CALLMASK_BENCH_VOCABS` (`llama,gemma`);
+//! `CALLMASK_BENCH_WORKLOADS` (comma list of workload names or prefixes, e.g. `tools_5,schema/`);
+//! `CALLMASK_BENCH_ENGINES` (`callmask,llguidance,xgrammar`); `CALLMASK_BENCH_REPS`,
+//! `CALLMASK_BENCH_COMPILE`, `CALLMASK_BENCH_FUZZ_MS`; `CALLMASK_XGRAMMAR_PYTHON` (default
+//! `$CALLMASK_CACHE/venv-xgrammar/bin/python`), `CALLMASK_XGRAMMAR_SCRIPT` (default
+//! `scripts/bench_xgrammar.py`); `CALLMASK_BENCH_WRITE_DOCS=0` keeps `BENCHMARKS.md` and the
+//! plots untouched (the JSON is always written); `CALLMASK_BENCH_FROM_JSON=path/results.json`
+//! only regenerates `BENCHMARKS.md`, `docs/bench/results.json` and the plots from an earlier run.
+
+#[path = "common/mod.rs"]
+mod common;
+#[path = "../tests/common/writer.rs"]
+mod writer;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicIsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use callmask::{
+    CompileOptions, Dialect, DialectOptions, Grammar, TokenAutomaton, TokenId, TokenMask, Tools,
+    Vocab,
+};
+use callmask_llama::GgufVocab;
+use common::*;
+use rand::{Rng, SeedableRng};
+use serde_json::{json, Value};
+
+// ---------------------------------------------------------------------------------------------
+// A counting allocator: live heap bytes.
+
+/// The system allocator, counting live bytes.
+struct Counting;
+
+/// Live heap bytes (all threads).
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+// SAFETY: every call forwards to `System` with the caller's arguments unchanged; the counter is
+// only bookkeeping.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc(l) };
+        if !p.is_null() {
+            LIVE.fetch_add(l.size() as isize, Ordering::Relaxed);
+        }
+        p
+    }
+    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc_zeroed(l) };
+        if !p.is_null() {
+            LIVE.fetch_add(l.size() as isize, Ordering::Relaxed);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        unsafe { System.dealloc(p, l) };
+        LIVE.fetch_sub(l.size() as isize, Ordering::Relaxed);
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        let q = unsafe { System.realloc(p, l, new) };
+        if !q.is_null() {
+            LIVE.fetch_add(new as isize - l.size() as isize, Ordering::Relaxed);
+        }
+        q
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn live() -> isize {
+    LIVE.load(Ordering::Relaxed)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Settings
+
+const LLAMA31_TOKENIZER: &str = "tokenizers/llama3_1-3.7.2/tokenizer.json";
+const GEMMA3_GGUF: &str = "gemma-1.0.0/gemma-3-270m-q4_k_m.gguf";
+const DIALECTS: [&str; 4] = ["functools", "pythonic", "empower", "inline"];
+const ENGINES: [&str; 3] = ["callmask", "llguidance", "xgrammar"];
+const PEERS: [&str; 2] = ["llguidance", "xgrammar"];
+const FUZZ_MAX_TOKENS: usize = 256;
+const TEXT_BEFORE: &str = "Let me look that up.";
+
+struct Knobs {
+    reps: usize,
+    compile: usize,
+    fuzz_ms: u64,
+    engines: Vec<String>,
+    workloads: Option<Vec<String>>,
+}
+
+impl Knobs {
+    fn from_env() -> Knobs {
+        let engines = env_list("CALLMASK_BENCH_ENGINES")
+            .unwrap_or_else(|| ENGINES.iter().map(|s| s.to_string()).collect());
+        for e in &engines {
+            assert!(
+                ENGINES.contains(&e.as_str()),
+                "CALLMASK_BENCH_ENGINES: unknown engine {e:?} ({ENGINES:?})"
+            );
+        }
+        Knobs {
+            reps: env_usize("CALLMASK_BENCH_REPS", 10).max(1),
+            compile: env_usize("CALLMASK_BENCH_COMPILE", 5).max(1),
+            fuzz_ms: env_usize("CALLMASK_BENCH_FUZZ_MS", 300) as u64,
+            engines,
+            workloads: env_list("CALLMASK_BENCH_WORKLOADS"),
+        }
+    }
+    fn uses(&self, engine: &str) -> bool {
+        self.engines.iter().any(|e| e == engine)
+    }
+    fn wants(&self, workload: &str) -> bool {
+        self.workloads
+            .as_ref()
+            .is_none_or(|w| w.iter().any(|p| workload.starts_with(p.as_str())))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Workloads
+
+/// What a workload compiles.
+enum Source {
+    /// A JSON Schema (every engine).
+    Schema(Value),
+    /// A callmask dialect over a tool set (callmask only).
+    Dialect(&'static str, Tools),
+}
+
+struct Workload {
+    name: String,
+    /// `tools`, `dialect` or `schema`
+    kind: &'static str,
+    n_tools: Option<usize>,
+    source: Source,
+    text: String,
+}
+
+fn workloads(knobs: &Knobs) -> Vec<Workload> {
+    let mut out = Vec::new();
+    for n in TOOL_COUNTS {
+        let tools_json = store_tool_set(n);
+        let calls = calls_for(n);
+        let name = format!("tools_{n}");
+        // The call list, as a model writes JSON.
+        let list: Vec<Value> = calls
+            .iter()
+            .map(|(f, a)| json!({"name": f, "arguments": a}))
+            .collect();
+        if knobs.wants(&name) {
+            out.push(Workload {
+                name: name.clone(),
+                kind: "tools",
+                n_tools: Some(n),
+                source: Source::Schema(call_list_schema(&tools_json)),
+                text: to_model_text(&Value::Array(list)),
+            });
+        }
+        let tools = Tools::from_openai_json(&tools_json).unwrap();
+        let wcalls: Vec<writer::Call> = calls
+            .iter()
+            .map(|(f, a)| (&*Box::leak(f.clone().into_boxed_str()), a.clone()))
+            .collect();
+        for d in DIALECTS {
+            let wname = format!("{name}/{d}");
+            if knobs.wants(&wname) {
+                out.push(Workload {
+                    name: wname,
+                    kind: "dialect",
+                    n_tools: Some(n),
+                    source: Source::Dialect(d, tools.clone()),
+                    text: writer::write(d, TEXT_BEFORE, &wcalls),
+                });
+            }
+        }
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/schemas");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| {
+            let f = e.ok()?.file_name().into_string().ok()?;
+            f.strip_suffix(".schema.json").map(str::to_string)
+        })
+        .collect();
+    names.sort();
+    for s in names {
+        let name = format!("schema/{s}");
+        if knobs.wants(&name) {
+            out.push(Workload {
+                name,
+                kind: "schema",
+                n_tools: None,
+                source: Source::Schema(read_json(&dir.join(format!("{s}.schema.json")))),
+                text: to_model_text(&read_json(&dir.join(format!("{s}.instance.json")))),
+            });
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Results
+
+/// One engine's numbers on one workload.
+#[derive(Default)]
+struct Row {
+    /// ms, one per trial (callmask: caches cleared)
+    compile_ms: Vec<f64>,
+    /// ms, callmask with its process-wide caches warm
+    compile_warm_ms: Vec<f64>,
+    /// µs, one per trial
+    first_mask_us: Vec<f64>,
+    /// µs per mask, warm passes
+    mask_us: Vec<f64>,
+    /// tokens per pass (`mask_us` holds passes of this many masks)
+    steps: usize,
+    mem_grammar: Option<i64>,
+    mem_sequence: Option<i64>,
+    fuzz: Option<Value>,
+    /// Numbers given directly (XGrammar's script).
+    external: Option<Value>,
+    error: Option<String>,
+}
+
+impl Row {
+    fn failed(e: impl Into<String>) -> Row {
+        Row {
+            error: Some(e.into()),
+            ..Row::default()
+        }
+    }
+    /// Each step's fastest mask over the warm passes (robust to preemption on a loaded machine).
+    fn step_min(&self) -> Vec<f64> {
+        if self.steps == 0 {
+            return Vec::new();
+        }
+        let mut min = vec![f64::INFINITY; self.steps];
+        for (i, &x) in self.mask_us.iter().enumerate() {
+            let j = i % self.steps;
+            min[j] = min[j].min(x);
+        }
+        min
+    }
+    /// p99 of the per-step minima.
+    fn step_min_p99(&self) -> f64 {
+        match &self.external {
+            Some(x) => x["mask_step_min_us"]["p99"].as_f64().unwrap_or(f64::NAN),
+            None => summarize(&self.step_min()).p99,
+        }
+    }
+    /// (compile ms median, first mask µs, mask summary)
+    fn key_numbers(&self) -> Option<(f64, f64, Summary)> {
+        if self.error.is_some() {
+            return None;
+        }
+        if let Some(x) = &self.external {
+            let g = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
+            let m = &x["mask_us"];
+            return Some((
+                g(&x["compile_ms"]["median"]),
+                g(&x["first_mask_us"]),
+                Summary {
+                    p50: g(&m["p50"]),
+                    p99: g(&m["p99"]),
+                    max: g(&m["max"]),
+                    mean: g(&m["mean"]),
+                    n: m["n"].as_u64().unwrap_or(0) as usize,
+                },
+            ));
+        }
+        Some((
+            summarize(&self.compile_ms).p50,
+            summarize(&self.first_mask_us).p50,
+            summarize(&self.mask_us),
+        ))
+    }
+    fn to_json(&self) -> Value {
+        if let Some(e) = &self.error {
+            return json!({ "error": e });
+        }
+        if let Some(x) = &self.external {
+            let mut x = x.clone();
+            x["mem_grammar_bytes"] = Value::Null;
+            x["mem_sequence_bytes"] = Value::Null;
+            return x;
+        }
+        let c = summarize(&self.compile_ms);
+        let mut o = json!({
+            "compile_ms": {"cold": num3(self.compile_ms.first().copied().unwrap_or(f64::NAN)),
+                           "median": num3(c.p50), "max": num3(c.max), "n": c.n},
+            "first_mask_us": num3(summarize(&self.first_mask_us).p50),
+            "mask_us": summary_json(summarize(&self.mask_us)),
+            "mask_step_min_us": summary_json(summarize(&self.step_min())),
+            "mem_grammar_bytes": self.mem_grammar,
+            "mem_sequence_bytes": self.mem_sequence,
+        });
+        if !self.compile_warm_ms.is_empty() {
+            o["compile_warm_caches_ms"] = num3(summarize(&self.compile_warm_ms).p50);
+        }
+        if let Some(f) = &self.fuzz {
+            o["fuzz"] = f.clone();
+        }
+        o
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// callmask
+
+mod cm {
+    use super::*;
+
+    pub fn grammar(w: &Workload) -> callmask::Result<Grammar> {
+        match &w.source {
+            Source::Schema(s) => Grammar::from_json_schema(s, &CompileOptions::default()),
+            Source::Dialect(d, tools) => {
+                Dialect::by_name(d)?.compile(tools, &DialectOptions::default())
+            }
+        }
+    }
+
+    /// Grammar → automaton → matcher → first mask: (automaton, total ms, first mask µs).
+    fn compile(w: &Workload, vocab: &Arc<Vocab>) -> callmask::Result<(TokenAutomaton, f64, f64)> {
+        let t0 = Instant::now();
+        let g = grammar(w)?;
+        let a = TokenAutomaton::new(&g, vocab.clone())?;
+        let mut m = a.matcher();
+        let mut mask = TokenMask::new(vocab.len());
+        let t1 = Instant::now();
+        m.fill_mask(&mut mask);
+        let t2 = Instant::now();
+        black_box(&mask);
+        Ok((a, (t2 - t0).as_secs_f64() * 1e3, micros(t2 - t1)))
+    }
+
+    /// Per-mask times of one pass (µs), checking each token.
+    fn pass(
+        a: &TokenAutomaton,
+        tokens: &[TokenId],
+        mask: &mut TokenMask,
+        out: &mut Vec<f64>,
+    ) -> Result<(), String> {
+        let mut m = a.matcher();
+        for (i, &t) in tokens.iter().enumerate() {
+            let t0 = Instant::now();
+            m.fill_mask(mask);
+            out.push(micros(t0.elapsed()));
+            if !mask.is_allowed(t) {
+                return Err(format!("token #{i} ({t}) not allowed"));
+            }
+            m.accept(t)
+                .map_err(|e| format!("token #{i} ({t}): accept: {e}"))?;
+        }
+        if !m.can_end() {
+            return Err("cannot end after the whole output".into());
+        }
+        m.fill_mask(mask);
+        if !a.vocab().eos_tokens().iter().any(|&e| mask.is_allowed(e)) && !m.is_finished() {
+            return Err("no end-of-sequence token allowed at the end".into());
+        }
+        Ok(())
+    }
+
+    /// Tokenizes the workload's text as the model would.
+    pub fn tokenize(w: &Workload, vocab: &Arc<Vocab>) -> Result<Vec<TokenId>, String> {
+        let g = grammar(w).map_err(|e| e.to_string())?;
+        let a = TokenAutomaton::new(&g, vocab.clone()).map_err(|e| e.to_string())?;
+        let toks = a.tokenize(&w.text).map_err(|e| e.to_string())?;
+        let back = a.vocab().decode(&toks);
+        if back != w.text.as_bytes() {
+            return Err(format!(
+                "tokenization does not round-trip: {:?}",
+                String::from_utf8_lossy(&back)
+            ));
+        }
+        Ok(toks)
+    }
+
+    pub fn measure(w: &Workload, vocab: &Arc<Vocab>, tokens: &[TokenId], k: &Knobs) -> Row {
+        let mut row = Row::default();
+        let mut mask = TokenMask::new(vocab.len());
+        // Correctness, untimed.
+        let a = match compile(w, vocab) {
+            Ok((a, _, _)) => a,
+            Err(e) => return Row::failed(e.to_string()),
+        };
+        if let Err(e) = pass(&a, tokens, &mut mask, &mut Vec::new()) {
+            return Row::failed(format!("callmask rejects the output: {e}"));
+        }
+        drop(a);
+        // Compile, first-ever (caches cleared) then warm caches.
+        for _ in 0..k.compile {
+            callmask::clear_shared_caches();
+            let (a, ms, first) = compile(w, vocab).unwrap();
+            row.compile_ms.push(ms);
+            row.first_mask_us.push(first);
+            drop(a);
+        }
+        for _ in 0..k.compile {
+            let (a, ms, _) = compile(w, vocab).unwrap();
+            row.compile_warm_ms.push(ms);
+            drop(a);
+        }
+        // Memory of one compiled grammar with its first mask (caches warm: what a request adds).
+        let before = live();
+        let (a, _, _) = compile(w, vocab).unwrap();
+        row.mem_grammar = Some((live() - before) as i64);
+        // Warm passes.
+        let mut scratch = Vec::new();
+        pass(&a, tokens, &mut mask, &mut scratch).unwrap();
+        row.steps = tokens.len();
+        for _ in 0..k.reps {
+            pass(&a, tokens, &mut mask, &mut row.mask_us).unwrap();
+        }
+        // One more sequence after a full pass.
+        let before = live();
+        let mut m = a.matcher();
+        for &t in tokens {
+            m.fill_mask(&mut mask);
+            m.accept(t).unwrap();
+        }
+        row.mem_sequence = Some((live() - before) as i64);
+        drop(m);
+        if k.fuzz_ms > 0 {
+            row.fuzz = Some(fuzz(&a, &mut mask, k.fuzz_ms));
+        }
+        row
+    }
+
+    /// The `k`-th allowed token of `mask`.
+    fn nth_allowed(mask: &TokenMask, mut k: usize) -> TokenId {
+        for (i, &w) in mask.words().iter().enumerate() {
+            let c = w.count_ones() as usize;
+            if k < c {
+                let mut w = w;
+                for _ in 0..k {
+                    w &= w - 1;
+                }
+                return (i * 64) as TokenId + w.trailing_zeros();
+            }
+            k -= c;
+        }
+        unreachable!("k beyond the mask's count")
+    }
+
+    /// Uniform random walks over the masks for `ms` milliseconds.
+    fn fuzz(a: &TokenAutomaton, mask: &mut TokenMask, ms: u64) -> Value {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0x5eed);
+        let vocab = a.vocab().clone();
+        let (mut walks, mut ended, mut tokens, mut dead) = (0u64, 0u64, 0u64, 0u64);
+        let t0 = Instant::now();
+        let budget = Duration::from_millis(ms);
+        while t0.elapsed() < budget {
+            let mut m = a.matcher();
+            walks += 1;
+            for _ in 0..FUZZ_MAX_TOKENS {
+                if m.is_finished() {
+                    ended += 1;
+                    break;
+                }
+                m.fill_mask(mask);
+                let n = mask.count();
+                if n == 0 {
+                    dead += 1;
+                    break;
+                }
+                let t = nth_allowed(mask, rng.random_range(0..n));
+                tokens += 1;
+                if vocab.is_eos(t) {
+                    ended += 1;
+                    break;
+                }
+                if m.accept(t).is_err() {
+                    dead += 1;
+                    break;
+                }
+            }
+        }
+        let s = t0.elapsed().as_secs_f64();
+        json!({"walks": walks, "ended": ended, "dead_ends": dead, "tokens": tokens,
+               "walks_per_s": num3(walks as f64 / s), "tokens_per_s": num3(tokens as f64 / s),
+               "max_tokens": FUZZ_MAX_TOKENS})
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// llguidance
+
+mod llg {
+    use super::*;
+    use llguidance::api::TopLevelGrammar;
+    use llguidance::toktrie::{ApproximateTokEnv, TokEnv, TokRxInfo, TokTrie};
+    use llguidance::{Matcher, ParserFactory};
+    use toktrie_hf_tokenizers::ByteTokenizer;
+
+    pub struct Engine {
+        factory: ParserFactory,
+    }
+
+    /// From a `tokenizer.json`, llguidance's own loader.
+    pub fn from_tokenizer_json(path: &Path, eos: &[TokenId]) -> Engine {
+        let mut bt = ByteTokenizer::from_file(path)
+            .unwrap_or_else(|e| panic!("llguidance: loading {}: {e}", path.display()));
+        bt.set_eos_tokens(eos);
+        let env = bt.into_tok_env(None).expect("llguidance: TokEnv");
+        engine(env)
+    }
+
+    /// From callmask's token bytes (special tokens marked with llguidance's 0xFF prefix).
+    pub fn from_vocab(v: &Vocab) -> Engine {
+        let words: Vec<Vec<u8>> = (0..v.len() as TokenId)
+            .map(|i| {
+                let b = v.token_bytes(i).unwrap();
+                if v.is_special(i) {
+                    let mut w = vec![TokTrie::SPECIAL_TOKEN_MARKER];
+                    if b.is_empty() {
+                        w.extend_from_slice(format!("<special_{i}>").as_bytes());
+                    } else {
+                        w.extend_from_slice(b);
+                    }
+                    w
+                } else {
+                    b.to_vec()
+                }
+            })
+            .collect();
+        let eos = v.eos_tokens();
+        let info = TokRxInfo::new(words.len() as u32, eos[0]);
+        let trie = TokTrie::from(&info, &words).with_eos_tokens(eos);
+        let env: TokEnv = Arc::new(ApproximateTokEnv::new(trie));
+        engine(env)
+    }
+
+    fn engine(env: TokEnv) -> Engine {
+        let mut factory = ParserFactory::new_simple(&env).expect("llguidance: ParserFactory");
+        factory.quiet();
+        Engine { factory }
+    }
+
+    impl Engine {
+        pub fn n_vocab(&self) -> usize {
+            self.factory.tok_env().tok_trie().vocab_size()
+        }
+
+        /// Token `i`'s bytes for a non-special token.
+        pub fn token_bytes(&self, i: TokenId) -> Vec<u8> {
+            self.factory.tok_env().tok_trie().token(i).to_vec()
+        }
+
+        fn matcher(&self, schema: &Value) -> Result<Matcher, String> {
+            let g = TopLevelGrammar::from_json_schema(schema.clone());
+            let m = Matcher::new(self.factory.create_parser(g));
+            match m.get_error() {
+                None => Ok(m),
+                Some(e) => Err(e),
+            }
+        }
+
+        /// (matcher, total ms, first mask µs)
+        fn compile(&self, schema: &Value) -> Result<(Matcher, f64, f64), String> {
+            let s = schema.clone();
+            let t0 = Instant::now();
+            let g = TopLevelGrammar::from_json_schema(s);
+            let mut m = Matcher::new(self.factory.create_parser(g));
+            if let Some(e) = m.get_error() {
+                return Err(e);
+            }
+            let proto = m.clone();
+            let t1 = Instant::now();
+            let mask = m.compute_mask().map_err(|e| e.to_string())?;
+            let t2 = Instant::now();
+            black_box(&mask);
+            drop(mask);
+            drop(m);
+            Ok((proto, (t2 - t0).as_secs_f64() * 1e3, micros(t2 - t1)))
+        }
+
+        fn pass(
+            &self,
+            proto: &Matcher,
+            tokens: &[TokenId],
+            out: &mut Vec<f64>,
+        ) -> Result<(), String> {
+            let mut m = proto.clone();
+            for (i, &t) in tokens.iter().enumerate() {
+                let t0 = Instant::now();
+                let mask = m.compute_mask().map_err(|e| e.to_string())?;
+                out.push(micros(t0.elapsed()));
+                if !mask.is_allowed(t) {
+                    return Err(format!("token #{i} ({t}) not allowed"));
+                }
+                drop(mask);
+                m.consume_token(t)
+                    .map_err(|e| format!("token #{i} ({t}): {e}"))?;
+            }
+            if !m.is_accepting().unwrap_or(false) {
+                return Err("not accepting after the whole output".into());
+            }
+            Ok(())
+        }
+
+        pub fn measure(&self, schema: &Value, tokens: &[TokenId], k: &Knobs) -> Row {
+            let mut row = Row::default();
+            let proto = match self.matcher(schema) {
+                Ok(m) => m,
+                Err(e) => return Row::failed(e),
+            };
+            if let Err(e) = self.pass(&proto, tokens, &mut Vec::new()) {
+                return Row::failed(format!("llguidance rejects the output: {e}"));
+            }
+            drop(proto);
+            for _ in 0..k.compile {
+                let (m, ms, first) = self.compile(schema).unwrap();
+                row.compile_ms.push(ms);
+                row.first_mask_us.push(first);
+                drop(m);
+            }
+            let before = live();
+            let (proto, _, _) = self.compile(schema).unwrap();
+            // `compile` computed the first mask on a clone: compute it on the kept matcher too,
+            // so that what it holds matches callmask's (a matcher with its first mask done).
+            let mut kept = proto.clone();
+            let mask = kept.compute_mask().unwrap();
+            drop(mask);
+            row.mem_grammar = Some((live() - before) as i64);
+            drop(kept);
+            self.pass(&proto, tokens, &mut Vec::new()).unwrap();
+            row.steps = tokens.len();
+            for _ in 0..k.reps {
+                self.pass(&proto, tokens, &mut row.mask_us).unwrap();
+            }
+            let before = live();
+            let mut m = proto.clone();
+            for &t in tokens {
+                let mask = m.compute_mask().unwrap();
+                drop(mask);
+                m.consume_token(t).unwrap();
+            }
+            row.mem_sequence = Some((live() - before) as i64);
+            drop(m);
+            row
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// XGrammar (through scripts/bench_xgrammar.py)
+
+mod xgr {
+    use super::*;
+
+    pub fn python() -> PathBuf {
+        std::env::var_os("CALLMASK_XGRAMMAR_PYTHON")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| cache_dir().join("venv-xgrammar/bin/python"))
+    }
+
+    pub fn script() -> PathBuf {
+        std::env::var_os("CALLMASK_XGRAMMAR_SCRIPT")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/bench_xgrammar.py")
+            })
+    }
+
+    /// Why XGrammar cannot run, if it cannot.
+    pub fn unavailable() -> Option<String> {
+        let (p, s) = (python(), script());
+        if !p.exists() {
+            return Some(format!(
+                "XGrammar's venv is missing ({}): run scripts/setup-xgrammar.sh",
+                p.display()
+            ));
+        }
+        if !s.exists() {
+            return Some(format!("{} is missing", s.display()));
+        }
+        None
+    }
+
+    /// Runs the script on the cases; (per case name: its JSON), the header (version, settings).
+    pub fn run(
+        vocab_name: &str,
+        v: &Vocab,
+        cases: &[(String, Value, Vec<TokenId>)],
+        k: &Knobs,
+    ) -> Result<(BTreeMap<String, Value>, Value), String> {
+        let hex: Vec<String> = (0..v.len() as TokenId)
+            .map(|i| {
+                v.token_bytes(i)
+                    .unwrap()
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect()
+            })
+            .collect();
+        let special: Vec<TokenId> = v.special_tokens().map(|(i, _)| i).collect();
+        let cases: Vec<Value> = cases
+            .iter()
+            .map(|(n, s, t)| json!({"name": n, "schema": s, "tokens": t, "reps": k.reps}))
+            .collect();
+        let input = json!({"vocab": {"tokens_hex": hex, "eos": v.eos_tokens(), "special": special},
+                           "cases": cases, "compile_trials": k.compile});
+        let dir = target_dir().join("bench");
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let path = dir.join(format!("xgrammar_input_{vocab_name}.json"));
+        std::fs::write(&path, serde_json::to_vec(&input).unwrap()).map_err(|e| e.to_string())?;
+        eprintln!(
+            "xgrammar: running {} on {}",
+            script().display(),
+            path.display()
+        );
+        let budget = env_f64("CALLMASK_XGRAMMAR_COMPILE_BUDGET_S", 8.0);
+        let extra = std::env::var("CALLMASK_XGRAMMAR_ARGS").unwrap_or_default();
+        let out = std::process::Command::new(python())
+            .arg(script())
+            .arg(&path)
+            .arg("--compile-budget-s")
+            .arg(budget.to_string())
+            .args(extra.split_whitespace())
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", python().display()))?;
+        if !out.status.success() {
+            return Err(format!("bench_xgrammar.py exited with {}", out.status));
+        }
+        let doc: Value = serde_json::from_slice(&out.stdout)
+            .map_err(|e| format!("bench_xgrammar.py output is not JSON: {e}"))?;
+        let mut by_name = BTreeMap::new();
+        for c in doc["cases"].as_array().into_iter().flatten() {
+            if let Some(n) = c["name"].as_str() {
+                by_name.insert(n.to_string(), c.clone());
+            }
+        }
+        let mut head = doc.clone();
+        if let Some(o) = head.as_object_mut() {
+            o.remove("cases");
+        }
+        Ok((by_name, head))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The run
+
+/// (workload index, its tokens or why it has none, engine → row)
+type WorkloadResult = (
+    usize,
+    Result<Vec<TokenId>, String>,
+    BTreeMap<&'static str, Row>,
+);
+
+struct VocabRun {
+    name: &'static str,
+    label: &'static str,
+    vocab: Arc<Vocab>,
+    /// engine → (load ms, live bytes)
+    load: BTreeMap<&'static str, (f64, Option<i64>)>,
+    /// (workload index, tokens or error, engine → row)
+    results: Vec<WorkloadResult>,
+    xgr_head: Option<Value>,
+    xgr_note: Option<String>,
+}
+
+fn load_vocab(name: &str) -> (Arc<Vocab>, f64, i64, f64, i64) {
+    let before = live();
+    let t0 = Instant::now();
+    let v = match name {
+        "llama" => {
+            let p = cache_dir().join(LLAMA31_TOKENIZER);
+            Vocab::from_tokenizer_json(&p).unwrap_or_else(|e| {
+                panic!("{}: {e} (scripts/fetch-data.sh tokenizers)", p.display())
+            })
+        }
+        _ => {
+            let p = cache_dir().join(GEMMA3_GGUF);
+            Vocab::from_gguf(&p)
+                .unwrap_or_else(|e| panic!("{}: {e} (scripts/fetch-data.sh gemma)", p.display()))
+        }
+    };
+    let v = Arc::new(v);
+    let load_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let load_bytes = live() - before;
+    // The token trie is built by the first automaton over the vocabulary.
+    let before = live();
+    let t0 = Instant::now();
+    let g =
+        Grammar::from_json_schema(&json!({"type": "boolean"}), &CompileOptions::default()).unwrap();
+    let a = TokenAutomaton::new(&g, v.clone()).unwrap();
+    let trie_ms = t0.elapsed().as_secs_f64() * 1e3;
+    drop(a);
+    let trie_bytes = live() - before;
+    (v, load_ms, load_bytes as i64, trie_ms, trie_bytes as i64)
+}
+
+fn run_vocab(name: &'static str, ws: &[Workload], k: &Knobs) -> VocabRun {
+    let label = if name == "llama" {
+        "Llama 3.1"
+    } else {
+        "Gemma 3"
+    };
+    eprintln!("\n== {label} ==");
+    let (vocab, load_ms, load_b, trie_ms, trie_b) = load_vocab(name);
+    let mut load = BTreeMap::new();
+    load.insert("callmask", (load_ms + trie_ms, Some(load_b + trie_b)));
+    eprintln!(
+        "callmask: vocab {:.0} ms + trie {:.0} ms, {} tokens",
+        load_ms,
+        trie_ms,
+        vocab.len()
+    );
+    let llg = k.uses("llguidance").then(|| {
+        let before = live();
+        let t0 = Instant::now();
+        let e = if name == "llama" {
+            llg::from_tokenizer_json(&cache_dir().join(LLAMA31_TOKENIZER), vocab.eos_tokens())
+        } else {
+            llg::from_vocab(&vocab)
+        };
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        load.insert("llguidance", (ms, Some((live() - before) as i64)));
+        eprintln!("llguidance: TokEnv + ParserFactory {ms:.0} ms");
+        assert_eq!(e.n_vocab(), vocab.len(), "llguidance vocabulary size");
+        let differ = (0..vocab.len() as TokenId)
+            .filter(|&i| !vocab.is_special(i) && e.token_bytes(i) != vocab.token_bytes(i).unwrap())
+            .count();
+        assert_eq!(differ, 0, "llguidance and callmask token bytes differ");
+        e
+    });
+    let mut results = Vec::new();
+    for (wi, w) in ws.iter().enumerate() {
+        let tokens = cm::tokenize(w, &vocab);
+        let mut rows = BTreeMap::new();
+        match &tokens {
+            Err(e) => eprintln!("{}: {e}", w.name),
+            Ok(toks) => {
+                let t0 = Instant::now();
+                if k.uses("callmask") {
+                    rows.insert("callmask", cm::measure(w, &vocab, toks, k));
+                }
+                if let (Some(e), Source::Schema(s)) = (&llg, &w.source) {
+                    rows.insert("llguidance", e.measure(s, toks, k));
+                }
+                let p50 = |e: &str| {
+                    rows.get(e)
+                        .and_then(|r: &Row| r.key_numbers())
+                        .map(|x| fmt_us(x.2.p50))
+                        .unwrap_or_else(|| "-".into())
+                };
+                eprintln!(
+                    "{:<24} {:>4} tokens  p50 callmask {} µs, llguidance {} µs  ({:.1} s)",
+                    w.name,
+                    toks.len(),
+                    p50("callmask"),
+                    p50("llguidance"),
+                    t0.elapsed().as_secs_f64()
+                );
+                for (e, r) in &rows {
+                    if let Some(err) = &r.error {
+                        eprintln!("  {e}: {err}");
+                    }
+                }
+            }
+        }
+        results.push((wi, tokens, rows));
+    }
+    let mut run = VocabRun {
+        name,
+        label,
+        vocab,
+        load,
+        results,
+        xgr_head: None,
+        xgr_note: None,
+    };
+    if k.uses("xgrammar") {
+        match xgr::unavailable() {
+            Some(why) => {
+                eprintln!("xgrammar skipped: {why}");
+                run.xgr_note = Some(why);
+            }
+            None => {
+                let cases: Vec<(String, Value, Vec<TokenId>)> = run
+                    .results
+                    .iter()
+                    .filter_map(|(wi, t, _)| match (&ws[*wi].source, t) {
+                        (Source::Schema(s), Ok(t)) => {
+                            Some((ws[*wi].name.clone(), s.clone(), t.clone()))
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                match xgr::run(name, &run.vocab, &cases, k) {
+                    Ok((by_name, head)) => {
+                        if let Some(l) = head["vocab"]["build_ms"].as_f64() {
+                            run.load.insert("xgrammar", (l, None));
+                        }
+                        for (wi, _, rows) in &mut run.results {
+                            if let Some(c) = by_name.get(&ws[*wi].name) {
+                                let row = match c.get("error") {
+                                    Some(e) => Row::failed(
+                                        e.as_str().map(str::to_string).unwrap_or(e.to_string()),
+                                    ),
+                                    None => Row {
+                                        external: Some(c.clone()),
+                                        ..Row::default()
+                                    },
+                                };
+                                rows.insert("xgrammar", row);
+                            }
+                        }
+                        run.xgr_head = Some(head);
+                    }
+                    Err(e) => {
+                        eprintln!("xgrammar failed: {e}");
+                        run.xgr_note = Some(e);
+                    }
+                }
+            }
+        }
+    }
+    run
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output: JSON, BENCHMARKS.md, plots
+
+fn cmd_out(cmd: &str, args: &[&str]) -> String {
+    std::process::Command::new(cmd)
+        .args(args)
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+fn machine() -> Value {
+    let lscpu = cmd_out("lscpu", &[]);
+    let field = |k: &str| {
+        lscpu
+            .lines()
+            .find(|l| l.trim_start().starts_with(k))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_string())
+            .unwrap_or_default()
+    };
+    json!({
+        "cpu": field("Model name"),
+        "cpus": field("CPU(s)"),
+        "loadavg": std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim(),
+        "os": cmd_out("uname", &["-srm"]),
+        "rustc": cmd_out("rustc", &["--version"]),
+    })
+}
+
+/// Ratio callmask / peer as JSON.
+fn ratio(a: f64, b: f64) -> Value {
+    if a.is_finite() && b.is_finite() && b > 0.0 {
+        json!(((a / b) * 1e5).round() / 1e5)
+    } else {
+        Value::Null
+    }
+}
+
+fn ratios(rows: &BTreeMap<&'static str, Row>) -> Value {
+    let mut o = serde_json::Map::new();
+    let Some(c) = rows.get("callmask").and_then(Row::key_numbers) else {
+        return Value::Object(o);
+    };
+    let warm = rows
+        .get("callmask")
+        .map_or(f64::NAN, |r| summarize(&r.compile_warm_ms).p50);
+    for p in PEERS {
+        if let Some(x) = rows.get(p).and_then(Row::key_numbers) {
+            o.insert(
+                p.into(),
+                json!({"compile": ratio(c.0, x.0), "compile_warm_caches": ratio(warm, x.0), "first_mask": ratio(c.1, x.1),
+                       "mask_p50": ratio(c.2.p50, x.2.p50), "mask_p99": ratio(c.2.p99, x.2.p99),
+                       "mask_p99_step_min": ratio(rows["callmask"].step_min_p99(), rows[p].step_min_p99())}),
+            );
+        }
+    }
+    Value::Object(o)
+}
+
+fn results_json(runs: &[VocabRun], ws: &[Workload], k: &Knobs, meta: &Value) -> Value {
+    let vocabs: Vec<Value> = runs
+        .iter()
+        .map(|r| {
+            let load: serde_json::Map<String, Value> = r
+                .load
+                .iter()
+                .map(|(e, (ms, b))| (e.to_string(), json!({"ms": num3(*ms), "bytes": b})))
+                .collect();
+            json!({"name": r.name, "label": r.label, "size": r.vocab.len(), "load": load,
+                   "xgrammar": r.xgr_head, "xgrammar_note": r.xgr_note})
+        })
+        .collect();
+    let mut results = Vec::new();
+    for r in runs {
+        for (wi, toks, rows) in &r.results {
+            let w = &ws[*wi];
+            let engines: serde_json::Map<String, Value> = rows
+                .iter()
+                .map(|(e, row)| (e.to_string(), row.to_json()))
+                .collect();
+            let mut o = json!({"vocab": r.name, "workload": w.name, "kind": w.kind,
+                "n_tools": w.n_tools, "text": w.text, "engines": engines, "ratios": ratios(rows)});
+            match toks {
+                Ok(t) => o["tokens"] = json!(t.len()),
+                Err(e) => o["error"] = json!(e),
+            }
+            results.push(o);
+        }
+    }
+    json!({"meta": meta, "knobs": {"reps": k.reps, "compile_trials": k.compile, "fuzz_ms": k.fuzz_ms,
+           "engines": k.engines}, "vocabs": vocabs, "results": results})
+}
+
+fn fmt_ms(x: f64) -> String {
+    if !x.is_finite() {
+        "-".into()
+    } else if x >= 100.0 {
+        format!("{x:.0}")
+    } else if x >= 1.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.3}")
+    }
+}
+
+fn fmt_bytes(b: &Value) -> String {
+    match b.as_f64() {
+        Some(x) if x >= 1024.0 * 1024.0 => format!("{:.1} MB", x / 1024.0 / 1024.0),
+        Some(x) => format!("{:.0} KB", x / 1024.0),
+        None => "n/a".into(),
+    }
+}
+
+fn fmt_r(v: &Value) -> String {
+    match v.as_f64() {
+        Some(r) if r < 0.00095 => format!("{r:.1e}×"),
+        Some(r) if r < 0.0095 => format!("{r:.4}×"),
+        Some(r) if r < 0.095 => format!("{r:.3}×"),
+        Some(r) => format!("{r:.2}×"),
+        None => "-".into(),
+    }
+}
+
+fn geomean(xs: &[f64]) -> f64 {
+    if xs.is_empty() {
+        return f64::NAN;
+    }
+    (xs.iter().map(|x| x.ln()).sum::<f64>() / xs.len() as f64).exp()
+}
+
+fn markdown(doc: &Value) -> String {
+    let meta = &doc["meta"];
+    let mut s = String::new();
+    s.push_str("# Benchmarks\n\n");
+    s.push_str(
+        "Generated by `cargo bench --bench suite` (`scripts/bench.sh`); do not edit by hand. \
+         Raw numbers: `target/bench/results.json` (copied to `docs/bench/results.json`). callmask, [llguidance](https://github.com/guidance-ai/llguidance) \
+         and [XGrammar](https://github.com/mlc-ai/xgrammar) run in the same benchmark run, on the same \
+         vocabularies (same token bytes), grammars (the same JSON Schemas) and token sequences, one thread each.\n\n",
+    );
+    s.push_str(&format!(
+        "Machine: {} ({} CPUs), load average at start `{}`, {}, {}.\n\n",
+        meta["machine"]["cpu"].as_str().unwrap_or("?"),
+        meta["machine"]["cpus"].as_str().unwrap_or("?"),
+        meta["machine"]["loadavg"].as_str().unwrap_or("?"),
+        meta["machine"]["os"].as_str().unwrap_or("?"),
+        meta["machine"]["rustc"].as_str().unwrap_or("?"),
+    ));
+    s.push_str(&format!(
+        "Commands: `{}`. Settings: {} warm passes per workload, {} compile trials, {} ms of fuzzing per workload.\n\n",
+        meta["commands"].as_str().unwrap_or(""),
+        doc["knobs"]["reps"],
+        doc["knobs"]["compile_trials"],
+        doc["knobs"]["fuzz_ms"]
+    ));
+    s.push_str("Engines:\n\n");
+    for (e, v) in meta["engines"].as_object().into_iter().flatten() {
+        s.push_str(&format!("- **{e}**: {}\n", v.as_str().unwrap_or("")));
+    }
+    for v in doc["vocabs"].as_array().into_iter().flatten() {
+        if let Some(h) = v["xgrammar"].as_object() {
+            s.push_str(&format!(
+                "- XGrammar run on {}: version {}, settings `{}`\n",
+                v["label"].as_str().unwrap_or(""),
+                h.get("version").map(|x| x.to_string()).unwrap_or_default(),
+                h.get("settings").map(|x| x.to_string()).unwrap_or_default()
+            ));
+        }
+        if let Some(n) = v["xgrammar_note"].as_str() {
+            s.push_str(&format!(
+                "- XGrammar on {}: **not run** — {n}\n",
+                v["label"].as_str().unwrap_or("")
+            ));
+        }
+    }
+    s.push_str(
+        "\nMeasures: **compile** = grammar (schema or tools) → matcher with its first mask \
+         computed, median over trials on fresh objects (callmask: process-wide caches cleared \
+         before each trial; the `warm` column keeps them, as a server would); **first** = that \
+         first mask alone (µs); **p50 / p99 / max** = per-token mask time (µs) along the output, \
+         warm passes with fresh matchers on one compiled grammar; **p99 step-min** = p99 over the \
+         output's steps of each step's fastest pass (robust to preemption on a loaded machine); **grammar mem** = live heap \
+         bytes held by one compiled grammar with its first mask; **seq mem** = live heap bytes of \
+         one more matcher after a full pass (counting global allocator; XGrammar's C++ heap is \
+         not counted: n/a). Ratios are callmask / peer: below 1 callmask is faster; the targets \
+         are ≤ 0.5 for compile, p50 and p99, and callmask p50 < 5 µs on Llama 3.1.\n\n\
+         Workloads: `tools_N` = JSON Schema of a functools-style call list over N functions \
+         (`benches/tools/tools_N.json`), every engine; `tools_N/DIALECT` = callmask's dialect on \
+         the same tools (for information, no peer runs them); `schema/NAME` = \
+         `benches/schemas/NAME.schema.json`.\n\n",
+    );
+    s.push_str("Plots: [p50 vs tools](docs/bench/mask_p50_vs_tools.svg), [p99 vs tools](docs/bench/mask_p99_vs_tools.svg), [p50 vs vocabulary size](docs/bench/mask_p50_vs_vocab.svg).\n\n");
+    s.push_str("![mask p50 vs tools](docs/bench/mask_p50_vs_tools.svg)\n\n");
+
+    // Headline: geometric means of ratios and target misses.
+    s.push_str("## Summary\n\n");
+    s.push_str("Geometric mean of callmask / peer over the workloads both ran (count in parentheses), and how many workloads miss the ≤ 0.5 target.\n\n");
+    s.push_str("| vocabulary | peer | compile | compile, callmask caches warm | first mask | mask p50 | mask p99 | mask p99, step minima | misses (compile / p50 / p99) |\n|---|---|---:|---:|---:|---:|---:|---:|---|\n");
+    for v in doc["vocabs"].as_array().into_iter().flatten() {
+        let vn = v["name"].as_str().unwrap_or("");
+        for p in PEERS {
+            let mut cols: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+            for r in doc["results"].as_array().into_iter().flatten() {
+                if r["vocab"] != vn {
+                    continue;
+                }
+                if let Some(x) = r["ratios"][p].as_object() {
+                    for k in [
+                        "compile",
+                        "compile_warm_caches",
+                        "first_mask",
+                        "mask_p50",
+                        "mask_p99",
+                        "mask_p99_step_min",
+                    ] {
+                        if let Some(f) = x.get(k).and_then(Value::as_f64) {
+                            cols.entry(k).or_default().push(f.max(1e-6));
+                        }
+                    }
+                }
+            }
+            if cols.is_empty() {
+                continue;
+            }
+            let g = |k: &str| {
+                let xs = cols.get(k).cloned().unwrap_or_default();
+                format!("{} ({})", fmt_r(&json!(geomean(&xs))), xs.len())
+            };
+            let miss = |k: &str| {
+                cols.get(k)
+                    .map_or(0, |xs| xs.iter().filter(|&&x| x > 0.5).count())
+            };
+            s.push_str(&format!(
+                "| {} | {p} | {} | {} | {} | {} | {} | {} | {} / {} / {} |\n",
+                v["label"].as_str().unwrap_or(""),
+                g("compile"),
+                g("compile_warm_caches"),
+                g("first_mask"),
+                g("mask_p50"),
+                g("mask_p99"),
+                g("mask_p99_step_min"),
+                miss("compile"),
+                miss("mask_p50"),
+                miss("mask_p99")
+            ));
+        }
+    }
+    let over5: Vec<String> = doc["results"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["vocab"] == "llama")
+        .filter(|r| {
+            r["engines"]["callmask"]["mask_us"]["p50"]
+                .as_f64()
+                .is_some_and(|x| x >= 5.0)
+        })
+        .map(|r| format!("`{}`", r["workload"].as_str().unwrap_or("")))
+        .collect();
+    s.push_str(&format!(
+        "\ncallmask mask p50 ≥ 5 µs on Llama 3.1: {}.\n",
+        if over5.is_empty() {
+            "none".to_string()
+        } else {
+            over5.join(", ")
+        }
+    ));
+
+    for v in doc["vocabs"].as_array().into_iter().flatten() {
+        let vn = v["name"].as_str().unwrap_or("");
+        s.push_str(&format!(
+            "\n## {} ({} tokens)\n\nVocabulary load + token trie: {}.\n\n",
+            v["label"].as_str().unwrap_or(""),
+            v["size"],
+            v["load"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(e, x)| format!(
+                    "{e} {} ms{}",
+                    fmt_ms(x["ms"].as_f64().unwrap_or(f64::NAN)),
+                    if x["bytes"].is_null() {
+                        String::new()
+                    } else {
+                        format!(" ({})", fmt_bytes(&x["bytes"]))
+                    }
+                ))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        s.push_str("| workload | tokens | engine | compile ms | warm ms | first µs | p50 µs | p99 µs | max µs | p99 step-min µs | grammar mem | seq mem | fuzz walks/s |\n");
+        s.push_str("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        for r in doc["results"].as_array().into_iter().flatten() {
+            if r["vocab"] != vn {
+                continue;
+            }
+            let wn = r["workload"].as_str().unwrap_or("");
+            let toks = r["tokens"]
+                .as_u64()
+                .map(|t| t.to_string())
+                .unwrap_or("-".into());
+            if let Some(e) = r["error"].as_str() {
+                s.push_str(&format!(
+                    "| {wn} | - | all | n/a: {} | | | | | | | | | |\n",
+                    e.replace('|', "/")
+                ));
+                continue;
+            }
+            for e in ENGINES {
+                let x = &r["engines"][e];
+                if x.is_null() {
+                    continue;
+                }
+                if let Some(err) = x["error"].as_str() {
+                    let err: String = err.chars().take(100).collect();
+                    s.push_str(&format!(
+                        "| {wn} | {toks} | {e} | n/a: {} | | | | | | | | | |\n",
+                        err.replace(['|', '\n'], " ")
+                    ));
+                    continue;
+                }
+                let f = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
+                s.push_str(&format!(
+                    "| {wn} | {toks} | {e} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                    fmt_ms(f(&x["compile_ms"]["median"])),
+                    fmt_ms(f(&x["compile_warm_caches_ms"])),
+                    fmt_us(f(&x["first_mask_us"])),
+                    fmt_us(f(&x["mask_us"]["p50"])),
+                    fmt_us(f(&x["mask_us"]["p99"])),
+                    fmt_us(f(&x["mask_us"]["max"])),
+                    fmt_us(f(&x["mask_step_min_us"]["p99"])),
+                    fmt_bytes(&x["mem_grammar_bytes"]),
+                    fmt_bytes(&x["mem_sequence_bytes"]),
+                    x["fuzz"]["walks_per_s"]
+                        .as_f64()
+                        .map(|w| format!("{w:.0}"))
+                        .unwrap_or_default()
+                ));
+            }
+            for p in PEERS {
+                let x = &r["ratios"][p];
+                if x.is_object() {
+                    s.push_str(&format!(
+                        "| {wn} | | *callmask / {p}* | {} | {} | {} | {} | {} | | {} | | | |\n",
+                        fmt_r(&x["compile"]),
+                        fmt_r(&x["compile_warm_caches"]),
+                        fmt_r(&x["first_mask"]),
+                        fmt_r(&x["mask_p50"]),
+                        fmt_r(&x["mask_p99"]),
+                        fmt_r(&x["mask_p99_step_min"])
+                    ));
+                }
+            }
+        }
+    }
+    s.push_str("\n## Fuzz throughput (callmask)\n\nUniform random walks over the masks: each step draws an allowed token uniformly (end-of-sequence included); a walk stops at the end of the output or after 256 tokens.\n\n| vocabulary | workload | walks/s | tokens/s | ended | dead ends |\n|---|---|---:|---:|---:|---:|\n");
+    for r in doc["results"].as_array().into_iter().flatten() {
+        let f = &r["engines"]["callmask"]["fuzz"];
+        if f.is_object() {
+            s.push_str(&format!(
+                "| {} | {} | {:.0} | {:.0} | {} / {} | {} |\n",
+                r["vocab"].as_str().unwrap_or(""),
+                r["workload"].as_str().unwrap_or(""),
+                f["walks_per_s"].as_f64().unwrap_or(f64::NAN),
+                f["tokens_per_s"].as_f64().unwrap_or(f64::NAN),
+                f["ended"],
+                f["walks"],
+                f["dead_ends"]
+            ));
+        }
+    }
+    s
+}
+
+/// Line plots under `docs/bench/`.
+mod plot {
+    use super::*;
+    use plotters::prelude::*;
+
+    const COLORS: [RGBColor; 3] = [
+        RGBColor(31, 119, 180),
+        RGBColor(255, 127, 14),
+        RGBColor(44, 160, 44),
+    ];
+
+    /// One line per engine: (x, y) points; log-scale y.
+    fn lines(
+        path: &Path,
+        title: &str,
+        x_label: &str,
+        y_label: &str,
+        series: &[(&str, Vec<(f64, f64)>)],
+        log_x: bool,
+    ) -> Result<(), String> {
+        let pts: Vec<(f64, f64)> = series.iter().flat_map(|s| s.1.iter().copied()).collect();
+        if pts.is_empty() {
+            return Ok(());
+        }
+        let tx = |x: f64| if log_x { x.log10() } else { x };
+        let (x0, x1) = pts.iter().fold((f64::MAX, f64::MIN), |(a, b), p| {
+            (a.min(tx(p.0)), b.max(tx(p.0)))
+        });
+        let (y0, y1) = pts
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.1), b.max(p.1)));
+        let pad = ((x1 - x0) * 0.05).max(0.05);
+        let root = SVGBackend::new(path, (720, 440)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(x0 - pad..x1 + pad, ((y0 * 0.7)..(y1 * 1.4)).log_scale())
+            .map_err(|e| e.to_string())?;
+        chart
+            .configure_mesh()
+            .x_desc(x_label)
+            .y_desc(y_label)
+            .x_label_formatter(&|x| {
+                if log_x {
+                    format!("{:.0}", 10f64.powf(*x))
+                } else {
+                    format!("{x:.0}")
+                }
+            })
+            .draw()
+            .map_err(|e| e.to_string())?;
+        for (i, (name, pts)) in series.iter().enumerate() {
+            let c = COLORS[i % COLORS.len()];
+            let pts: Vec<(f64, f64)> = pts.iter().map(|p| (tx(p.0), p.1)).collect();
+            chart
+                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
+                .map_err(|e| e.to_string())?
+                .label(*name)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
+                });
+            chart
+                .draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))
+                .map_err(|e| e.to_string())?;
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperLeft)
+            .draw()
+            .map_err(|e| e.to_string())?;
+        root.present().map_err(|e| e.to_string())
+    }
+
+    /// An engine's mask percentile on `tools_N` for a vocabulary, per N.
+    fn by_tools(doc: &Value, vocab: &str, engine: &str, pct: &str) -> Vec<(f64, f64)> {
+        doc["results"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|r| r["vocab"] == vocab && r["kind"] == "tools")
+            .filter_map(|r| {
+                Some((
+                    r["n_tools"].as_f64()?,
+                    r["engines"][engine]["mask_us"][pct].as_f64()?,
+                ))
+            })
+            .collect()
+    }
+
+    pub fn all(doc: &Value, dir: &Path) -> Result<Vec<PathBuf>, String> {
+        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+        let mut written = Vec::new();
+        for pct in ["p50", "p99"] {
+            let series: Vec<(&str, Vec<(f64, f64)>)> = ENGINES
+                .iter()
+                .map(|e| (*e, by_tools(doc, "llama", e, pct)))
+                .filter(|s| !s.1.is_empty())
+                .collect();
+            let p = dir.join(format!("mask_{pct}_vs_tools.svg"));
+            lines(
+                &p,
+                &format!("Per-token mask {pct} vs tool count (Llama 3.1, call-list schema)"),
+                "tools (log scale)",
+                &format!("mask {pct} (µs, log scale)"),
+                &series,
+                true,
+            )?;
+            written.push(p);
+        }
+        // p50 vs vocabulary size: the median over the tools_N workloads of each engine's p50.
+        let mut series = Vec::new();
+        for e in ENGINES {
+            let mut pts = Vec::new();
+            for v in doc["vocabs"].as_array().into_iter().flatten() {
+                let vn = v["name"].as_str().unwrap_or("");
+                let xs: Vec<f64> = by_tools(doc, vn, e, "p50")
+                    .into_iter()
+                    .map(|p| p.1)
+                    .collect();
+                if !xs.is_empty() {
+                    pts.push((
+                        v["size"].as_f64().unwrap_or(0.0) / 1000.0,
+                        summarize(&xs).p50,
+                    ));
+                }
+            }
+            if !pts.is_empty() {
+                series.push((e, pts));
+            }
+        }
+        let p = dir.join("mask_p50_vs_vocab.svg");
+        lines(
+            &p,
+            "Per-token mask p50 vs vocabulary size (median over tools_N)",
+            "vocabulary size (thousands of tokens)",
+            "mask p50 (µs, log scale)",
+            &series,
+            false,
+        )?;
+        written.push(p);
+        Ok(written)
+    }
+}
+
+/// Writes `BENCHMARKS.md` and the plots (with `CALLMASK_BENCH_WRITE_DOCS=0`: into `dir` instead
+/// of the crate), and prints the markdown.
+fn write_docs(doc: &Value, dir: &Path) {
+    let md = markdown(doc);
+    if std::env::var("CALLMASK_BENCH_WRITE_DOCS").as_deref() == Ok("0") {
+        let p = dir.join("BENCHMARKS.md");
+        std::fs::write(&p, &md).unwrap();
+        println!("(CALLMASK_BENCH_WRITE_DOCS=0) markdown: {}", p.display());
+        if let Err(e) = plot::all(doc, dir) {
+            eprintln!("plots: {e}");
+        }
+    } else {
+        let root = &Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        std::fs::write(root.join("BENCHMARKS.md"), &md).unwrap();
+        println!("BENCHMARKS.md written");
+        let _ = std::fs::create_dir_all(root.join("docs/bench"));
+        let json = serde_json::to_string_pretty(doc).unwrap() + "\n";
+        if let Err(e) = std::fs::write(root.join("docs/bench/results.json"), json) {
+            eprintln!("docs/bench/results.json: {e}");
+        }
+        match plot::all(doc, &root.join("docs/bench")) {
+            Ok(ps) => ps.iter().for_each(|p| println!("plot: {}", p.display())),
+            Err(e) => eprintln!("plots: {e}"),
+        }
+    }
+    println!("{md}");
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    // `cargo test --benches` runs bench binaries without `--bench`: nothing to do then.
+    if !args.iter().any(|a| a == "--bench") {
+        return;
+    }
+    // Only the documents again, from an earlier run's JSON.
+    if let Some(p) = std::env::var_os("CALLMASK_BENCH_FROM_JSON") {
+        let doc = read_json(Path::new(&p));
+        write_docs(&doc, &target_dir().join("bench"));
+        return;
+    }
+    let k = Knobs::from_env();
+    let vocabs =
+        env_list("CALLMASK_BENCH_VOCABS").unwrap_or_else(|| vec!["llama".into(), "gemma".into()]);
+    let ws = workloads(&k);
+    assert!(
+        !ws.is_empty(),
+        "CALLMASK_BENCH_WORKLOADS matches no workload"
+    );
+    let started = Instant::now();
+    let machine = machine();
+    let mut runs = Vec::new();
+    for v in &vocabs {
+        let name: &'static str = match v.as_str() {
+            "llama" => "llama",
+            "gemma" => "gemma",
+            other => panic!("CALLMASK_BENCH_VOCABS: unknown vocabulary {other:?} (llama, gemma)"),
+        };
+        runs.push(run_vocab(name, &ws, &k));
+    }
+    let meta = json!({
+        "machine": machine,
+        "seconds": num3(started.elapsed().as_secs_f64()),
+        "commands": "scripts/bench.sh  (= scripts/setup-xgrammar.sh, then cargo bench --bench suite)",
+        "engines": {
+            "callmask": format!("{} (this crate), CompileOptions::default() / DialectOptions::default() (whitespace: at most 20 bytes per gap; properties in any order)", env!("CARGO_PKG_VERSION")),
+            "llguidance": "1.9 (crates.io), ParserFactory::new_simple, default JSON options (flexible whitespace, properties in schema order); Llama: its tokenizer.json loader; Gemma: TokTrie from callmask's token bytes",
+            "xgrammar": "scripts/bench_xgrammar.py (Python package in $CALLMASK_CACHE/venv-xgrammar), fed the same token bytes and ids",
+        },
+        "fuzz_max_tokens": FUZZ_MAX_TOKENS,
+    });
+    let doc = results_json(&runs, &ws, &k, &meta);
+    let dir = target_dir().join("bench");
+    let _ = std::fs::create_dir_all(&dir);
+    let path = dir.join("results.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap() + "\n")
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    println!("results: {}", path.display());
+    write_docs(&doc, &dir);
+    eprintln!("suite: {:.0} s", started.elapsed().as_secs_f64());
+}
