@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: installs what is missing, fetches the real data (cached in
 # .cache/, so a second run fetches nothing), then format, lints and every test, all in the release
-# profile (the tests' artefacts are the benchmarks' too).
+# profile (the tests' artefacts are the benchmarks' too). `cargo test` includes the C API's
+# tests (crates/callmask-c: header freshness, tests/c/*.c compiled with cc and run, one under
+# valgrind, one generating with llama.cpp; see docs/embedding.md).
 #
 #   scripts/test.sh
 set -euo pipefail

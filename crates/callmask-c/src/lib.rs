@@ -28,8 +28,8 @@
 
 use callmask::parse::{Event, StreamParser};
 use callmask::{
-    CompileOptions, Dialect, DialectOptions, Error, Grammar, Matcher, TokenAutomaton, TokenId,
-    TokenMask, Tools, Vocab,
+    CompileOptions, Dialect, DialectOptions, Error, Grammar, Matcher, TokenAutomaton, TokenMask,
+    Tools, Vocab,
 };
 use callmask_llama::GgufVocab;
 use llama_cpp_sys_2 as sys;
@@ -301,10 +301,8 @@ pub extern "C" fn callmask_version() -> *const c_char {
 /// valid until the next failure on this thread.
 #[no_mangle]
 pub extern "C" fn callmask_last_error() -> *const c_char {
-    catch_unwind(|| {
-        LAST_ERROR.with(|l| l.borrow().as_ref().map_or(ptr::null(), |s| s.as_ptr()))
-    })
-    .unwrap_or(ptr::null())
+    catch_unwind(|| LAST_ERROR.with(|l| l.borrow().as_ref().map_or(ptr::null(), |s| s.as_ptr())))
+        .unwrap_or(ptr::null())
 }
 
 /// The name of a status, e.g. `"token_forbidden"` (a static string).
@@ -344,7 +342,7 @@ pub extern "C" fn callmask_status_name(status: CallmaskStatus) -> *const c_char 
 pub unsafe extern "C" fn callmask_string_free(s: *mut c_char) {
     if !s.is_null() {
         // SAFETY: made by `CString::into_raw` in `c_string_out`, freed once (caller's contract).
-        let _ = catch_unwind(|| drop(unsafe { CString::from_raw(s) }));
+        let _ = catch_unwind(AssertUnwindSafe(|| drop(unsafe { CString::from_raw(s) })));
     }
 }
 
@@ -436,10 +434,11 @@ pub unsafe extern "C" fn callmask_vocab_from_tokens(
         let out = unsafe { out_ptr(out, "out") }?;
         // SAFETY: caller's contract.
         let lens = unsafe { slice_arg(token_lens, n_tokens, "token_lens") }?;
-        let total = lens.iter().try_fold(0usize, |a, &l| a.checked_add(l as usize));
-        let total = total.ok_or_else(|| {
-            Failure::new(CallmaskStatus::InvalidArgument, "token_lens overflow")
-        })?;
+        let total = lens
+            .iter()
+            .try_fold(0usize, |a, &l| a.checked_add(l as usize));
+        let total = total
+            .ok_or_else(|| Failure::new(CallmaskStatus::InvalidArgument, "token_lens overflow"))?;
         // SAFETY: caller's contract: `token_bytes` holds the sum of `token_lens` bytes.
         let bytes = unsafe { slice_arg(token_bytes, total, "token_bytes") }?;
         // SAFETY: caller's contract.
@@ -485,7 +484,9 @@ pub unsafe extern "C" fn callmask_vocab_from_llama_vocab(
             return Err(null("vocab"));
         }
         // SAFETY: a live `llama_vocab` (caller's contract).
-        vocab_out(out, unsafe { callmask_llama::vocab_from_llama_vocab(vocab) }?);
+        vocab_out(out, unsafe {
+            callmask_llama::vocab_from_llama_vocab(vocab)
+        }?);
         Ok(())
     })
 }
@@ -553,7 +554,10 @@ pub unsafe extern "C" fn callmask_vocab_token_bytes(
 /// # Safety
 /// `vocab` NULL or a live vocabulary.
 #[no_mangle]
-pub unsafe extern "C" fn callmask_vocab_is_special(vocab: *const CallmaskVocab, token: u32) -> bool {
+pub unsafe extern "C" fn callmask_vocab_is_special(
+    vocab: *const CallmaskVocab,
+    token: u32,
+) -> bool {
     // SAFETY: caller's contract.
     guard_value(false, || {
         Ok(unsafe { get(vocab, "vocab") }?.vocab.is_special(token))
@@ -572,8 +576,7 @@ pub unsafe extern "C" fn callmask_vocab_eos_tokens(
 ) -> CallmaskStatus {
     guard(None, || {
         // SAFETY: caller's contract.
-        let (v, ids, n) =
-            unsafe { (get(vocab, "vocab")?, get_mut(ids, "ids")?, get_mut(n, "n")?) };
+        let (v, ids, n) = unsafe { (get(vocab, "vocab")?, get_mut(ids, "ids")?, get_mut(n, "n")?) };
         let e = v.vocab.eos_tokens();
         *ids = e.as_ptr();
         *n = e.len();
@@ -590,7 +593,7 @@ pub unsafe extern "C" fn callmask_vocab_eos_tokens(
 pub unsafe extern "C" fn callmask_vocab_free(vocab: *mut CallmaskVocab) {
     if !vocab.is_null() {
         // SAFETY: made by `boxed`, freed once (caller's contract).
-        let _ = catch_unwind(|| drop(unsafe { Box::from_raw(vocab) }));
+        let _ = catch_unwind(AssertUnwindSafe(|| drop(unsafe { Box::from_raw(vocab) })));
     }
 }
 
@@ -702,7 +705,12 @@ pub unsafe extern "C" fn callmask_grammar_from_dialect_text(
             // SAFETY: caller's contract.
             unsafe { out_ptr(out, "out") }?;
         }
-        compile_dialect(Dialect::parse("custom", text?)?, tools_json, options_json, out)
+        compile_dialect(
+            Dialect::parse("custom", text?)?,
+            tools_json,
+            options_json,
+            out,
+        )
     })
 }
 
@@ -780,7 +788,7 @@ pub unsafe extern "C" fn callmask_grammar_parse(
 pub unsafe extern "C" fn callmask_grammar_free(grammar: *mut CallmaskGrammar) {
     if !grammar.is_null() {
         // SAFETY: made by `boxed`, freed once (caller's contract).
-        let _ = catch_unwind(|| drop(unsafe { Box::from_raw(grammar) }));
+        let _ = catch_unwind(AssertUnwindSafe(|| drop(unsafe { Box::from_raw(grammar) })));
     }
 }
 
@@ -1037,11 +1045,13 @@ pub unsafe extern "C" fn callmask_matcher_validate_tokens(
 #[no_mangle]
 pub unsafe extern "C" fn callmask_matcher_is_allowed(
     matcher: *const CallmaskMatcher,
-    token: TokenId,
+    token: u32,
 ) -> bool {
     // SAFETY: caller's contract.
     guard_value(false, || {
-        Ok(unsafe { get(matcher, "matcher") }?.matcher.is_allowed(token))
+        Ok(unsafe { get(matcher, "matcher") }?
+            .matcher
+            .is_allowed(token))
     })
 }
 
@@ -1108,7 +1118,7 @@ pub unsafe extern "C" fn callmask_matcher_last_error(
 pub unsafe extern "C" fn callmask_matcher_free(matcher: *mut CallmaskMatcher) {
     if !matcher.is_null() {
         // SAFETY: made by `boxed`, freed once (caller's contract).
-        let _ = catch_unwind(|| drop(unsafe { Box::from_raw(matcher) }));
+        let _ = catch_unwind(AssertUnwindSafe(|| drop(unsafe { Box::from_raw(matcher) })));
     }
 }
 
@@ -1275,7 +1285,7 @@ pub unsafe extern "C" fn callmask_stream_parser_last_error(
 pub unsafe extern "C" fn callmask_stream_parser_free(parser: *mut CallmaskStreamParser) {
     if !parser.is_null() {
         // SAFETY: made by `boxed`, freed once (caller's contract).
-        let _ = catch_unwind(|| drop(unsafe { Box::from_raw(parser) }));
+        let _ = catch_unwind(AssertUnwindSafe(|| drop(unsafe { Box::from_raw(parser) })));
     }
 }
 
@@ -1359,7 +1369,10 @@ pub unsafe extern "C" fn callmask_llama_sampler_is_finished(
     smpl: *const sys::llama_sampler,
 ) -> bool {
     // SAFETY: caller's contract.
-    guard_value(false, || Ok(unsafe { sampler_matcher(smpl) }?.is_finished()))
+    guard_value(
+        false,
+        || Ok(unsafe { sampler_matcher(smpl) }?.is_finished()),
+    )
 }
 
 /// True when the callmask sampler's output may end here; false otherwise, for NULL, or another
@@ -1381,7 +1394,9 @@ pub unsafe extern "C" fn callmask_llama_sampler_can_end(smpl: *const sys::llama_
 /// # Safety
 /// `smpl` NULL or a live `llama_sampler` not in use by another thread.
 #[no_mangle]
-pub unsafe extern "C" fn callmask_llama_sampler_check(smpl: *mut sys::llama_sampler) -> CallmaskStatus {
+pub unsafe extern "C" fn callmask_llama_sampler_check(
+    smpl: *mut sys::llama_sampler,
+) -> CallmaskStatus {
     guard(None, || {
         // SAFETY: caller's contract.
         unsafe { sampler_matcher(smpl) }?;

@@ -41,25 +41,23 @@ fn require(path: PathBuf, dataset: &str) -> PathBuf {
     path
 }
 
-/// The directory holding this build's `libcallmask_c.a` (`target/<profile>`).
+/// The directory holding the `libcallmask_c.a` this test was built with: `target/<profile>/deps`
+/// (cargo builds every crate type of the library there for its tests; `cargo build` then links
+/// them to `target/<profile>`).
 fn lib_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>/deps/<test>")
-        .to_path_buf();
+    let dir = exe.parent().expect("target/<profile>/deps").to_path_buf();
     assert!(
         dir.join("libcallmask_c.a").exists(),
-        "{} has no libcallmask_c.a: build it first (`cargo build --release -p callmask-c`)",
+        "{} has no libcallmask_c.a",
         dir.display()
     );
     dir
 }
 
-/// Where the compiled C programs go.
+/// Where the compiled C programs go (`target/<profile>/c-tests`).
 fn out_dir() -> PathBuf {
-    let d = lib_dir().join("c-tests");
+    let d = lib_dir().join("../c-tests");
     std::fs::create_dir_all(&d).expect("create the C test output folder");
     d
 }
@@ -70,9 +68,17 @@ fn compile(name: &str, extra_includes: &[PathBuf]) -> PathBuf {
     let exe = out_dir().join(name);
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let mut cmd = Command::new(&cc);
-    cmd.args(["-std=c11", "-D_POSIX_C_SOURCE=200809L", "-Wall", "-Wextra", "-Werror", "-g", "-O1"])
-        .arg("-I")
-        .arg(dir.join("include"));
+    cmd.args([
+        "-std=c11",
+        "-D_POSIX_C_SOURCE=200809L",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+        "-g",
+        "-O1",
+    ])
+    .arg("-I")
+    .arg(dir.join("include"));
     for inc in extra_includes {
         cmd.arg("-I").arg(inc);
     }
@@ -80,7 +86,16 @@ fn compile(name: &str, extra_includes: &[PathBuf]) -> PathBuf {
         .arg(lib_dir().join("libcallmask_c.a"))
         // The native libraries the static library needs (`cargo rustc -p callmask-c
         // --crate-type staticlib -- --print native-static-libs`).
-        .args(["-lstdc++", "-lgcc_s", "-lutil", "-lrt", "-lpthread", "-lm", "-ldl", "-lc"])
+        .args([
+            "-lstdc++",
+            "-lgcc_s",
+            "-lutil",
+            "-lrt",
+            "-lpthread",
+            "-lm",
+            "-ldl",
+            "-lc",
+        ])
         .arg("-o")
         .arg(&exe);
     let out = cmd.output().unwrap_or_else(|e| panic!("running {cc}: {e}"));
@@ -103,7 +118,9 @@ fn expected(vocab: &Arc<Vocab>, tools_path: &Path, text: &str) -> String {
         .unwrap();
     let automaton = TokenAutomaton::new(&grammar, vocab.clone()).unwrap();
     let mut tokens = automaton.tokenize(text).unwrap();
-    let eot = vocab.special_token("<|eot_id|>").expect("Llama 3.1 <|eot_id|>");
+    let eot = vocab
+        .special_token("<|eot_id|>")
+        .expect("Llama 3.1 <|eot_id|>");
     tokens.push(eot);
     let mut m = automaton.matcher();
     let mut mask = TokenMask::new(vocab.len());

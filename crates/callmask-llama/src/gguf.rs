@@ -6,8 +6,8 @@ use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::token::LlamaToken;
-use llama_cpp_sys_2 as sys;
 use llama_cpp_2::LlamaCppError;
+use llama_cpp_sys_2 as sys;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::OnceLock;
@@ -126,7 +126,7 @@ fn read_table(model: &LlamaModel) -> Result<Table> {
             // `special = true` renders control tokens as their text; normal tokens are decoded
             // (`▁` -> space, byte tokens -> the byte).
             piece: vocab.token_to_piece(t, true, None),
-            attr: vocab.attr(t).bits() as u32,
+            attr: vocab.attr(t).bits(),
             control: vocab.is_control(t),
             eog: vocab.is_eog(t),
         }
@@ -159,14 +159,15 @@ pub unsafe fn vocab_from_llama_vocab(vocab: *const sys::llama_vocab) -> Result<V
     }
     // SAFETY: `vocab` is live for the call (this function's contract).
     let n = unsafe { sys::llama_vocab_n_tokens(vocab) };
-    let n = usize::try_from(n).map_err(|_| Error::Vocab(format!("llama.cpp reports {n} tokens")))?;
+    let n =
+        usize::try_from(n).map_err(|_| Error::Vocab(format!("llama.cpp reports {n} tokens")))?;
     let table = catch_unwind(AssertUnwindSafe(|| {
         table_from(n, |i| {
             // SAFETY: `vocab` is live and `i` is a token id below `n_tokens`.
             unsafe {
                 TokenInfo {
                     piece: piece(vocab, i),
-                    attr: sys::llama_vocab_get_attr(vocab, i) as u32,
+                    attr: sys::llama_vocab_get_attr(vocab, i),
                     control: sys::llama_vocab_is_control(vocab, i),
                     eog: sys::llama_vocab_is_eog(vocab, i),
                 }

@@ -287,7 +287,11 @@ pub unsafe fn mask_sampler_matcher<'a>(smpl: *const sys::llama_sampler) -> Optio
 /// `smpl` must be null or point to a live `llama_sampler` that no one uses during the call.
 pub unsafe fn mask_sampler_take_error(smpl: *mut sys::llama_sampler) -> Option<String> {
     // SAFETY: checked to be ours, so `state` may be called (caller's contract: unaliased).
-    unsafe { is_mask_sampler(smpl).then(|| state(smpl).error.take()).flatten() }
+    unsafe {
+        is_mask_sampler(smpl)
+            .then(|| state(smpl).error.take())
+            .flatten()
+    }
 }
 
 /// A llama.cpp sampler chain whose first sampler is callmask's mask (see the module docs).

@@ -63,7 +63,10 @@ static int generate(struct llama_model *model, const CallmaskVocab *cvocab, cons
   struct llama_context_params cp = llama_context_default_params();
   cp.n_ctx = 2048;
   cp.n_batch = 2048;
-  cp.n_threads = cp.n_threads_batch = 2;
+  /* One thread by default: ggml's threads spin at their barriers, which crawls on a busy
+   * machine; CALLMASK_THREADS sets another count. */
+  const char *th = getenv("CALLMASK_THREADS");
+  cp.n_threads = cp.n_threads_batch = th ? atoi(th) : 1;
   struct llama_context *ctx = llama_init_from_model(model, cp);
   if (!ctx) { fprintf(stderr, "llama_init_from_model failed\n"); exit(1); }
 
