@@ -22,6 +22,9 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
+/// `DialectOptions::from_json`, `CompileOptions::from_json` (for the bindings).
+mod options_json;
+
 /// The dialects shipped in `grammars/`, by name.
 const BUILTIN: &[(&str, &str)] = &[
     ("empower", include_str!("../grammars/empower.gbnf")),

@@ -37,7 +37,6 @@ pub mod error;
 pub mod fuzz;
 pub mod grammar;
 pub mod mask;
-mod options_json;
 pub mod parse;
 pub mod prompt;
 pub mod schema;

@@ -18,7 +18,7 @@
 //! # Ok::<(), callmask::Error>(())
 //! ```
 
-use crate::dialect::{DialectOptions, Reasoning, ToolChoice};
+use super::{DialectOptions, Reasoning, ToolChoice};
 use crate::error::{Error, Result};
 use crate::schema::CompileOptions;
 use serde::Deserialize;
