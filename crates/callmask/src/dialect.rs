@@ -96,10 +96,21 @@ pub struct DialectOptions {
     /// An optional reasoning block before the answer (unconstrained text between the markers).
     pub reasoning: Option<Reasoning>,
     /// At most this many characters in each stretch of free text (`@text...` builtins): keeps a
-    /// model from rambling before (or instead of) its calls. `None`: unbounded.
+    /// model from rambling before (or instead of) its calls. `None` (the default): unbounded
+    /// with `tool_choice` `auto` or `none`, and [`DEFAULT_REQUIRED_TEXT_CHARS`] with
+    /// `required` or a named function, where a call must come; `Some(u32::MAX)` lifts that
+    /// bound too.
     pub max_text_chars: Option<u32>,
     /// Schema compile options and limits (whitespace, depth, states, time, lenient mode).
     pub compile: CompileOptions,
+    /// Strict tool arguments (default `true`), as OpenAI's `strict: true` and XGrammar's strict
+    /// mode: in a tool's parameters, an object schema that lists `properties` and says nothing
+    /// of `additionalProperties` (nor `patternProperties`, `unevaluatedProperties`, or a
+    /// combinator that could add keys) allows only its declared keys, so a model cannot invent
+    /// arguments. A tool opts out with `"strict": false` ([`crate::Tool::strict`]); `false`
+    /// here keeps JSON Schema's default (extra keys allowed) for every tool.
+    /// [`crate::Grammar::from_json_schema`] always keeps JSON Schema's default.
+    pub strict_arguments: bool,
 }
 
 impl Default for DialectOptions {
@@ -110,9 +121,15 @@ impl Default for DialectOptions {
             reasoning: None,
             max_text_chars: None,
             compile: CompileOptions::default(),
+            strict_arguments: true,
         }
     }
 }
+
+/// The bound on each stretch of free text (e.g. before the first call) when `tool_choice` is
+/// `required` or a named function and [`DialectOptions::max_text_chars`] is `None`: enough for a
+/// sentence of preamble, short enough that the call comes.
+pub const DEFAULT_REQUIRED_TEXT_CHARS: u32 = 100;
 
 /// A parsed dialect file, ready to compile with tool sets.
 #[derive(Debug, Clone)]
@@ -258,7 +275,13 @@ impl Dialect {
         let params: Vec<Value> = tools
             .as_slice()
             .iter()
-            .map(|t| object_schema(t.parameters.as_ref()))
+            .map(|t| {
+                let mut p = object_schema(t.parameters.as_ref());
+                if options.strict_arguments && t.strict != Some(false) {
+                    strict_objects(&mut p);
+                }
+                p
+            })
             .collect();
         let mut l = Lowering {
             c: Compiler::new(&null, &options.compile),
@@ -269,7 +292,14 @@ impl Dialect {
             specials: Vec::new(),
             calls: HashMap::new(),
             params: &params,
-            max_text: options.max_text_chars,
+            max_text: match (&options.tool_choice, options.max_text_chars) {
+                (_, Some(u32::MAX)) => None,
+                (_, Some(n)) => Some(n),
+                (ToolChoice::Required | ToolChoice::Function(_), None) => {
+                    Some(DEFAULT_REQUIRED_TEXT_CHARS)
+                }
+                _ => None,
+            },
         };
         let root = self.rule("root").expect("checked at parse time");
         let body = match (&options.tool_choice, options.parallel_calls) {
@@ -317,6 +347,54 @@ impl Dialect {
 
     fn rule(&self, name: &str) -> Option<&Expr> {
         self.rules.iter().find(|(n, _)| n == name).map(|(_, e)| e)
+    }
+}
+
+/// Adds `"additionalProperties": false` to every object schema in `schema` that lists
+/// `properties` and leaves extra keys to JSON Schema's default, where nothing else (pattern or
+/// unevaluated properties, `allOf`/`anyOf`/`oneOf`/`$ref` beside it) could declare more keys.
+/// Subschemas under `allOf`, `not`, `if`/`then`/`else` and `dependentSchemas` are left alone:
+/// their keys combine with their siblings'.
+fn strict_objects(schema: &mut Value) {
+    let Value::Object(o) = schema else { return };
+    let open = o.contains_key("properties")
+        && ![
+            "additionalProperties",
+            "patternProperties",
+            "unevaluatedProperties",
+            "allOf",
+            "anyOf",
+            "oneOf",
+            "$ref",
+            "$dynamicRef",
+            "dependentSchemas",
+            "if",
+        ]
+        .iter()
+        .any(|k| o.contains_key(*k));
+    if open {
+        o.insert("additionalProperties".into(), Value::Bool(false));
+    }
+    for (k, v) in o.iter_mut() {
+        match k.as_str() {
+            "properties" | "$defs" | "definitions" => {
+                if let Value::Object(m) = v {
+                    m.values_mut().for_each(strict_objects);
+                }
+            }
+            "items" | "additionalItems" | "additionalProperties" | "contains" => {
+                match v {
+                    Value::Array(a) => a.iter_mut().for_each(strict_objects),
+                    _ => strict_objects(v),
+                }
+            }
+            "prefixItems" | "anyOf" | "oneOf" => {
+                if let Value::Array(a) = v {
+                    a.iter_mut().for_each(strict_objects);
+                }
+            }
+            _ => {}
+        }
     }
 }
 

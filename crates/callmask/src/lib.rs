@@ -44,7 +44,7 @@ pub mod tools;
 pub mod vocab;
 
 pub use automaton::Rejection;
-pub use dialect::{Dialect, DialectOptions, Reasoning, ToolChoice};
+pub use dialect::{Dialect, DialectOptions, Reasoning, ToolChoice, DEFAULT_REQUIRED_TEXT_CHARS};
 pub use error::{Error, Result};
 pub use grammar::Grammar;
 pub use mask::{Matcher, TokenAutomaton, TokenMask};
