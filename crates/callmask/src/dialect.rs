@@ -382,12 +382,10 @@ fn strict_objects(schema: &mut Value) {
                     m.values_mut().for_each(strict_objects);
                 }
             }
-            "items" | "additionalItems" | "additionalProperties" | "contains" => {
-                match v {
-                    Value::Array(a) => a.iter_mut().for_each(strict_objects),
-                    _ => strict_objects(v),
-                }
-            }
+            "items" | "additionalItems" | "additionalProperties" | "contains" => match v {
+                Value::Array(a) => a.iter_mut().for_each(strict_objects),
+                _ => strict_objects(v),
+            },
             "prefixItems" | "anyOf" | "oneOf" => {
                 if let Value::Array(a) = v {
                     a.iter_mut().for_each(strict_objects);

@@ -813,7 +813,9 @@ impl TokenAutomaton {
         let below = parent.as_ref().map_or(0, |p| comp.remaining(p));
         for (c, set) in &self.local_costs(top, &local).groups {
             let c = c.saturating_add(below).min(INF);
-            let words = groups.entry(c).or_insert_with(|| vec![0; self.shared.vocab.len().div_ceil(64)]);
+            let words = groups
+                .entry(c)
+                .or_insert_with(|| vec![0; self.shared.vocab.len().div_ceil(64)]);
             set.or_into_words(words);
         }
         let Some(parent) = parent else { return };

@@ -163,7 +163,7 @@ fn each_limit_is_reported_by_name() {
 fn dialect_compile_applies_the_same_limits() {
     let tool = |params: Value| {
         Tools::new(vec![Tool {
-        strict: None,
+            strict: None,
             name: "f".into(),
             description: None,
             parameters: Some(params),
@@ -546,7 +546,7 @@ fn tool_names_with_quotes_and_unicode() {
         let dl = Dialect::by_name(dialect).unwrap();
         for name in names {
             let tools = Tools::new(vec![Tool {
-        strict: None,
+                strict: None,
                 name: name.into(),
                 description: None,
                 parameters: Some(json!({
