@@ -37,6 +37,7 @@ pub enum Strategy {
 
 /// How outputs are drawn.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct FuzzOptions {
     /// Seed of the run; the same seed gives the same outputs.
     pub seed: u64,
@@ -62,6 +63,8 @@ pub struct FuzzOptions {
     /// that does not end with an end-of-generation token within its budget is a violation.
     pub budget_slack: Option<(usize, usize)>,
 }
+
+crate::option_setters!(FuzzOptions { seed: u64, max_tokens: usize, walk_tokens: usize, end_bias: f64, strategy: Strategy, prefix: Vec<TokenId>, dive: f64 });
 
 impl Default for FuzzOptions {
     fn default() -> Self {
