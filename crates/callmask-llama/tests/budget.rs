@@ -5,6 +5,10 @@
 //! options (no `max_text_chars`): every generation must end with its end-of-generation token
 //! within `max_tokens` and hold a call whose arguments validate with the `jsonschema` crate.
 //!
+//! A budget below the shortest call counted in bytes (e.g. 64 for `book_flight` in empower,
+//! which needs 94 bytes) is refused before generating with the typed
+//! `Error::BudgetTooSmall`; those are listed, and every generation that runs must succeed.
+//!
 //! Prints how often the budget steered (the model's first choice refused by the budget alone)
 //! and the tokens/s. `CALLMASK_BUDGET_E2E_PROMPTS` (default 2, at most 4) sets how many prompts
 //! run; `scripts/budget-e2e.sh` runs all of them.
@@ -48,6 +52,7 @@ fn every_generation_ends_with_a_valid_call_within_the_budget() {
     let tools = tools("travel.json");
     let (mut runs, mut ok, mut tokens, mut steered, mut secs) = (0, 0, 0u64, 0u64, 0.0);
     let mut failures = Vec::new();
+    let mut refused = Vec::new();
     for &(named, prompt) in &PROMPTS[..n] {
         for d in DIALECTS {
             for choice in [ToolChoice::Required, ToolChoice::Function(named.into())] {
@@ -57,15 +62,24 @@ fn every_generation_ends_with_a_valid_call_within_the_budget() {
                 let auto = TokenAutomaton::new(&grammar, engine.vocab().clone()).unwrap();
                 let text = render(d, &tools, prompt, &engine.bos_text());
                 for max_tokens in [64, 200] {
-                    let g = engine
-                        .generate(
-                            &text,
-                            Some(&auto),
-                            &SamplingParams::default(),
-                            max_tokens,
-                            &mut |_| {},
-                        )
-                        .unwrap();
+                    let g = match engine.generate(
+                        &text,
+                        Some(&auto),
+                        &SamplingParams::default(),
+                        max_tokens,
+                        &mut |_| {},
+                    ) {
+                        Ok(g) => g,
+                        Err(callmask::Error::BudgetTooSmall { budget, needed }) => {
+                            // Refused up front, typed: the shortest call, counted in bytes,
+                            // does not fit.
+                            assert!(needed > budget);
+                            refused
+                                .push(format!("{d} {choice:?} max {max_tokens}: needs {needed}"));
+                            continue;
+                        }
+                        Err(e) => panic!("{d} {choice:?} max {max_tokens}: {e}"),
+                    };
                     runs += 1;
                     tokens += g.tokens.len() as u64 + 1;
                     steered += g.stats.budget_steered;
@@ -84,6 +98,11 @@ fn every_generation_ends_with_a_valid_call_within_the_budget() {
             }
         }
     }
+    eprintln!(
+        "refused up front (BudgetTooSmall): {}\n  {}",
+        refused.len(),
+        refused.join("\n  ")
+    );
     eprintln!(
         "budget e2e: {ok}/{runs} valid calls within the budget; {tokens} tokens, {steered} steered by the budget ({:.1}%), {:.1} tokens/s",
         100.0 * steered as f64 / tokens as f64,

@@ -258,3 +258,76 @@ fn random_walks_under_random_budgets_end_valid_within_the_budget() {
     );
     assert_eq!(total, per * 2 * 6 * 2 * 2);
 }
+
+#[test]
+fn tool_arguments_are_strict_by_default_with_opt_outs() {
+    let params = r#"{"type": "object", "properties": {"a": {"type": "integer"},
+        "o": {"type": "object", "properties": {"b": {"type": "string"}}}}, "required": ["a"]}"#;
+    let tools_json = |strict: &str| {
+        format!(
+            r#"[{{"type": "function", "function": {{"name": "f", {strict} "parameters": {params}}}}}]"#
+        )
+    };
+    let compile = |tools: &Tools, strict_option: bool| {
+        let mut o = DialectOptions::default();
+        o.strict_arguments = strict_option;
+        Dialect::by_name("pythonic")
+            .unwrap()
+            .compile(tools, &o)
+            .unwrap()
+    };
+    let extra_top = "[f(a=1, zz=2)]";
+    let extra_nested = "[f(a=1, o={'b': 'x', 'zz': 1})]";
+    let declared = "[f(a=1, o={'b': 'x'})]";
+    let strict = Tools::from_json_str(&tools_json("")).unwrap();
+    let g = compile(&strict, true);
+    assert!(g.parse(declared).is_ok());
+    assert!(g.parse(extra_top).is_err(), "an undeclared keyword");
+    assert!(g.parse(extra_nested).is_err(), "an undeclared nested key");
+    // The tool opts out (OpenAI's `strict: false`), or the option does.
+    let lax = Tools::from_json_str(&tools_json(r#""strict": false,"#)).unwrap();
+    assert_eq!(lax.as_slice()[0].strict, Some(false));
+    for g in [compile(&lax, true), compile(&strict, false)] {
+        assert!(g.parse(extra_top).is_ok());
+        assert!(g.parse(extra_nested).is_ok());
+    }
+    // A plain JSON Schema keeps JSON Schema's default.
+    let g = Grammar::from_json_schema_str(params, &CompileOptions::default()).unwrap();
+    assert!(g.parse(r#"{"a": 1, "zz": 2}"#).is_ok());
+}
+
+#[test]
+fn free_text_before_a_required_call_is_bounded_by_default() {
+    let t = tools("weather.json");
+    let call = r#" functools[{"name": "get_current_weather", "arguments": {"location": "Oslo"}}]"#;
+    let short = format!("{}{call}", "a".repeat(50));
+    let long = format!(
+        "{}{call}",
+        "a".repeat(callmask::DEFAULT_REQUIRED_TEXT_CHARS as usize + 50)
+    );
+    for choice in [
+        ToolChoice::Required,
+        ToolChoice::Function("get_current_weather".into()),
+    ] {
+        let mut o = DialectOptions::default();
+        o.tool_choice = choice;
+        let g = Dialect::by_name("functools")
+            .unwrap()
+            .compile(&t, &o)
+            .unwrap();
+        assert!(g.parse(&short).is_ok());
+        assert!(g.parse(&long).is_err());
+        o.max_text_chars = Some(u32::MAX);
+        let g = Dialect::by_name("functools")
+            .unwrap()
+            .compile(&t, &o)
+            .unwrap();
+        assert!(g.parse(&long).is_ok());
+    }
+    // `auto` keeps free text unbounded.
+    let g = Dialect::by_name("functools")
+        .unwrap()
+        .compile(&t, &DialectOptions::default())
+        .unwrap();
+    assert!(g.parse(&long).is_ok());
+}
