@@ -43,3 +43,9 @@ for s in crates/callmask/benches/schemas/*.schema.json; do
   run "schema-$name" "$(n 10000)" --schema "$s" --tokenizer "$llama"
 done
 echo "fuzz-all: $total outputs, 0 violations"
+
+# Token budgets: random walks under random budgets (crates/callmask/tests/budget.rs), every output
+# must end valid within its budget. BUDGET_SCALE=1 (default) draws 100,800 outputs.
+echo "== budget fuzz"
+CALLMASK_BUDGET_FUZZ_SCALE=${BUDGET_SCALE:-1} cargo test --release -p callmask --test budget \
+  random_walks -- --nocapture 2>&1 | grep -E "budget fuzz|test result|panicked" | sed 's/^/   /'

@@ -25,7 +25,9 @@ pub(crate) struct GenerateArgs {
     /// Seed of the random draw.
     #[arg(long, default_value_t = 0)]
     pub(crate) seed: u32,
-    /// Most tokens to generate.
+    /// Most tokens to generate, the end-of-generation token included. Constrained, this is
+    /// also the token budget: the output ends complete within it (a call, with
+    /// `--tool-choice required` or a named tool), whatever the model prefers.
     #[arg(long, default_value_t = 256)]
     pub(crate) max_tokens: usize,
     /// CPU threads for llama.cpp (default: all cores).
@@ -117,8 +119,8 @@ pub(crate) fn generate(args: &GenerateArgs) -> Result<ExitCode, BadInput> {
             String::new()
         } else {
             format!(
-                ", {} fast-path tokens, {} masked",
-                g.stats.fast, g.stats.masked
+                ", {} fast-path tokens, {} masked, {} steered by the budget",
+                g.stats.fast, g.stats.masked, g.stats.budget_steered
             )
         }
     );

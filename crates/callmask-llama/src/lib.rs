@@ -121,6 +121,10 @@ pub struct SamplerStats {
     pub fast: u64,
     /// Tokens that needed the full mask.
     pub masked: u64,
+    /// Tokens where the token budget steered: the model's unconstrained first choice was one
+    /// the grammar allows but after which no complete output fits in the tokens left (counted
+    /// on the fast path, [`SamplingParams::check_first`]).
+    pub budget_steered: u64,
 }
 
 /// The state behind the custom `llama_sampler`: owned by it, freed by its `free` callback.
@@ -468,6 +472,12 @@ impl ConstrainedSampler {
                     self.stats.fast += 1;
                     return Ok(t);
                 }
+                if self
+                    .state()
+                    .is_some_and(|s| s.matcher.is_allowed_by_grammar(t))
+                {
+                    self.stats.budget_steered += 1;
+                }
             }
         }
         self.stats.masked += 1;
@@ -619,6 +629,12 @@ impl Engine {
 
     /// Generates one output for `prompt` (a rendered prompt), constrained by `automaton` when
     /// given, at most `max_tokens` tokens; `on_text` sees each token's bytes as they come.
+    ///
+    /// Constrained, `max_tokens` is also the matcher's token budget
+    /// ([`callmask::Matcher::set_token_budget`], the end-of-generation token included): the
+    /// output ends complete (with its end-of-generation token) within `max_tokens` sampled
+    /// tokens, whatever the model prefers; [`callmask::Error::BudgetTooSmall`] when even the
+    /// shortest complete output does not fit.
     pub fn generate(
         &self,
         prompt: &str,
@@ -664,11 +680,15 @@ impl Engine {
         let mut prompt_toks = Vec::with_capacity(n);
         for (i, p) in prompts.iter().enumerate() {
             let pr = &params[if params.len() == 1 { 0 } else { i }];
-            samplers.push(ConstrainedSampler::new(
-                automaton.map(|a| a.matcher()),
-                n_vocab,
-                pr,
-            )?);
+            let matcher = match automaton {
+                Some(a) => {
+                    let mut m = a.matcher();
+                    m.set_token_budget(Some(max_tokens))?;
+                    Some(m)
+                }
+                None => None,
+            };
+            samplers.push(ConstrainedSampler::new(matcher, n_vocab, pr)?);
             let toks = self.tokenize_prompt(p)?;
             gens[i].prompt_tokens = toks.len();
             prompt_toks.push(toks);

@@ -16,6 +16,9 @@
 //!   `Matcher::new` + first `compute_mask`.
 //!   The vocabulary (callmask `Vocab`, llguidance `TokEnv` + `ParserFactory` with its token-slice
 //!   precomputation) is built once, outside all timings, for both engines.
+//! - `per_token/callmask+budget/NAME` and `per_token/callmask+tight_budget/NAME`: the same under
+//!   a token budget that never binds (the cost of the check) and one of the instance's bytes + 1
+//!   (binding near the end; the share of masks it changed is printed).
 //! - `per_token/ENGINE/NAME`: mask then accept, token after token, along the tokenized
 //!   `NAME.instance.json`; one criterion iteration is one token, so criterion reports time per
 //!   token. Fresh matchers (matcher reset time excluded) share one warm automaton (callmask) or one
@@ -348,6 +351,47 @@ mod cm {
                 }
                 total
             })
+        }
+
+        /// Like `bench_per_token`, under a token budget: `tight` gives the instance's length in
+        /// bytes plus one (always enough, as the instance is a completion and each token has at
+        /// least one byte, but tight near the end); otherwise a budget that never binds, to
+        /// measure the check alone. Prints how many masks the budget changed.
+        pub fn bench_per_token_budget(
+            &self,
+            b: &mut criterion::Bencher,
+            case: &Case,
+            a: &TokenAutomaton,
+            tight: bool,
+        ) {
+            let budget = if tight { case.text.len() + 1 } else { 1 << 20 };
+            let mut mask = TokenMask::new(self.vocab.len());
+            let (mut steered, mut masks) = (0, 0);
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                let mut left = iters as usize;
+                while left > 0 {
+                    let n = left.min(case.tokens.len());
+                    let mut m = a.matcher();
+                    m.set_token_budget(Some(budget)).unwrap();
+                    let t0 = Instant::now();
+                    for &t in &case.tokens[..n] {
+                        m.fill_mask(&mut mask);
+                        black_box(&mask);
+                        m.accept(t).unwrap();
+                    }
+                    total += t0.elapsed();
+                    left -= n;
+                    steered += m.budget_steered();
+                    masks += n as u64;
+                }
+                total
+            });
+            eprintln!(
+                "  budget {budget} ({}): {steered} of {masks} masks steered ({:.1}%)",
+                if tight { "tight" } else { "loose" },
+                100.0 * steered as f64 / masks.max(1) as f64
+            );
         }
 
         /// (compile time to first mask, per-position mask times) of one cold trial, and the
@@ -956,6 +1000,12 @@ fn main() {
                 g.bench_with_input(BenchmarkId::new("callmask", &case.name), case, |b, case| {
                     e.bench_per_token(b, case, &a)
                 });
+                for (label, tight) in [("callmask+budget", false), ("callmask+tight_budget", true)]
+                {
+                    g.bench_with_input(BenchmarkId::new(label, &case.name), case, |b, case| {
+                        e.bench_per_token_budget(b, case, &a, tight)
+                    });
+                }
             }
             if let Some(e) = llg_engine.as_ref().filter(|_| llg_errs[i].is_none()) {
                 let proto = e.prepare(case);

@@ -106,13 +106,29 @@ pub struct DialectOptions {
     /// An optional reasoning block before the answer (unconstrained text between the markers).
     pub reasoning: Option<Reasoning>,
     /// At most this many characters in each stretch of free text (`@text...` builtins): keeps a
-    /// model from rambling before (or instead of) its calls. `None`: unbounded.
+    /// model from rambling before (or instead of) its calls. `None` (the default): unbounded
+    /// with `tool_choice` `auto` or `none`, and [`DEFAULT_REQUIRED_TEXT_CHARS`] with
+    /// `required` or a named function, where a call must come; `Some(u32::MAX)` lifts that
+    /// bound too.
     pub max_text_chars: Option<u32>,
     /// Schema compile options and limits (whitespace, depth, states, time, lenient mode).
     pub compile: CompileOptions,
+    /// Strict tool arguments (default `true`), as OpenAI's `strict: true` and XGrammar's strict
+    /// mode: in a tool's parameters, an object schema that lists `properties` and says nothing
+    /// of `additionalProperties` (nor `patternProperties`, `unevaluatedProperties`, or a
+    /// combinator beside it that could add keys) allows only its declared keys, so a model
+    /// cannot invent arguments. A tool opts out with `"strict": false` ([`crate::Tool::strict`]);
+    /// `false` here keeps JSON Schema's default (extra keys allowed) for every tool.
+    /// [`crate::Grammar::from_json_schema`] always keeps JSON Schema's default.
+    pub strict_arguments: bool,
 }
 
-crate::option_setters!(DialectOptions { tool_choice: ToolChoice, parallel_calls: bool, reasoning: Option<Reasoning>, max_text_chars: Option<u32>, compile: CompileOptions });
+crate::option_setters!(DialectOptions { tool_choice: ToolChoice, parallel_calls: bool, reasoning: Option<Reasoning>, max_text_chars: Option<u32>, compile: CompileOptions, strict_arguments: bool });
+
+/// The bound on each stretch of free text (e.g. before the first call) when `tool_choice` is
+/// `required` or a named function and [`DialectOptions::max_text_chars`] is `None`: enough for a
+/// sentence of preamble, short enough that the call comes.
+pub const DEFAULT_REQUIRED_TEXT_CHARS: u32 = 100;
 
 impl Default for DialectOptions {
     fn default() -> Self {
@@ -122,6 +138,7 @@ impl Default for DialectOptions {
             reasoning: None,
             max_text_chars: None,
             compile: CompileOptions::default(),
+            strict_arguments: true,
         }
     }
 }

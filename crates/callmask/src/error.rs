@@ -117,6 +117,31 @@ pub enum Error {
     /// The grammar needs a special token that the vocabulary does not have.
     #[error("the vocabulary has no special token {0:?}, which the grammar requires")]
     MissingSpecialToken(String),
+    /// A token budget that cannot be guaranteed: the vocabulary lacks a single-byte token for
+    /// some byte, so a completion's length in bytes does not bound its length in tokens.
+    #[error("a token budget cannot be guaranteed with this vocabulary: no single-byte token for bytes {missing:02x?}")]
+    BudgetUnsupported {
+        /// The bytes without a token of their own.
+        missing: Vec<u8>,
+    },
+    /// The token budget is too small for the shortest complete output from here.
+    #[error("a budget of {budget} tokens is too small: the shortest complete output from here needs {needed} (end-of-generation token included)")]
+    BudgetTooSmall {
+        /// Tokens left in the budget.
+        budget: usize,
+        /// Tokens the shortest completion needs, end-of-generation token included.
+        needed: usize,
+    },
+    /// A token that the grammar allows but after which no complete output fits in the tokens left.
+    #[error("token {token} ({text:?}) leaves no complete output within the {left} tokens left")]
+    OverBudget {
+        /// The token id.
+        token: u32,
+        /// Its text (lossy UTF-8).
+        text: String,
+        /// Tokens left in the budget, this one and the end-of-generation token included.
+        left: usize,
+    },
     /// A prompt template failed to render.
     #[error("prompt: {0}")]
     Prompt(String),

@@ -57,6 +57,11 @@ pub struct FuzzOptions {
     /// tokens, steers along a shortest path into a call of a function picked uniformly (then
     /// walks on at random): free text rarely writes a call marker by chance.
     pub dive: f64,
+    /// Token budgets ([`crate::Matcher::set_token_budget`]): each output gets as budget the
+    /// fewest tokens a complete output needs, plus a slack drawn uniformly from this range, and
+    /// walks at random (no shortest completion) until the budget's mask makes it end. An output
+    /// that does not end with an end-of-generation token within its budget is a violation.
+    pub budget_slack: Option<(usize, usize)>,
 }
 
 crate::option_setters!(FuzzOptions { seed: u64, max_tokens: usize, walk_tokens: usize, end_bias: f64, strategy: Strategy, prefix: Vec<TokenId>, dive: f64 });
@@ -71,6 +76,7 @@ impl Default for FuzzOptions {
             strategy: Strategy::Uniform,
             prefix: Vec::new(),
             dive: 0.5,
+            budget_slack: None,
         }
     }
 }
@@ -101,6 +107,10 @@ pub struct Sample {
     pub steered: usize,
     /// The decoded bytes.
     pub text: Vec<u8>,
+    /// Its token budget (end-of-generation token included), under [`FuzzOptions::budget_slack`].
+    pub budget: Option<usize>,
+    /// How many masks the budget changed (see [`crate::Matcher::budget_steered`]).
+    pub budget_steered: u64,
     /// The verdict.
     pub outcome: Outcome,
     /// What a valid output holds (for coverage).
@@ -196,6 +206,8 @@ impl Fuzzer {
             eos: None,
             steered: 0,
             text: Vec::new(),
+            budget: None,
+            budget_steered: 0,
             outcome: Outcome::Valid,
             checked: None,
             seen: Vec::new(),
@@ -206,7 +218,17 @@ impl Fuzzer {
             let _ = m.accept(t);
             s.tokens.push(t);
         }
-        let target = if o.walk_tokens == 0 {
+        if let Some((lo, hi)) = o.budget_slack {
+            let slack = rng.random_range(lo..=hi.max(lo));
+            let need = m.min_tokens_to_end().unwrap_or(1);
+            let b = need.saturating_add(slack);
+            if let Err(e) = m.set_token_budget(Some(b)) {
+                s.outcome = Outcome::Violation(format!("budget {b} refused: {e}"));
+                return s;
+            }
+            s.budget = Some(b);
+        }
+        let target = if o.walk_tokens == 0 || o.budget_slack.is_some() {
             usize::MAX
         } else {
             rng.random_range(0..=2 * o.walk_tokens)
@@ -249,7 +271,15 @@ impl Fuzzer {
                     }
                 }
             }
-            if s.tokens.len() >= o.max_tokens {
+            if let Some(b) = s.budget {
+                if s.tokens.len() >= b {
+                    s.outcome = Outcome::Violation(format!(
+                        "{} tokens and no end, over the budget of {b}",
+                        s.tokens.len()
+                    ));
+                    break true;
+                }
+            } else if s.tokens.len() >= o.max_tokens {
                 s.outcome = Outcome::Unfinished;
                 break true;
             }
@@ -334,6 +364,18 @@ impl Fuzzer {
         if !ended {
             self.finish(&mut m, &mut mask, &mut rng, &mut s);
         }
+        if let (Some(b), Outcome::Valid) = (s.budget, &s.outcome) {
+            let used = s.tokens.len() + usize::from(s.eos.is_some());
+            if used > b {
+                s.outcome =
+                    Outcome::Violation(format!("{used} tokens used, over the budget of {b}"));
+            } else if s.eos.is_none() && !m.is_finished() {
+                s.outcome = Outcome::Violation(format!(
+                    "no end-of-generation token within the budget of {b} ({used} tokens)"
+                ));
+            }
+        }
+        s.budget_steered = m.budget_steered();
         s.text = vocab.decode(&s.tokens);
         s
     }
@@ -400,6 +442,10 @@ impl Fuzzer {
         for &sym in syms {
             let t = self.symbol_tokens[sym as usize].unwrap_or_default();
             m.fill_mask(mask);
+            if !mask.is_allowed(t) && m.tokens_left().is_some() && m.is_allowed_by_grammar(t) {
+                // The budget no longer leaves room for this path: walk on at random.
+                return true;
+            }
             if !mask.is_allowed(t) {
                 s.outcome = Outcome::Violation(format!(
                     "the mask forbids token {t} ({:?}), which the grammar allows here",

@@ -96,7 +96,7 @@ mod schema;
 mod tools;
 pub mod vocab;
 
-pub use dialect::{Dialect, DialectOptions, Reasoning, ToolChoice};
+pub use dialect::{Dialect, DialectOptions, Reasoning, ToolChoice, DEFAULT_REQUIRED_TEXT_CHARS};
 pub use error::{Error, Rejection, Result};
 pub use grammar::{ArgEncoding, CompileOptions, Grammar};
 pub use mask::{Matcher, TokenAutomaton, TokenMask};

@@ -15,13 +15,14 @@
 //! most [`DEFAULT_MAX_ROLLBACK`] of them unless told otherwise ([`Matcher::set_max_rollback`]);
 //! its list of accepted token ids (4 bytes each) grows with the output.
 
+use crate::automaton::complete::{Completer, INF};
 use crate::automaton::{advance, Frame, Stack, Sym, SPECIAL};
 use crate::error::{Error, Result};
 use crate::grammar::dfa::Dfa;
 use crate::grammar::{Grammar, GrammarInner};
 use crate::vocab::{TokenId, Vocab};
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
 /// A set of allowed tokens, one bit per token id.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -376,6 +377,108 @@ impl TokenTrie {
     }
 }
 
+impl TokenTrie {
+    /// Like [`TokenTrie::walk_lex`] without exits: each token below `from` that the automaton
+    /// takes, with its distance to an accepting state (`dist`) after it.
+    fn walk_lex_costs(
+        &self,
+        from: usize,
+        dfa: &Dfa,
+        state: u32,
+        dist: &[u32],
+        out: &mut Vec<(TokenId, u32)>,
+    ) {
+        let base = self.nodes[from].depth as usize;
+        let mut levels: Vec<u32> = vec![0; self.max_depth + 2 - base];
+        levels[0] = state;
+        let mut i = from + 1;
+        let end = self.nodes[from].next as usize;
+        let mut toks = Vec::new();
+        while i < end {
+            let n = self.nodes[i];
+            let d = n.depth as usize - base;
+            let s = dfa.next(levels[d - 1], n.byte);
+            if s == 0 {
+                i = n.next as usize;
+                continue;
+            }
+            levels[d] = s;
+            if n.tok != NO_TOKEN {
+                let c = dist.get(s as usize).copied().unwrap_or(INF).min(INF);
+                toks.clear();
+                self.push_tokens(i, &mut toks);
+                out.extend(toks.iter().map(|&t| (t, c)));
+            }
+            i += 1;
+        }
+    }
+
+    /// Every token below `from` that `start` (full or local stacks) takes, with the fewest
+    /// symbols before an end after it ([`Completer::remaining_any`]). Stacks are never popped
+    /// below their bottom frame, as in [`TokenTrie::walk_stacks`].
+    fn walk_costs(
+        &self,
+        g: &GrammarInner,
+        comp: &Completer,
+        from: usize,
+        start: Vec<Stack>,
+        out: &mut Vec<(TokenId, u32)>,
+    ) {
+        let base = self.nodes[from].depth as usize;
+        let mut levels: Vec<Vec<Stack>> = vec![start];
+        let mut i = from + 1;
+        let end = self.nodes[from].next as usize;
+        let mut toks = Vec::new();
+        while i < end {
+            let d = self.nodes[i].depth as usize - base;
+            let mut next = Vec::new();
+            advance(g, &levels[d - 1], self.nodes[i].byte as Sym, &mut next);
+            if next.is_empty() {
+                i = self.nodes[i].next as usize;
+                continue;
+            }
+            if self.nodes[i].tok != NO_TOKEN {
+                let c = comp.remaining_any(&next);
+                toks.clear();
+                self.push_tokens(i, &mut toks);
+                out.extend(toks.iter().map(|&t| (t, c)));
+            }
+            // Fast path: one stack inside a lexeme runs the lexeme's automaton alone (its cost
+            // is the lexeme's distance to accepting plus what the rest of the stack needs), and
+            // what follows the lexeme is walked from the nodes where it may end.
+            if let [stack] = next.as_slice() {
+                if let Some((lex, state, after)) = g.as_lexeme(stack.last().unwrap()) {
+                    if after.is_some() || stack.len() > 1 {
+                        let cont = continuation(stack, after);
+                        let below = comp.remaining(&cont);
+                        let dfa = &g.lexemes[lex as usize];
+                        let start_len = out.len();
+                        self.walk_lex_costs(i, dfa, state, comp.lex_distances(lex), out);
+                        for o in &mut out[start_len..] {
+                            o.1 = (o.1 + below).min(INF);
+                        }
+                        let mut lex_exits = Vec::new();
+                        self.walk_lex(i, dfa, state, &mut Vec::new(), &mut lex_exits);
+                        let mut memo = [0u8; 256];
+                        for &e in &lex_exits {
+                            if self.any_child_taken(g, e as usize, &cont, &mut memo) {
+                                self.walk_costs(g, comp, e as usize, vec![cont.clone()], out);
+                            }
+                        }
+                        i = self.nodes[i].next as usize;
+                        continue;
+                    }
+                }
+            }
+            if levels.len() <= d {
+                levels.resize(d + 1, Vec::new());
+            }
+            levels[d] = next;
+            i += 1;
+        }
+    }
+}
+
 /// The stack once the lexeme on top of `stack` is complete: the top replaced by `after`, or
 /// popped (its parent told that its child is done).
 fn continuation(stack: &[Frame], after: Option<Frame>) -> Stack {
@@ -402,6 +505,42 @@ struct Local {
     allowed: TokenSet,
     /// Trie nodes (0 = before any byte) where the frame is complete and the token may go on.
     exits: Vec<u32>,
+    /// The allowed tokens by completion cost, computed when a token budget first needs them.
+    costs: OnceLock<Costs>,
+}
+
+/// Token bitmaps by cost, while a state's costs are gathered.
+type Groups = std::collections::BTreeMap<u32, Vec<u64>>;
+
+/// A top frame's own tokens grouped by the fewest symbols the frame (with what it pushed)
+/// needs after each before it is complete.
+#[derive(Debug)]
+struct Costs {
+    /// The largest cost (0 when there are no tokens).
+    max: u32,
+    /// Increasing costs, each with its tokens (a token reached along several paths may be in
+    /// several groups: it is allowed under a limit if one of its groups is).
+    groups: Vec<(u32, TokenSet)>,
+}
+
+impl Costs {
+    fn new(mut list: Vec<(TokenId, u32)>, vocab_len: usize) -> Costs {
+        // A token reached along several paths keeps its cheapest.
+        list.sort_unstable();
+        list.dedup_by_key(|x| x.0);
+        list.sort_unstable_by_key(|x| (x.1, x.0));
+        let max = list.last().map_or(0, |x| x.1);
+        let mut groups = Vec::new();
+        let mut i = 0;
+        while i < list.len() {
+            let c = list[i].1;
+            let j = i + list[i..].partition_point(|x| x.1 == c);
+            let ids = list[i..j].iter().map(|x| x.0).collect();
+            groups.push((c, TokenSet::new(ids, vocab_len)));
+            i = j;
+        }
+        Costs { max, groups }
+    }
 }
 
 #[derive(Debug)]
@@ -428,6 +567,15 @@ impl TokenSet {
         match self {
             TokenSet::Sparse(ids) => ids.iter().for_each(|&t| mask.set(t)),
             TokenSet::Dense(w) => mask.words.iter_mut().zip(w).for_each(|(a, b)| *a |= b),
+        }
+    }
+
+    fn or_into_words(&self, words: &mut [u64]) {
+        match self {
+            TokenSet::Sparse(ids) => ids
+                .iter()
+                .for_each(|&t| words[t as usize / 64] |= 1 << (t % 64)),
+            TokenSet::Dense(w) => words.iter_mut().zip(w).for_each(|(a, b)| *a |= b),
         }
     }
 
@@ -468,6 +616,12 @@ struct Shared {
     specials: Vec<Option<TokenId>>,
     local: RwLock<LocalCache>,
     full: RwLock<HashMap<Vec<Stack>, Arc<TokenMask>>>,
+    /// Bytes without a single-byte (non-special) token: a budget cannot be guaranteed if any.
+    missing_bytes: Vec<u8>,
+    /// Shortest completions, built when a token budget is first set.
+    completer: OnceLock<Completer>,
+    /// Per matcher state: its allowed tokens by completion cost (bounded like `full`).
+    budget_costs: RwLock<HashMap<Vec<Stack>, Arc<Costs>>>,
 }
 
 /// A compiled grammar bound to a vocabulary: the shared token-level automaton.
@@ -543,6 +697,9 @@ impl TokenAutomaton {
             }
         }
         let trie = trie_for(&vocab);
+        let missing_bytes = (0..=255u8)
+            .filter(|&b| vocab.token_id(&[b]).is_none_or(|t| vocab.is_special(t)))
+            .collect();
         Ok(TokenAutomaton {
             shared: Arc::new(Shared {
                 grammar: grammar.clone(),
@@ -551,6 +708,9 @@ impl TokenAutomaton {
                 specials,
                 local: RwLock::new(LocalCache::default()),
                 full: RwLock::new(HashMap::new()),
+                missing_bytes,
+                completer: OnceLock::new(),
+                budget_costs: RwLock::new(HashMap::new()),
             }),
         })
     }
@@ -600,7 +760,129 @@ impl TokenAutomaton {
             max_rollback: DEFAULT_MAX_ROLLBACK,
             tokens: Vec::new(),
             finished: false,
+            budget: None,
+            steered: 0,
         }
+    }
+
+    /// The bytes that have no single-byte token of their own in the vocabulary (special tokens
+    /// excluded). Empty for byte-level BPE vocabularies and for SentencePiece ones with byte
+    /// fallback (`<0xNN>`); when not empty, [`Matcher::set_token_budget`] refuses a budget.
+    pub fn bytes_without_token(&self) -> &[u8] {
+        &self.shared.missing_bytes
+    }
+
+    /// Shortest completions for this grammar and vocabulary (built on first use).
+    fn completer(&self) -> &Completer {
+        self.shared.completer.get_or_init(|| {
+            let ok = self.shared.specials.iter().map(Option::is_some).collect();
+            Completer::with_specials(self.shared.grammar.inner.clone(), ok)
+        })
+    }
+
+    /// Local tokens of `frame` by cost (see [`Costs`]).
+    fn local_costs<'a>(&self, frame: &Frame, local: &'a Local) -> &'a Costs {
+        local.costs.get_or_init(|| {
+            let g = self.g();
+            let trie = &self.shared.trie;
+            let mut list = Vec::new();
+            match g.as_lexeme(frame) {
+                Some((lex, state, None)) => {
+                    let dfa = &g.lexemes[lex as usize];
+                    let dist = self.completer().lex_distances(lex);
+                    trie.walk_lex_costs(0, dfa, state, dist, &mut list);
+                }
+                _ => trie.walk_costs(g, self.completer(), 0, vec![vec![frame.clone()]], &mut list),
+            }
+            Costs::new(list, self.shared.vocab.len())
+        })
+    }
+
+    /// Appends every token `stack` accepts, with the fewest symbols a complete output needs
+    /// after it.
+    fn stack_costs(&self, stack: &[Frame], groups: &mut Groups, out: &mut Vec<(TokenId, u32)>) {
+        let n = stack.len();
+        let top = &stack[n - 1];
+        let local = self.local(top);
+        let comp = self.completer();
+        let parent: Option<Stack> = (n > 1).then(|| {
+            let mut p = stack[..n - 1].to_vec();
+            GrammarInner::child_done(p.last_mut().unwrap());
+            p
+        });
+        let below = parent.as_ref().map_or(0, |p| comp.remaining(p));
+        for (c, set) in &self.local_costs(top, &local).groups {
+            let c = c.saturating_add(below).min(INF);
+            let words = groups
+                .entry(c)
+                .or_insert_with(|| vec![0; self.shared.vocab.len().div_ceil(64)]);
+            set.or_into_words(words);
+        }
+        let Some(parent) = parent else { return };
+        let mut memo = [0u8; 256];
+        for &node in &local.exits {
+            if node == 0 {
+                self.stack_costs(&parent, groups, out);
+            } else if self
+                .shared
+                .trie
+                .any_child_taken(self.g(), node as usize, &parent, &mut memo)
+            {
+                self.shared.trie.walk_costs(
+                    self.g(),
+                    comp,
+                    node as usize,
+                    vec![parent.clone()],
+                    out,
+                );
+            }
+        }
+    }
+
+    /// Every token allowed in `states` (end-of-generation tokens excepted) by the fewest
+    /// symbols a complete output needs after it; cached per state.
+    fn state_costs(&self, states: &[Stack]) -> Arc<Costs> {
+        if let Some(c) = read(&self.shared.budget_costs).get(states) {
+            return c.clone();
+        }
+        let mut list = Vec::new();
+        let mut groups = Groups::new();
+        for s in states {
+            self.stack_costs(s, &mut groups, &mut list);
+        }
+        let g = self.g();
+        let comp = self.completer();
+        let mut out = Vec::new();
+        for (k, t) in self.shared.specials.iter().enumerate() {
+            if let Some(t) = *t {
+                advance(g, states, SPECIAL + k as Sym, &mut out);
+                if !out.is_empty() {
+                    list.push((t, comp.remaining_any(&out)));
+                }
+            }
+        }
+        let words = self.shared.vocab.len().div_ceil(64);
+        for (t, c) in list {
+            let w = groups.entry(c).or_insert_with(|| vec![0; words]);
+            w[t as usize / 64] |= 1 << (t % 64);
+        }
+        let c = Arc::new(Costs {
+            max: groups.keys().next_back().copied().unwrap_or(0),
+            groups: groups
+                .into_iter()
+                .map(|(c, w)| (c, TokenSet::Dense(w)))
+                .collect(),
+        });
+        let mut cache = self
+            .shared
+            .budget_costs
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        if cache.len() >= FULL_CACHE_ENTRIES {
+            cache.clear();
+        }
+        cache.insert(states.to_vec(), c.clone());
+        c
     }
 
     /// The vocabulary.
@@ -649,6 +931,7 @@ impl TokenAutomaton {
         let l = Arc::new(Local {
             allowed: TokenSet::new(ids, self.shared.vocab.len()),
             exits,
+            costs: OnceLock::new(),
         });
         let mut walks = trie.lexeme_walks.write().unwrap_or_else(|e| e.into_inner());
         if walks.len() >= LEXEME_WALKS {
@@ -702,7 +985,11 @@ impl TokenAutomaton {
                 TokenSet::new(ids, self.shared.vocab.len())
             }
         };
-        let l = Arc::new(Local { allowed, exits });
+        let l = Arc::new(Local {
+            allowed,
+            exits,
+            costs: OnceLock::new(),
+        });
         let bytes = l.allowed.bytes() + l.exits.len() * 4 + 2 * std::mem::size_of::<Frame>() + 64;
         let mut cache = self.shared.local.write().unwrap_or_else(|e| e.into_inner());
         if cache.bytes + bytes > LOCAL_CACHE_BYTES {
@@ -766,12 +1053,153 @@ pub struct Matcher {
     max_rollback: usize,
     tokens: Vec<TokenId>,
     finished: bool,
+    /// Token budget: tokens left when it was set, and how many tokens were accepted then.
+    budget: Option<(usize, usize)>,
+    /// Masks in which the budget removed tokens the grammar alone allows.
+    steered: u64,
 }
 
 impl Matcher {
+    /// Sets how many tokens the output may still take, counting the end-of-generation token
+    /// (`None`: no limit). From then on [`Matcher::fill_mask`], [`Matcher::is_allowed`] and
+    /// [`Matcher::accept`] allow a token only if, after it, a complete output and an
+    /// end-of-generation token still fit in the tokens left, so that whatever the model
+    /// chooses among the allowed tokens, the output ends complete within the budget.
+    ///
+    /// Lengths are counted in bytes (special tokens one each), which bounds them in tokens
+    /// because every byte has a single-byte token; [`Error::BudgetUnsupported`] (nothing
+    /// changed) for a vocabulary where one lacks
+    /// ([`TokenAutomaton::bytes_without_token`]), and [`Error::BudgetTooSmall`] (nothing
+    /// changed) when the shortest complete output from here does not fit in `budget`. The
+    /// budget goes down by one per accepted token and back up on [`Matcher::rollback`].
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use callmask::{CompileOptions, Grammar, TokenAutomaton, TokenMask, Vocab};
+    /// // 256 single-byte tokens, then an end-of-generation token.
+    /// let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    /// tokens.push(b"</s>".to_vec());
+    /// let mut special = vec![false; 256];
+    /// special.push(true);
+    /// let vocab = Arc::new(Vocab::from_parts(tokens, special, vec![256])?);
+    /// let schema = r#"{"type": "array", "items": {"type": "integer"}}"#;
+    /// let grammar = Grammar::from_json_schema_str(schema, &CompileOptions::default())?;
+    /// let mut m = TokenAutomaton::new(&grammar, vocab.clone())?.matcher();
+    /// assert!(m.set_token_budget(Some(2)).is_err()); // "[]" + end needs 3
+    /// m.set_token_budget(Some(3))?;
+    /// let mut mask = TokenMask::new(vocab.len());
+    /// m.fill_mask(&mut mask);
+    /// assert_eq!(mask.count(), 1); // only "["
+    /// # Ok::<(), callmask::Error>(())
+    /// ```
+    pub fn set_token_budget(&mut self, budget: Option<usize>) -> Result<()> {
+        let Some(b) = budget else {
+            self.budget = None;
+            return Ok(());
+        };
+        let missing = &self.auto.shared.missing_bytes;
+        if !missing.is_empty() {
+            return Err(Error::BudgetUnsupported {
+                missing: missing.clone(),
+            });
+        }
+        if !self.finished {
+            let need = self.auto.completer().remaining_any(&self.states);
+            let need = if need >= INF {
+                usize::MAX
+            } else {
+                need as usize + 1
+            };
+            if need > b {
+                return Err(Error::BudgetTooSmall {
+                    budget: b,
+                    needed: need,
+                });
+            }
+        }
+        self.budget = Some((b, self.tokens.len()));
+        Ok(())
+    }
+
+    /// Tokens left in the budget, the end-of-generation token included (`None`: no budget).
+    pub fn tokens_left(&self) -> Option<usize> {
+        self.budget
+            .map(|(b, at)| (b + at).saturating_sub(self.tokens.len()))
+    }
+
+    /// How many masks so far had tokens removed by the budget (tokens the grammar alone
+    /// allows but after which no complete output would fit): how often the budget steered.
+    pub fn budget_steered(&self) -> u64 {
+        self.steered
+    }
+
+    /// The fewest tokens (end-of-generation included) that a complete output needs from here,
+    /// counting a byte or a special token as one (`None`: none is reachable, or finished).
+    pub fn min_tokens_to_end(&self) -> Option<usize> {
+        if self.finished {
+            return None;
+        }
+        let r = self.auto.completer().remaining_any(&self.states);
+        (r < INF).then_some(r as usize + 1)
+    }
+
+    /// Applies the budget to a mask of what the grammar allows.
+    fn apply_budget(&mut self, left: usize, mask: &mut TokenMask) {
+        if left == 0 {
+            mask.clear();
+            return;
+        }
+        let can_end = self.can_end();
+        let eos = self.auto.shared.vocab.eos_tokens();
+        if left == 1 {
+            mask.clear();
+            if can_end {
+                eos.iter().for_each(|&t| {
+                    if (t as usize) < mask.len {
+                        mask.set(t)
+                    }
+                });
+            }
+            return;
+        }
+        let limit = (left - 2).min(INF as usize - 1) as u32;
+        let costs = self.auto.state_costs(&self.states);
+        if costs.max <= limit {
+            return;
+        }
+        let before = mask.count();
+        mask.clear();
+        for (c, set) in &costs.groups {
+            if *c > limit {
+                break;
+            }
+            set.or_into(mask);
+        }
+        if can_end {
+            eos.iter().for_each(|&t| {
+                if (t as usize) < mask.len {
+                    mask.set(t)
+                }
+            });
+        }
+        if mask.count() < before {
+            self.steered += 1;
+        }
+    }
+
     /// Sets `mask` to the tokens allowed next (end-of-generation tokens only where the output
     /// may end; nothing once finished).
     pub fn fill_mask(&mut self, mask: &mut TokenMask) {
+        self.fill_grammar_mask(mask);
+        if let Some(left) = self.tokens_left() {
+            if !self.finished {
+                self.apply_budget(left, mask);
+            }
+        }
+    }
+
+    /// [`Matcher::fill_mask`] without the budget.
+    fn fill_grammar_mask(&mut self, mask: &mut TokenMask) {
         let vocab_len = self.auto.shared.vocab.len();
         if mask.len != vocab_len {
             *mask = TokenMask::new(vocab_len);
@@ -854,8 +1282,41 @@ impl Matcher {
         self.next_states(token).is_ok()
     }
 
-    /// The states after `token` (`None`: it ends the output), without accepting it.
+    /// True when the grammar alone, without the budget, allows `token` next.
+    pub fn is_allowed_by_grammar(&self, token: TokenId) -> bool {
+        self.next_states_grammar(token).is_ok()
+    }
+
+    /// [`Matcher::next_states_grammar`], then the budget: [`Error::OverBudget`] for a token
+    /// after which no complete output fits in the tokens left.
     pub(crate) fn next_states(&self, token: TokenId) -> Result<Option<Vec<Stack>>> {
+        let next = self.next_states_grammar(token)?;
+        let Some(left) = self.tokens_left() else {
+            return Ok(next);
+        };
+        let fits = match &next {
+            None => left >= 1,
+            Some(s) => {
+                let r = self.auto.completer().remaining_any(s) as usize;
+                left >= 2 && r <= left - 2
+            }
+        };
+        if fits {
+            Ok(next)
+        } else {
+            let vocab = &self.auto.shared.vocab;
+            Err(Error::OverBudget {
+                token,
+                text: String::from_utf8_lossy(vocab.token_bytes(token).unwrap_or_default())
+                    .into_owned(),
+                left,
+            })
+        }
+    }
+
+    /// The states after `token` (`None`: it ends the output), without accepting it, by the
+    /// grammar alone.
+    fn next_states_grammar(&self, token: TokenId) -> Result<Option<Vec<Stack>>> {
         let vocab = &self.auto.shared.vocab;
         let forbidden = || Error::TokenForbidden {
             token,

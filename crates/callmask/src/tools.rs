@@ -19,6 +19,12 @@ pub struct Tool {
     /// JSON Schema of the arguments object; `None` means no arguments.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parameters: Option<Value>,
+    /// OpenAI's `function.strict`: `Some(false)` lets the arguments carry keys the parameters
+    /// do not declare where they do not say `additionalProperties` (JSON Schema's default);
+    /// otherwise the dialects allow only the declared keys (see
+    /// [`crate::DialectOptions::strict_arguments`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strict: Option<bool>,
 }
 
 /// The functions of one request, in order, with unique names.
@@ -98,10 +104,16 @@ impl Tools {
                 None | Some(Value::Null) => None,
                 Some(p) => Some(p.clone()),
             };
+            let strict = match f.get("strict") {
+                None | Some(Value::Null) => None,
+                Some(Value::Bool(b)) => Some(*b),
+                Some(_) => return Err(bad(format!("`strict` of tool {i} is not a boolean"))),
+            };
             tools.push(Tool {
                 name: name.to_owned(),
                 description,
                 parameters,
+                strict,
             });
         }
         Tools::new(tools)

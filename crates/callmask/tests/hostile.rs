@@ -132,6 +132,7 @@ fn each_limit_is_reported_by_name() {
 fn dialect_compile_applies_the_same_limits() {
     let tool = |params: Value| {
         Tools::new(vec![Tool {
+            strict: None,
             name: "f".into(),
             description: None,
             parameters: Some(params),
@@ -435,6 +436,7 @@ fn five_thousand_properties_in_a_dialect() {
         "additionalProperties": false
     });
     let tools = Tools::new(vec![Tool {
+        strict: None,
         name: "wide".into(),
         description: None,
         parameters: Some(params),
@@ -477,6 +479,7 @@ fn tool_names_with_quotes_and_unicode() {
         let dl = Dialect::by_name(dialect).unwrap();
         for name in names {
             let tools = Tools::new(vec![Tool {
+                strict: None,
                 name: name.into(),
                 description: None,
                 parameters: Some(json!({

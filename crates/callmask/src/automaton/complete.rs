@@ -15,7 +15,7 @@ use std::sync::{Arc, OnceLock};
 const FIRST: &[u8] = b"\"}]),:[({'";
 
 /// No completion.
-const INF: u32 = u32::MAX / 4;
+pub(crate) const INF: u32 = u32::MAX / 4;
 
 fn add(a: u32, b: u32) -> u32 {
     a.saturating_add(b).min(INF)
@@ -30,12 +30,22 @@ pub(crate) struct Completer {
     lex_dist: Vec<OnceLock<Vec<u32>>>,
     /// Per node (objects only): the depth of each key-trie node.
     trie_depth: Vec<OnceLock<Vec<u32>>>,
+    /// Per special token of the grammar: can it be written (the vocabulary has it)?
+    special_ok: Vec<bool>,
 }
 
 impl Completer {
     /// Computes the shortest value of every node.
     pub(crate) fn new(g: Arc<GrammarInner>) -> Completer {
+        let all = vec![true; g.specials.len()];
+        Completer::with_specials(g, all)
+    }
+
+    /// Like [`Completer::new`], but special token `i` counts as writable only if
+    /// `special_ok[i]` (a completion never goes through a special token the vocabulary lacks).
+    pub(crate) fn with_specials(g: Arc<GrammarInner>, special_ok: Vec<bool>) -> Completer {
         let mut c = Completer {
+            special_ok,
             node_min: vec![INF; g.nodes.len()],
             lex_dist: (0..g.lexemes.len()).map(|_| OnceLock::new()).collect(),
             trie_depth: (0..g.nodes.len()).map(|_| OnceLock::new()).collect(),
@@ -61,9 +71,14 @@ impl Completer {
     }
 
     fn lex(&self, lex: u32, state: StateId) -> u32 {
-        let d = self.lex_dist[lex as usize]
-            .get_or_init(|| self.g.lexemes[lex as usize].distances_to_accept());
+        let d = self.lex_distances(lex);
         d.get(state as usize).copied().unwrap_or(u32::MAX).min(INF)
+    }
+
+    /// Per state of lexeme `lex`: fewest bytes to an accepting state (computed once).
+    pub(crate) fn lex_distances(&self, lex: u32) -> &[u32] {
+        self.lex_dist[lex as usize]
+            .get_or_init(|| self.g.lexemes[lex as usize].distances_to_accept())
     }
 
     fn depth(&self, node: NodeId, trie: u32) -> u32 {
@@ -121,7 +136,13 @@ impl Completer {
                 }
             }
             Node::Capture(_, n) => m(*n),
-            Node::Special(_) => 1,
+            Node::Special(i) => {
+                if self.special_ok.get(*i as usize).copied().unwrap_or(false) {
+                    1
+                } else {
+                    INF
+                }
+            }
         }
     }
 

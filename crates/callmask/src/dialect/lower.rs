@@ -6,6 +6,52 @@
 use super::syntax::Expr;
 use super::*;
 
+/// Adds `"additionalProperties": false` to every object schema in `schema` that lists
+/// `properties` and leaves extra keys to JSON Schema's default, where nothing else (pattern or
+/// unevaluated properties, `allOf`/`anyOf`/`oneOf`/`$ref` beside it) could declare more keys.
+/// Subschemas under `allOf`, `not`, `if`/`then`/`else` and `dependentSchemas` are left alone:
+/// their keys combine with their siblings'.
+pub(super) fn strict_objects(schema: &mut Value) {
+    let Value::Object(o) = schema else { return };
+    let open = o.contains_key("properties")
+        && ![
+            "additionalProperties",
+            "patternProperties",
+            "unevaluatedProperties",
+            "allOf",
+            "anyOf",
+            "oneOf",
+            "$ref",
+            "$dynamicRef",
+            "dependentSchemas",
+            "if",
+        ]
+        .iter()
+        .any(|k| o.contains_key(*k));
+    if open {
+        o.insert("additionalProperties".into(), Value::Bool(false));
+    }
+    for (k, v) in o.iter_mut() {
+        match k.as_str() {
+            "properties" | "$defs" | "definitions" => {
+                if let Value::Object(m) = v {
+                    m.values_mut().for_each(strict_objects);
+                }
+            }
+            "items" | "additionalItems" | "additionalProperties" | "contains" => match v {
+                Value::Array(a) => a.iter_mut().for_each(strict_objects),
+                _ => strict_objects(v),
+            },
+            "prefixItems" | "anyOf" | "oneOf" => {
+                if let Value::Array(a) = v {
+                    a.iter_mut().for_each(strict_objects);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 /// A tool's parameters as an object schema (`None`: no arguments at all).
 pub(super) fn object_schema(p: Option<&Value>) -> Value {
     match p {
@@ -34,7 +80,13 @@ pub(super) fn lower(
     let params: Vec<Value> = tools
         .as_slice()
         .iter()
-        .map(|t| object_schema(t.parameters.as_ref()))
+        .map(|t| {
+            let mut p = object_schema(t.parameters.as_ref());
+            if options.strict_arguments && t.strict != Some(false) {
+                strict_objects(&mut p);
+            }
+            p
+        })
         .collect();
     let mut l = Lowering {
         c: Compiler::new(&null, &options.compile),
@@ -45,7 +97,14 @@ pub(super) fn lower(
         specials: Vec::new(),
         calls: HashMap::new(),
         params: &params,
-        max_text: options.max_text_chars,
+        max_text: match (&options.tool_choice, options.max_text_chars) {
+            (_, Some(u32::MAX)) => None,
+            (_, Some(n)) => Some(n),
+            (ToolChoice::Required | ToolChoice::Function(_), None) => {
+                Some(DEFAULT_REQUIRED_TEXT_CHARS)
+            }
+            _ => None,
+        },
     };
     let root = dialect.rule("root").expect("checked at parse time");
     let body = match (&options.tool_choice, options.parallel_calls) {

@@ -35,6 +35,7 @@ struct DialectJson {
     parallel_tool_calls: Option<bool>,
     reasoning: Option<ReasoningJson>,
     max_text_chars: Option<u32>,
+    strict_arguments: Option<bool>,
     compile: Option<CompileJson>,
 }
 
@@ -132,6 +133,8 @@ impl DialectOptions {
     /// - `reasoning`: `true` (markers `<think>`/`</think>`), `false`/`null`, or
     ///   `{"start": "...", "end": "..."}`;
     /// - `max_text_chars`: most characters per stretch of free text, or `null`;
+    /// - `strict_arguments`: `false` to allow undeclared argument keys where a tool's schema does
+    ///   not say (see [`DialectOptions::strict_arguments`]);
     /// - `compile`: the [`CompileOptions::from_json`] object.
     ///
     /// [`Error::InvalidOptions`] names an unknown field or a value of the wrong type.
@@ -172,6 +175,9 @@ impl DialectOptions {
             }
         };
         o.max_text_chars = j.max_text_chars;
+        if let Some(strict) = j.strict_arguments {
+            o.strict_arguments = strict;
+        }
         if let Some(c) = j.compile {
             c.apply(&mut o.compile)?;
         }

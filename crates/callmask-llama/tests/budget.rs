@@ -1,0 +1,113 @@
+//! The token budget end to end on the default model (Gemma 3 270M Q4_K_M on the CPU): tool sets
+//! the project never tuned for (`examples/tools/travel.json`: nested objects, enums, IATA
+//! patterns, dates and date-times, arrays, objects without `additionalProperties`), each seed
+//! dialect, `tool_choice` `required` and a named tool, `max_tokens` 64 and 200, default dialect
+//! options (no `max_text_chars`): every generation must end with its end-of-generation token
+//! within `max_tokens` and hold a call whose arguments validate with the `jsonschema` crate.
+//!
+//! A budget below the shortest call counted in bytes (e.g. 64 for `book_flight` in empower,
+//! which needs 94 bytes) is refused before generating with the typed
+//! `Error::BudgetTooSmall`; those are listed, and every generation that runs must succeed.
+//!
+//! Prints how often the budget steered (the model's first choice refused by the budget alone)
+//! and the tokens/s. `CALLMASK_BUDGET_E2E_PROMPTS` (default 1, at most 4) sets how many prompts
+//! run; `scripts/budget-e2e.sh` runs all of them.
+
+#[path = "../../callmask/tests/common/mod.rs"]
+mod common;
+mod e2e;
+
+use e2e::{render, tools, validate, DIALECTS};
+
+use callmask::{Dialect, DialectOptions, TokenAutomaton, ToolChoice};
+use callmask_llama::{Engine, SamplingParams};
+
+const PROMPTS: [(&str, &str); 4] = [
+    (
+        "book_flight",
+        "Book me a business flight from Lisbon (LIS) to Tokyo (HND) on Christmas Eve 2026 for me, Dana, 41, vegetarian.",
+    ),
+    (
+        "schedule_reminder",
+        "Remind me every 2 weeks, starting next Monday at 9am, to water the plants; tag it #home.",
+    ),
+    (
+        "convert_currency",
+        "How much is 250 euros in Japanese yen?",
+    ),
+    (
+        "book_flight",
+        "I want to fly from New York to Paris next Friday with my two kids, aged 6 and 9.",
+    ),
+];
+
+#[test]
+fn every_generation_ends_with_a_valid_call_within_the_budget() {
+    let n: usize = std::env::var("CALLMASK_BUDGET_E2E_PROMPTS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1)
+        .clamp(1, PROMPTS.len());
+    let engine = Engine::load(common::gemma_gguf(), None).expect("loading Gemma");
+    let tools = tools("travel.json");
+    let (mut runs, mut ok, mut tokens, mut steered, mut secs) = (0, 0, 0u64, 0u64, 0.0);
+    let mut failures = Vec::new();
+    let mut refused = Vec::new();
+    for &(named, prompt) in &PROMPTS[..n] {
+        for d in DIALECTS {
+            for choice in [ToolChoice::Required, ToolChoice::Function(named.into())] {
+                let mut o = DialectOptions::default();
+                o.tool_choice = choice.clone();
+                let grammar = Dialect::by_name(d).unwrap().compile(&tools, &o).unwrap();
+                let auto = TokenAutomaton::new(&grammar, engine.vocab().clone()).unwrap();
+                let text = render(d, &tools, prompt, &engine.bos_text());
+                for max_tokens in [64, 200] {
+                    let g = match engine.generate(
+                        &text,
+                        Some(&auto),
+                        &SamplingParams::default(),
+                        max_tokens,
+                        &mut |_| {},
+                    ) {
+                        Ok(g) => g,
+                        Err(callmask::Error::BudgetTooSmall { budget, needed }) => {
+                            // Refused up front, typed: the shortest call, counted in bytes,
+                            // does not fit.
+                            assert!(needed > budget);
+                            refused
+                                .push(format!("{d} {choice:?} max {max_tokens}: needs {needed}"));
+                            continue;
+                        }
+                        Err(e) => panic!("{d} {choice:?} max {max_tokens}: {e}"),
+                    };
+                    runs += 1;
+                    tokens += g.tokens.len() as u64 + 1;
+                    steered += g.stats.budget_steered;
+                    secs += g.gen_time.as_secs_f64();
+                    let within = g.finished && g.tokens.len() < max_tokens;
+                    match validate(&tools, &grammar, &g.text) {
+                        Ok(calls) if calls >= 1 && within => ok += 1,
+                        r => failures.push(format!(
+                            "{d} {choice:?} max {max_tokens}: {r:?}, finished {}, {} tokens: {:?}",
+                            g.finished,
+                            g.tokens.len(),
+                            g.text
+                        )),
+                    }
+                }
+            }
+        }
+    }
+    eprintln!(
+        "refused up front (BudgetTooSmall): {}\n  {}",
+        refused.len(),
+        refused.join("\n  ")
+    );
+    eprintln!(
+        "budget e2e: {ok}/{runs} valid calls within the budget; {tokens} tokens, {steered} steered by the budget ({:.1}%), {:.1} tokens/s",
+        100.0 * steered as f64 / tokens as f64,
+        tokens as f64 / secs
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert_eq!(ok, runs);
+}

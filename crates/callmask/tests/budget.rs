@@ -1,0 +1,333 @@
+//! Token budgets ([`Matcher::set_token_budget`]): every byte has a single-byte token in the real
+//! vocabularies (so a completion's bytes bound its tokens), and random walks under random budgets
+//! always end, within the budget, with an output that validates against the schemas (checked by
+//! the `jsonschema` crate, not by callmask).
+//!
+//! `CALLMASK_BUDGET_FUZZ_SCALE` sets the fuzz counts: 2,100 outputs per (tool set, dialect,
+//! tool choice, vocabulary) times the scale, over 48 combinations (default 0.01: 1,008 outputs,
+//! a few minutes on 2 cores; 1: 100,800 outputs, `scripts/fuzz-all.sh`).
+
+mod common;
+
+use std::sync::Arc;
+
+use callmask::fuzz::{Checker, FuzzOptions, Fuzzer, Outcome};
+use callmask::{
+    CompileOptions, Dialect, DialectOptions, Error, Grammar, TokenAutomaton, TokenMask, ToolChoice,
+    Tools, Vocab,
+};
+
+fn tools(file: &str) -> Tools {
+    let path = format!("{}/../../examples/tools/{file}", env!("CARGO_MANIFEST_DIR"));
+    Tools::from_json_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn qwen_vocab() -> Arc<Vocab> {
+    let path = common::require(
+        common::cache_dir()
+            .join("tokenizers")
+            .join("qwen3-3.7.2")
+            .join("tokenizer.json"),
+        "the Qwen3 tokenizer",
+        "tokenizers",
+    );
+    Arc::new(Vocab::from_tokenizer_json(path).unwrap())
+}
+
+fn automaton(d: &str, tools: &Tools, choice: ToolChoice, vocab: Arc<Vocab>) -> TokenAutomaton {
+    let mut o = DialectOptions::default();
+    o.tool_choice = choice;
+    let g = Dialect::by_name(d).unwrap().compile(tools, &o).unwrap();
+    TokenAutomaton::new(&g, vocab).unwrap()
+}
+
+#[test]
+fn every_byte_has_its_own_token_in_llama_qwen_and_gemma() {
+    let g = Grammar::from_json_schema_str(r#"{"type": "integer"}"#, &CompileOptions::default())
+        .unwrap();
+    for (name, vocab) in [
+        ("llama3.1", common::llama_vocab()),
+        ("qwen3", qwen_vocab()),
+        ("gemma3", common::gemma_vocab()),
+    ] {
+        for b in 0..=255u8 {
+            let t = vocab
+                .token_id(&[b])
+                .unwrap_or_else(|| panic!("{name}: no token for byte {b:#04x}"));
+            assert!(!vocab.is_special(t), "{name}: byte {b:#04x} is special");
+            assert_eq!(vocab.decode(&[t]), vec![b], "{name}: byte {b:#04x}");
+        }
+        let a = TokenAutomaton::new(&g, vocab.clone()).unwrap();
+        assert!(a.bytes_without_token().is_empty(), "{name}");
+        a.matcher().set_token_budget(Some(4)).unwrap();
+    }
+}
+
+#[test]
+fn a_vocabulary_without_some_byte_refuses_a_budget() {
+    // Every byte but 'q', and an end token.
+    let mut tokens: Vec<Vec<u8>> = (0..=255u8)
+        .filter(|&b| b != b'q')
+        .map(|b| vec![b])
+        .collect();
+    tokens.push(b"qq".to_vec());
+    tokens.push(b"</s>".to_vec());
+    let mut special = vec![false; tokens.len()];
+    *special.last_mut().unwrap() = true;
+    let eos = tokens.len() as u32 - 1;
+    let vocab = Arc::new(Vocab::from_parts(tokens, special, vec![eos]).unwrap());
+    let g =
+        Grammar::from_json_schema_str(r#"{"type": "string"}"#, &CompileOptions::default()).unwrap();
+    let a = TokenAutomaton::new(&g, vocab).unwrap();
+    assert_eq!(a.bytes_without_token(), b"q");
+    let mut m = a.matcher();
+    match m.set_token_budget(Some(100)) {
+        Err(Error::BudgetUnsupported { missing }) => assert_eq!(missing, b"q"),
+        other => panic!("expected BudgetUnsupported, got {other:?}"),
+    }
+    assert_eq!(m.tokens_left(), None);
+}
+
+/// Sets the fewest tokens a complete output needs as the budget, then always takes the largest
+/// allowed token id (a special token when one is allowed): returns the tokens used (end
+/// included) and the budget.
+fn forced_walk(a: &TokenAutomaton) -> (usize, usize, String) {
+    let mut m = a.matcher();
+    let need = m.min_tokens_to_end().unwrap();
+    assert!(matches!(
+        m.clone().set_token_budget(Some(need - 1)),
+        Err(Error::BudgetTooSmall { .. })
+    ));
+    m.set_token_budget(Some(need)).unwrap();
+    let vocab = a.vocab().clone();
+    let mut mask = TokenMask::new(vocab.len());
+    loop {
+        m.fill_mask(&mut mask);
+        let tok = mask.iter().last().expect("a dead end under the budget");
+        m.accept(tok).unwrap();
+        if vocab.is_eos(tok) {
+            break;
+        }
+        assert!(m.accepted_tokens().len() < need, "over the budget");
+    }
+    let toks = m.accepted_tokens();
+    let text = String::from_utf8(vocab.decode(&toks[..toks.len() - 1])).unwrap();
+    (toks.len(), need, text)
+}
+
+#[test]
+fn a_tight_budget_forces_the_shortest_call_and_counts_special_tokens_as_one() {
+    let t = tools("travel.json");
+    for (d, vocab) in [
+        // `<|python_tag|>` is one token in Llama 3.1.
+        ("pythonic", common::llama_vocab()),
+        // `<tool_call>` and `</tool_call>` are single tokens in Qwen3.
+        ("hermes", qwen_vocab()),
+        ("empower", common::gemma_vocab()),
+        ("functools", common::gemma_vocab()),
+        ("inline", common::llama_vocab()),
+    ] {
+        for choice in [
+            ToolChoice::Required,
+            ToolChoice::Function("convert_currency".into()),
+        ] {
+            let a = automaton(d, &t, choice.clone(), vocab.clone());
+            let (used, need, text) = forced_walk(&a);
+            assert!(
+                used <= need,
+                "{d} {choice:?}: {used} tokens for a budget of {need}"
+            );
+            let calls = a.grammar().parse(&text).unwrap().tool_calls;
+            assert!(!calls.is_empty(), "{d} {choice:?}: {text:?}");
+            let checker = Checker::for_tools(&t).unwrap();
+            checker.check(a.grammar(), &text).unwrap();
+        }
+    }
+}
+
+#[test]
+fn budget_survives_rollback_and_forbids_over_budget_tokens() {
+    let t = tools("weather.json");
+    let a = automaton("functools", &t, ToolChoice::Required, common::llama_vocab());
+    let mut m = a.matcher();
+    m.set_token_budget(Some(60)).unwrap();
+    let toks = a
+        .tokenize(
+            " functools[{\"name\": \"get_current_weather\", \"arguments\": {\"location\": \"Par",
+        )
+        .unwrap();
+    for &t in &toks {
+        m.accept(t).unwrap();
+    }
+    assert_eq!(m.tokens_left(), Some(60 - toks.len()));
+    m.rollback(3).unwrap();
+    assert_eq!(m.tokens_left(), Some(60 - toks.len() + 3));
+    // A budget that leaves room for nothing but the shortest end: long string tokens are
+    // refused by accept and by is_allowed, consistently with the mask.
+    let need = m.min_tokens_to_end().unwrap();
+    m.set_token_budget(Some(need)).unwrap();
+    let mut mask = TokenMask::new(a.vocab().len());
+    m.fill_mask(&mut mask);
+    let mut refused = 0;
+    for tok in 0..a.vocab().len() as u32 {
+        assert_eq!(mask.is_allowed(tok), m.is_allowed(tok), "token {tok}");
+        if m.is_allowed_by_grammar(tok) && !m.is_allowed(tok) {
+            refused += 1;
+            assert!(matches!(
+                m.clone().accept(tok),
+                Err(Error::OverBudget { .. })
+            ));
+        }
+    }
+    assert!(refused > 0);
+}
+
+/// Runs `count` budgeted outputs of `a`; returns (outputs, steered masks, tokens).
+fn fuzz_budget(a: &TokenAutomaton, checker: &Checker, count: u64, seed: u64) -> (u64, u64, u64) {
+    let mut o = FuzzOptions::default();
+    o.seed = seed;
+    o.budget_slack = Some((0, 80));
+    let fuzzer = Fuzzer::new(a, o).unwrap();
+    let (mut n, mut steered, mut tokens) = (0, 0, 0);
+    fuzzer.run(
+        checker,
+        count,
+        |_| (),
+        |s, ()| {
+            match &s.outcome {
+                Outcome::Valid => {}
+                other => panic!(
+                    "output {} (budget {:?}): {other:?}\n{:?}",
+                    s.index,
+                    s.budget,
+                    String::from_utf8_lossy(&s.text)
+                ),
+            }
+            let b = s.budget.unwrap();
+            assert!(s.tokens.len() < b && s.eos.is_some());
+            n += 1;
+            steered += s.budget_steered;
+            tokens += s.tokens.len() as u64 + 1;
+            true
+        },
+    );
+    (n, steered, tokens)
+}
+
+#[test]
+fn random_walks_under_random_budgets_end_valid_within_the_budget() {
+    let scale: f64 = std::env::var("CALLMASK_BUDGET_FUZZ_SCALE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0.01);
+    let per = ((2100.0 * scale) as u64).max(1);
+    let (mut total, mut steered, mut tokens) = (0, 0, 0);
+    let started = std::time::Instant::now();
+    for file in ["travel.json", "mixed.json"] {
+        let t = tools(file);
+        let checker = Checker::for_tools(&t).unwrap();
+        for &d in &[
+            "empower",
+            "functools",
+            "pythonic",
+            "inline",
+            "hermes",
+            "llama31_json",
+        ] {
+            for choice in [ToolChoice::Auto, ToolChoice::Required] {
+                for vocab in [common::llama_vocab(), common::gemma_vocab()] {
+                    let a = automaton(d, &t, choice.clone(), vocab);
+                    let t0 = std::time::Instant::now();
+                    let (n, s, k) = fuzz_budget(&a, &checker, per, total);
+                    eprintln!(
+                        "{file} {d} {choice:?} {}: {n} outputs {k} tokens {s} steered {:.2}s",
+                        a.vocab().len(),
+                        t0.elapsed().as_secs_f64()
+                    );
+                    total += n;
+                    steered += s;
+                    tokens += k;
+                }
+            }
+        }
+    }
+    eprintln!(
+        "budget fuzz: {total} outputs, {tokens} tokens, {steered} masks steered by the budget ({:.1}%), {:.1} s",
+        100.0 * steered as f64 / tokens as f64,
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(total, per * 2 * 6 * 2 * 2);
+}
+
+#[test]
+fn tool_arguments_are_strict_by_default_with_opt_outs() {
+    let params = r#"{"type": "object", "properties": {"a": {"type": "integer"},
+        "o": {"type": "object", "properties": {"b": {"type": "string"}}}}, "required": ["a"]}"#;
+    let tools_json = |strict: &str| {
+        format!(
+            r#"[{{"type": "function", "function": {{"name": "f", {strict} "parameters": {params}}}}}]"#
+        )
+    };
+    let compile = |tools: &Tools, strict_option: bool| {
+        let mut o = DialectOptions::default();
+        o.strict_arguments = strict_option;
+        Dialect::by_name("pythonic")
+            .unwrap()
+            .compile(tools, &o)
+            .unwrap()
+    };
+    let extra_top = "[f(a=1, zz=2)]";
+    let extra_nested = "[f(a=1, o={'b': 'x', 'zz': 1})]";
+    let declared = "[f(a=1, o={'b': 'x'})]";
+    let strict = Tools::from_json_str(&tools_json("")).unwrap();
+    let g = compile(&strict, true);
+    assert!(g.parse(declared).is_ok());
+    assert!(g.parse(extra_top).is_err(), "an undeclared keyword");
+    assert!(g.parse(extra_nested).is_err(), "an undeclared nested key");
+    // The tool opts out (OpenAI's `strict: false`), or the option does.
+    let lax = Tools::from_json_str(&tools_json(r#""strict": false,"#)).unwrap();
+    assert_eq!(lax.as_slice()[0].strict, Some(false));
+    for g in [compile(&lax, true), compile(&strict, false)] {
+        assert!(g.parse(extra_top).is_ok());
+        assert!(g.parse(extra_nested).is_ok());
+    }
+    // A plain JSON Schema keeps JSON Schema's default.
+    let g = Grammar::from_json_schema_str(params, &CompileOptions::default()).unwrap();
+    assert!(g.parse(r#"{"a": 1, "zz": 2}"#).is_ok());
+}
+
+#[test]
+fn free_text_before_a_required_call_is_bounded_by_default() {
+    let t = tools("weather.json");
+    let call = r#" functools[{"name": "get_current_weather", "arguments": {"location": "Oslo"}}]"#;
+    let short = format!("{}{call}", "a".repeat(50));
+    let long = format!(
+        "{}{call}",
+        "a".repeat(callmask::DEFAULT_REQUIRED_TEXT_CHARS as usize + 50)
+    );
+    for choice in [
+        ToolChoice::Required,
+        ToolChoice::Function("get_current_weather".into()),
+    ] {
+        let mut o = DialectOptions::default();
+        o.tool_choice = choice;
+        let g = Dialect::by_name("functools")
+            .unwrap()
+            .compile(&t, &o)
+            .unwrap();
+        assert!(g.parse(&short).is_ok());
+        assert!(g.parse(&long).is_err());
+        o.max_text_chars = Some(u32::MAX);
+        let g = Dialect::by_name("functools")
+            .unwrap()
+            .compile(&t, &o)
+            .unwrap();
+        assert!(g.parse(&long).is_ok());
+    }
+    // `auto` keeps free text unbounded.
+    let g = Dialect::by_name("functools")
+        .unwrap()
+        .compile(&t, &DialectOptions::default())
+        .unwrap();
+    assert!(g.parse(&long).is_ok());
+}
