@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: installs what is missing, fetches the real data (cached in
 # .cache/, so a second run fetches nothing), then format, lints and every test, all in the release
-# profile (the tests' artefacts are the benchmarks' too).
+# profile (the tests' artefacts are the benchmarks' too), then the Python package's tests
+# (scripts/python-test.sh: its venv, llama-cpp-python wheel and callmask wheel cached in .cache/).
 #
 #   scripts/test.sh
 set -euo pipefail
@@ -13,3 +14,4 @@ scripts/fetch-data.sh
 cargo fmt --check
 cargo clippy --release --all-targets -- -D warnings
 cargo test --release
+scripts/python-test.sh
