@@ -122,7 +122,7 @@ fn err(e: Error) -> PyErr {
 /// `json.dumps` (dicts, lists, numbers, ...).
 fn json_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Value> {
     let text: String = if let Ok(s) = obj.cast::<PyString>() {
-        s.to_str()?.to_owned()
+        s.to_cow()?.into_owned()
     } else {
         let dumps = obj.py().import("json")?.getattr("dumps")?;
         dumps.call1((obj,))?.extract().map_err(|_| {
@@ -130,38 +130,6 @@ fn json_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Value> {
         })?
     };
     serde_json::from_str(&text).map_err(|e| err(Error::Json(e)))
-}
-
-/// A JSON value as a Python object (dict, list, str, int, float, bool, None).
-fn to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
-    Ok(match v {
-        Value::Null => py.None().into_bound(py),
-        Value::Bool(b) => b.into_pyobject(py)?.to_owned().into_any(),
-        Value::Number(n) => {
-            if let Some(i) = n.as_i64() {
-                i.into_pyobject(py)?.into_any()
-            } else if let Some(u) = n.as_u64() {
-                u.into_pyobject(py)?.into_any()
-            } else {
-                n.as_f64().unwrap_or(f64::NAN).into_pyobject(py)?.into_any()
-            }
-        }
-        Value::String(s) => PyString::new(py, s).into_any(),
-        Value::Array(a) => {
-            let l = PyList::empty(py);
-            for x in a {
-                l.append(to_py(py, x)?)?;
-            }
-            l.into_any()
-        }
-        Value::Object(o) => {
-            let d = PyDict::new(py);
-            for (k, x) in o {
-                d.set_item(k, to_py(py, x)?)?;
-            }
-            d.into_any()
-        }
-    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -375,7 +343,7 @@ fn compile_options(
 
 fn tool_choice(obj: &Bound<'_, PyAny>) -> PyResult<ToolChoice> {
     if let Ok(s) = obj.cast::<PyString>() {
-        return s.to_str()?.parse().map_err(err);
+        return s.to_cow()?.parse().map_err(err);
     }
     // OpenAI's {"type": "function", "function": {"name": "f"}}.
     let v = json_arg(obj, "tool_choice")?;
@@ -833,8 +801,21 @@ impl PyMatcher {
         self.error = None;
     }
 
-    /// True once an end-of-generation token was accepted, or when nothing else may follow.
+    /// True once an end-of-generation token was accepted (the engines' meaning: vLLM, SGLang
+    /// and XGrammar stop masking a terminated sequence). See also `is_finished`.
     fn is_terminated(&self) -> bool {
+        let vocab = self.m.automaton().vocab();
+        self.m.is_finished()
+            && self
+                .m
+                .accepted_tokens()
+                .last()
+                .is_some_and(|&t| vocab.is_eos(t))
+    }
+
+    /// True when the output is complete and nothing but an end-of-generation token may follow
+    /// (or one was accepted).
+    fn is_finished(&self) -> bool {
         self.m.is_finished()
     }
 

@@ -53,7 +53,8 @@ def test_parse_and_stream(llama_vocab):
     assert json.loads(call["function"]["arguments"]) == {"location": "Oslo", "unit": "celsius"}
     with pytest.raises(callmask.ParseError):
         g.parse('<tool_call>\n{"name": "nope", "arguments": {}}\n</tool_call>')
-    assert g.check("<tool_call>\n{") is None  # a prefix: not rejected at byte level
+    assert g.check(text) is None
+    assert "ends before" in g.check("<tool_call>\n{")  # a prefix is not a complete output
     assert "get_current_weather" in g.functions
 
     # Streaming token by token: the deltas reassemble into the parsed message.
@@ -69,7 +70,7 @@ def test_parse_and_stream(llama_vocab):
     )
     assert json.loads(args) == json.loads(call["function"]["arguments"])
     with pytest.raises(callmask.ParseError):
-        callmask.StreamParser(g).push('{"not": "a call"')
+        callmask.StreamParser(g).push('<tool_call>\n{"name": "nope"')
 
 
 def test_matcher_lifecycle(llama_vocab):
@@ -81,7 +82,7 @@ def test_matcher_lifecycle(llama_vocab):
     assert m.validate_tokens(tokens + [tokens[0]]) == len(tokens)
     assert m.accepted_tokens() == []  # validate changes nothing
     # A forbidden token: False, unchanged, error() says why; consume_token raises.
-    bad = llama_vocab.tokenize("hello")[0]
+    bad = llama_vocab.eos_token_ids[0]  # tool_choice required: no end before a call
     assert not m.accept_token(bad) and "not allowed" in m.error()
     with pytest.raises(callmask.ForbiddenTokenError):
         m.consume_token(bad)
@@ -92,7 +93,7 @@ def test_matcher_lifecycle(llama_vocab):
     f = m.fork()
     before = m.allowed_tokens()
     assert m.accept_tokens(tokens[5:])
-    assert m.can_end() and not m.is_terminated()
+    assert m.can_end() and m.is_finished() and not m.is_terminated()
     eos = llama_vocab.eos_token_ids
     assert set(eos) & set(m.allowed_tokens())
     assert m.accept_token(next(t for t in eos if m.is_allowed(t)))

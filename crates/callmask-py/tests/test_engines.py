@@ -52,13 +52,17 @@ def test_vllm_structured_output_grammar_scheduler_sequence(llama_vocab):
     g = backend.compile_grammar(kind, json.dumps(SPEC))
     ref = reference(llama_vocab, SPEC)
     tokens = valid_tokens(ref, llama_vocab, (OUTPUTS / "hermes.txt").read_text().rstrip("\n"))
-    bad = llama_vocab.tokenize(" banana")[0]
     words = (width + 31) // 32
     pos = 0
     k = 3
     while not g.is_terminated():
         # The drafter proposes k tokens, the last one wrong: validate_tokens trims it.
-        draft = tokens[pos : pos + k] + [bad]
+        draft = tokens[pos : pos + k]
+        m = ref.matcher()
+        assert m.accept_tokens(tokens[: pos + len(draft)])
+        allowed = set(m.allowed_tokens())
+        bad = next(t for t in range(len(llama_vocab)) if t not in allowed)
+        draft = draft + [bad]
         kept = g.validate_tokens(draft)
         assert kept == draft[: len(kept)] and bad not in kept
         assert len(kept) == min(k, len(tokens) - pos)

@@ -155,7 +155,9 @@ class Matcher:
     def reset(self) -> None:
         """Back to the start."""
     def is_terminated(self) -> bool:
-        """True once the output has ended."""
+        """True once an end-of-generation token was accepted."""
+    def is_finished(self) -> bool:
+        """True when only an end-of-generation token may follow (or one was accepted)."""
     def can_end(self) -> bool:
         """True when end-of-generation tokens are allowed."""
     def error(self) -> Optional[str]:
