@@ -11,7 +11,9 @@
 
 use std::sync::Arc;
 
-use callmask::{CompileOptions, Dialect, DialectOptions, Grammar, TokenAutomaton, TokenMask, Tools, Vocab};
+use callmask::{
+    CompileOptions, Dialect, DialectOptions, Grammar, TokenAutomaton, TokenMask, Tools, Vocab,
+};
 use serde_json::Value;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -126,7 +126,9 @@ fn json_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Value> {
     } else {
         let dumps = obj.py().import("json")?.getattr("dumps")?;
         dumps.call1((obj,))?.extract().map_err(|_| {
-            PyTypeError::new_err(format!("{what}: expected JSON text or a JSON-serializable object"))
+            PyTypeError::new_err(format!(
+                "{what}: expected JSON text or a JSON-serializable object"
+            ))
         })?
     };
     serde_json::from_str(&text).map_err(|e| err(Error::Json(e)))
@@ -468,7 +470,10 @@ impl PyGrammar {
     /// Checks a whole text at the byte level: None when the grammar accepts it, else the
     /// rejection (byte offset and reason) as a message.
     fn check(&self, text: &str) -> Option<String> {
-        self.g.check_bytes(text.as_bytes()).err().map(|r| r.to_string())
+        self.g
+            .check_bytes(text.as_bytes())
+            .err()
+            .map(|r| r.to_string())
     }
 
     /// The keywords `lenient=True` dropped.
@@ -576,17 +581,23 @@ impl MaskBuf {
     fn of(obj: &Bound<'_, PyAny>) -> PyResult<MaskBuf> {
         let bad = |m: String| BitmaskError::new_err(format!("bitmask: {m}"));
         let (addr, shape) = if let Ok(ai) = obj.getattr("__array_interface__") {
-            let ai = ai.cast_into::<PyDict>().map_err(|_| {
-                bad("__array_interface__ is not a dict".into())
-            })?;
+            let ai = ai
+                .cast_into::<PyDict>()
+                .map_err(|_| bad("__array_interface__ is not a dict".into()))?;
             let get = |k: &str| -> PyResult<Bound<'_, PyAny>> {
                 ai.get_item(k)?
                     .ok_or_else(|| bad(format!("__array_interface__ has no {k:?}")))
             };
             let typestr: String = get("typestr")?.extract()?;
-            let native = if cfg!(target_endian = "little") { '<' } else { '>' };
+            let native = if cfg!(target_endian = "little") {
+                '<'
+            } else {
+                '>'
+            };
             let t = typestr.trim_start_matches(['|', '=', native]);
-            if typestr.starts_with(if native == '<' { '>' } else { '<' }) || (t != "i4" && t != "u4") {
+            if typestr.starts_with(if native == '<' { '>' } else { '<' })
+                || (t != "i4" && t != "u4")
+            {
                 return Err(bad(format!(
                     "dtype must be int32 (native byte order), not {typestr:?}"
                 )));
@@ -645,7 +656,10 @@ impl MaskBuf {
                 )))
             }
         };
-        if rows.checked_mul(row_words).is_none_or(|n| n > isize::MAX as usize / 4) {
+        if rows
+            .checked_mul(row_words)
+            .is_none_or(|n| n > isize::MAX as usize / 4)
+        {
             return Err(bad(format!("shape {shape:?} is too large")));
         }
         if rows * row_words > 0 && (addr == 0 || addr % std::mem::align_of::<u32>() != 0) {

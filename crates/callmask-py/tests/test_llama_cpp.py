@@ -52,13 +52,35 @@ def test_vocab_from_llama(vocab, llm):
     assert b"".join(vocab.token_bytes(t) for t in ids) == b"Hello, world! 12 + 30 = 42"
 
 
+ALIASES = {"dict": "object", "float": "number", "tuple": "array"}
+
+
+def standard(schema):
+    """The tools' type aliases (`dict`, `float`, `tuple`, `any`, which callmask accepts) as
+    standard JSON Schema types, for the jsonschema package."""
+    if isinstance(schema, list):
+        return [standard(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: standard(v) for k, v in schema.items()}
+    t = out.get("type")
+    if isinstance(t, str):
+        if t == "any":
+            del out["type"]
+        else:
+            out["type"] = ALIASES.get(t, t)
+    elif isinstance(t, list):
+        out["type"] = [ALIASES.get(x, x) for x in t]
+    return out
+
+
 def validate(tools, message):
     by_name = {t["function"]["name"]: t["function"].get("parameters") or {} for t in tools}
     assert message["tool_calls"], message
     for call in message["tool_calls"]:
         name = call["function"]["name"]
         assert name in by_name
-        schema = json.loads(json.dumps(by_name[name]).replace('"float"', '"number"'))
+        schema = standard(by_name[name])
         jsonschema.validate(
             json.loads(call["function"]["arguments"]),
             schema,
