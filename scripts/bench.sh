@@ -6,7 +6,7 @@
 #   scripts/bench.sh                                   # everything (~15 minutes on 2 cores)
 #   CALLMASK_BENCH_VOCABS=llama CALLMASK_BENCH_WORKLOADS=tools_5 scripts/bench.sh
 #
-# Knobs (environment, see benches/suite.rs): CALLMASK_BENCH_VOCABS, CALLMASK_BENCH_WORKLOADS,
+# Knobs (environment, see crates/callmask/benches/suite.rs): CALLMASK_BENCH_VOCABS, CALLMASK_BENCH_WORKLOADS,
 # CALLMASK_BENCH_ENGINES, CALLMASK_BENCH_REPS, CALLMASK_BENCH_COMPILE, CALLMASK_BENCH_FUZZ_MS,
 # CALLMASK_BENCH_WRITE_DOCS=0 (leave BENCHMARKS.md and the plots alone).
 # SKIP_XGRAMMAR_SETUP=1 skips the venv step (the suite then reports XGrammar as not run if the

@@ -38,7 +38,7 @@ for d in empower functools pythonic inline hermes llama31_json; do
   run "$d-weather-auto" "$(n 30000)" --dialect "$d" --tools examples/tools/weather.json --tokenizer "$llama"
   run "$d-mixed-gemma" "$(n 20000)" --dialect "$d" --tools examples/tools/mixed.json --model "$gemma"
 done
-for s in benches/schemas/*.schema.json; do
+for s in crates/callmask/benches/schemas/*.schema.json; do
   name=$(basename "$s" .schema.json)
   run "schema-$name" "$(n 10000)" --schema "$s" --tokenizer "$llama"
 done

@@ -12,6 +12,11 @@ export PATH="$HOME/.local/bin:$PATH"
 scripts/setup.sh
 scripts/fetch-data.sh
 cargo fmt --check
-cargo clippy --release --all-targets -- -D warnings
-cargo test --release
+# The core library stays free of CLI, download and llama.cpp dependencies.
+if cargo tree -p callmask -e normal --prefix none | grep -E '^(clap|indicatif|ureq|zip|sha2|llama-cpp-2|llama-cpp-sys-2) '; then
+  echo "test.sh: the core crate depends on a crate it must not (above)" >&2
+  exit 1
+fi
+cargo clippy --release --workspace --all-targets -- -D warnings
+cargo test --release --workspace
 scripts/python-test.sh

@@ -5,14 +5,14 @@ benchmark schemas, without the Rust side (for debugging the XGrammar peer on its
     py=$(scripts/setup-xgrammar.sh --print-python)
     "$py" scripts/xgrammar_input_from_hf.py \\
         --tokenizer "$CALLMASK_CACHE/tokenizers/llama3_1-3.7.2/tokenizer.json" --tag llama \\
-        --vocab-out /tmp/llama-vocab.json benches/schemas/*.schema.json > /tmp/cases.json
+        --vocab-out /tmp/llama-vocab.json crates/callmask/benches/schemas/*.schema.json > /tmp/cases.json
     "$py" scripts/bench_xgrammar.py /tmp/cases.json
 
 Vocabulary: every id of model.vocab plus added_tokens; byte-level BPE token strings are mapped
 back to raw bytes through the inverse of GPT-2's bytes_to_unicode table (tokens outside that
 alphabet are taken as UTF-8, as for non-byte-level models); added tokens keep their UTF-8 text.
 Special ids: added tokens marked "special", and ids that no entry names (holes, with no bytes).
-EOS ids: special tokens named like callmask's EOG_TOKEN_NAMES (src/vocab.rs).
+EOS ids: special tokens named like callmask's EOG_TOKEN_NAMES (crates/callmask/src/vocab.rs).
 
 Cases: for each X.schema.json, the instance X.instance.json (same folder) is re-serialized with
 json.dumps (declared key order kept, ", " and ": " separators, or compact with --compact) and

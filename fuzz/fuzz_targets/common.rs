@@ -248,14 +248,8 @@ pub fn schema_compile(data: &[u8]) {
     let Ok(schema) = serde_json::from_slice::<serde_json::Value>(data) else {
         return;
     };
-    let strict = CompileOptions {
-        max_compile_time: std::time::Duration::from_secs(5),
-        ..CompileOptions::default()
-    };
-    let lenient = CompileOptions {
-        lenient: true,
-        ..strict.clone()
-    };
+    let strict = CompileOptions::default().max_compile_time(std::time::Duration::from_secs(5));
+    let lenient = strict.clone().lenient(true);
     let _ = Grammar::from_json_schema(&schema, &strict);
     let Ok(grammar) = Grammar::from_json_schema(&schema, &lenient) else {
         return;
@@ -280,21 +274,17 @@ pub fn dialect_file(data: &[u8]) {
         return;
     };
     let n = data.len();
-    let options = DialectOptions {
-        tool_choice: match n % 4 {
+    let options = DialectOptions::default()
+        .tool_choice(match n % 4 {
             0 => ToolChoice::Auto,
             1 => ToolChoice::Required,
             2 => ToolChoice::None,
             _ => ToolChoice::Function("search".into()),
-        },
-        parallel_calls: n % 3 != 0,
-        reasoning: (n % 5 == 0).then(Reasoning::default),
-        max_text_chars: (n % 7 == 0).then_some(8),
-        compile: CompileOptions {
-            max_compile_time: std::time::Duration::from_secs(5),
-            ..CompileOptions::default()
-        },
-    };
+        })
+        .parallel_calls(n % 3 != 0)
+        .reasoning((n % 5 == 0).then(Reasoning::default))
+        .max_text_chars((n % 7 == 0).then_some(8))
+        .compile(CompileOptions::default().max_compile_time(std::time::Duration::from_secs(5)));
     let Ok(grammar) = dialect.compile(tools(), &options) else {
         return;
     };
@@ -332,16 +322,14 @@ fn automata() -> &'static [TokenAutomaton] {
         VARIANTS
             .iter()
             .map(|&(name, choice, parallel, reasoning)| {
-                let options = DialectOptions {
-                    tool_choice: match choice {
+                let options = DialectOptions::default()
+                    .tool_choice(match choice {
                         0 => ToolChoice::Auto,
                         1 => ToolChoice::Required,
                         _ => ToolChoice::Function("get_weather".into()),
-                    },
-                    parallel_calls: parallel,
-                    reasoning: reasoning.then(Reasoning::default),
-                    ..DialectOptions::default()
-                };
+                    })
+                    .parallel_calls(parallel)
+                    .reasoning(reasoning.then(Reasoning::default));
                 let grammar = Dialect::by_name(name)
                     .and_then(|d| d.compile(tools(), &options))
                     .unwrap_or_else(|e| panic!("{name}: {e}"));

@@ -70,13 +70,7 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<ExitCode, BadInput> {
     let (mut warm, mut warm_first) = compile(false)?;
 
     // Valid outputs, tokenized as the model would.
-    let fuzzer = Fuzzer::new(
-        &automaton,
-        FuzzOptions {
-            seed: args.seed,
-            ..Default::default()
-        },
-    )?;
+    let fuzzer = Fuzzer::new(&automaton, FuzzOptions::default().seed(args.seed))?;
     let mut texts: Vec<Vec<TokenId>> = Vec::new();
     let started = Instant::now();
     let (mut drawn, mut drawn_tokens) = (0u64, 0u64);

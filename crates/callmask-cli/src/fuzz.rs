@@ -168,18 +168,17 @@ pub(crate) fn fuzz_run(
         Some(p) => automaton.tokenize(p)?,
         None => Vec::new(),
     };
-    let options = FuzzOptions {
-        seed: args.seed,
-        max_tokens: args.max_tokens,
-        walk_tokens: args.walk,
-        end_bias: args.end_bias,
-        strategy: match args.strategy {
+    let options = FuzzOptions::default()
+        .seed(args.seed)
+        .max_tokens(args.max_tokens)
+        .walk_tokens(args.walk)
+        .end_bias(args.end_bias)
+        .strategy(match args.strategy {
             StrategyArg::Uniform => Strategy::Uniform,
             StrategyArg::Coverage => Strategy::Coverage,
-        },
-        prefix,
-        dive: args.dive,
-    };
+        })
+        .prefix(prefix)
+        .dive(args.dive);
     let fuzzer = Fuzzer::new(automaton, options)
         .map_err(|e| BadInput(format!("--prefix is not allowed by the grammar: {e}")))?;
     let mut out = match &args.out {

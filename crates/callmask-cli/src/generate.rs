@@ -79,11 +79,9 @@ pub(crate) fn generate(args: &GenerateArgs) -> Result<ExitCode, BadInput> {
         None => crate::fetch::default_model(true)?,
     };
     let engine = Engine::load(&model, args.threads)?;
-    let options = PromptOptions {
-        datetime: args.datetime.clone(),
-        bos_token: engine.bos_text(),
-        ..Default::default()
-    };
+    let options = PromptOptions::default()
+        .datetime(args.datetime.clone())
+        .bos_token(engine.bos_text());
     let prompt = callmask::render(&template, &messages, &tools, &options)?;
     let automaton = if args.no_constraint {
         None
@@ -93,11 +91,9 @@ pub(crate) fn generate(args: &GenerateArgs) -> Result<ExitCode, BadInput> {
             engine.vocab().clone(),
         )?)
     };
-    let params = SamplingParams {
-        temperature: args.temp,
-        seed: args.seed,
-        ..Default::default()
-    };
+    let params = SamplingParams::default()
+        .temperature(args.temp)
+        .seed(args.seed);
     let mut stderr = std::io::stderr();
     let g = engine.generate(
         &prompt,

@@ -82,11 +82,9 @@ pub(crate) fn read_json(path: &Path) -> Result<Value, BadInput> {
 
 /// Compiles the grammar from a schema, or from a dialect and tools.
 pub(crate) fn load_grammar(args: &GrammarArgs) -> Result<Loaded, BadInput> {
-    let mut compile = CompileOptions {
-        lenient: args.lenient,
-        max_whitespace: args.max_whitespace,
-        ..Default::default()
-    };
+    let mut compile = CompileOptions::default()
+        .lenient(args.lenient)
+        .max_whitespace(args.max_whitespace);
     if let Some(mib) = args.max_memory_mib {
         compile.max_memory = mib.saturating_mul(1 << 20);
     }
@@ -118,13 +116,12 @@ pub(crate) fn load_grammar(args: &GrammarArgs) -> Result<Loaded, BadInput> {
                     _ => return Err(BadInput(format!("--reasoning {m:?}: expected START,END"))),
                 },
             };
-            let options = DialectOptions {
-                tool_choice: args.tool_choice.parse()?,
-                parallel_calls: !args.no_parallel_calls,
-                reasoning,
-                max_text_chars: args.max_text,
-                compile,
-            };
+            let options = DialectOptions::default()
+                .tool_choice(args.tool_choice.parse()?)
+                .parallel_calls(!args.no_parallel_calls)
+                .reasoning(reasoning)
+                .max_text_chars(args.max_text)
+                .compile(compile);
             let d = Dialect::load(dialect)?;
             let grammar = d.compile(&tools, &options)?;
             Loaded {

@@ -44,11 +44,9 @@ pub(crate) fn prompt(args: &PromptArgs) -> Result<ExitCode, BadInput> {
         .map_err(|e| BadInput(format!("{}: {e}", args.tools.display())))?;
     let messages = Message::list_from_json(&read_json(&args.messages)?)
         .map_err(|e| BadInput(format!("{}: {e}", args.messages.display())))?;
-    let options = PromptOptions {
-        datetime: args.datetime.clone(),
-        bos_token: args.bos_token.clone(),
-        ..Default::default()
-    };
+    let options = PromptOptions::default()
+        .datetime(args.datetime.clone())
+        .bos_token(args.bos_token.clone());
     let text = callmask::render(&template, &messages, &tools, &options)?;
     print!("{text}");
     Ok(ExitCode::SUCCESS)

@@ -257,6 +257,25 @@ fn check_bad_input_exits_2() {
     }
 }
 
+/// Internal state never lives in the user's keyword space: a schema that spells what used to be
+/// an internal marker keyword compiles like any unknown keyword (it used to panic, exit 101),
+/// and both patterns of the `allOf` still hold.
+#[test]
+fn a_user_keyword_named_like_an_internal_one_is_just_a_keyword() {
+    let dir = scratch("marker");
+    let schema = write(
+        &dir,
+        "s.json",
+        r#"{"type":"string","allOf":[{"x-callmask-allOf-strings":1,"pattern":"a"},{"pattern":"b"}]}"#,
+    );
+    let both = check(&schema, r#""ab""#);
+    assert_eq!(code(&both), 0, "{}", show(&both));
+    for text in [r#""a""#, r#""b""#] {
+        let one = check(&schema, text);
+        assert_eq!(code(&one), 1, "{text}: {}", show(&one));
+    }
+}
+
 #[test]
 fn lenient_mode_lists_what_it_drops() {
     let dir = scratch("lenient");

@@ -56,10 +56,7 @@ fn main() {
                     .generate(
                         &text,
                         constrained.then_some(&auto),
-                        &SamplingParams {
-                            check_first,
-                            ..Default::default()
-                        },
+                        &SamplingParams::default().check_first(check_first),
                         max_tokens,
                         &mut |_| {},
                     )

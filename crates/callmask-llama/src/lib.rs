@@ -66,6 +66,7 @@ impl GgufVocab for Vocab {
 
 /// How tokens are drawn (llama.cpp's samplers, after the mask).
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct SamplingParams {
     /// Temperature; `0` (or less) picks the most likely token (greedy).
     pub temperature: f32,
@@ -85,6 +86,17 @@ pub struct SamplingParams {
     /// (`true`, the default); `false` masks every token (for comparison).
     pub check_first: bool,
 }
+
+callmask::option_setters!(SamplingParams {
+    temperature: f32,
+    top_k: i32,
+    top_p: f32,
+    min_p: f32,
+    repeat_penalty: f32,
+    repeat_last_n: i32,
+    seed: u32,
+    check_first: bool
+});
 
 impl Default for SamplingParams {
     fn default() -> Self {

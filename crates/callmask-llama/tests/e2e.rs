@@ -58,17 +58,11 @@ pub const PROMPTS: [(&str, &str); 20] = [
 pub const DIALECTS: [&str; 4] = ["empower", "functools", "pythonic", "inline"];
 
 pub fn options() -> DialectOptions {
-    DialectOptions {
-        tool_choice: ToolChoice::Required,
-        parallel_calls: false,
-        // A tiny model rambles: at most 100 characters of free text around the call.
-        max_text_chars: Some(100),
-        compile: CompileOptions {
-            max_whitespace: 2,
-            ..Default::default()
-        },
-        ..Default::default()
-    }
+    DialectOptions::default()
+        .tool_choice(ToolChoice::Required)
+        .parallel_calls(false)
+        .max_text_chars(Some(100))
+        .compile(CompileOptions::default().max_whitespace(2))
 }
 
 /// The calls' names and arguments checked against the tools, independently of the grammar.
@@ -81,7 +75,7 @@ pub fn validate(tools: &Tools, grammar: &Grammar, text: &str) -> Result<usize, S
         let schema = tool.parameters.clone().unwrap_or_else(|| {
             serde_json::json!({"type": "object", "properties": {}, "additionalProperties": false})
         });
-        let schema = callmask::schema::normalize_type_aliases(&schema);
+        let schema = callmask::normalize_type_aliases(&schema);
         let v = jsonschema::options()
             .should_validate_formats(true)
             .build(&schema)
@@ -96,10 +90,8 @@ pub fn validate(tools: &Tools, grammar: &Grammar, text: &str) -> Result<usize, S
 /// The dialect's prompt for one user message.
 pub fn render(dialect: &str, tools: &Tools, message: &str, bos: &str) -> String {
     let template = callmask::prompt::builtin_template(dialect).expect("a built-in template");
-    let opts = PromptOptions {
-        bos_token: bos.to_owned(),
-        datetime: Some("2024-09-24".into()),
-        ..Default::default()
-    };
+    let opts = PromptOptions::default()
+        .bos_token(bos.to_owned())
+        .datetime(Some("2024-09-24".into()));
     callmask::render(template, &[Message::new("user", message)], tools, &opts).expect("rendering")
 }

@@ -96,11 +96,7 @@ fn batch_equals_one_by_one() {
         .collect();
     let refs: Vec<&str> = prompts.iter().map(String::as_str).collect();
     let params: Vec<SamplingParams> = (0..3)
-        .map(|i| SamplingParams {
-            temperature: 0.0,
-            seed: 11 + i,
-            ..Default::default()
-        })
+        .map(|i| SamplingParams::default().temperature(0.0).seed(11 + i))
         .collect();
     let batch = e
         .generate_batch(&refs, Some(&auto), &params, 60, &mut |_, _| {})
@@ -188,11 +184,7 @@ fn parallel_sampling_equals_serial() {
         .collect();
     let run = |parallel: bool| -> Vec<Vec<u32>> {
         let params: Vec<SamplingParams> = (0..4)
-            .map(|i| SamplingParams {
-                temperature: 0.8,
-                seed: 100 + i,
-                ..Default::default()
-            })
+            .map(|i| SamplingParams::default().temperature(0.8).seed(100 + i))
             .collect();
         let mut samplers: Vec<ConstrainedSampler> = params
             .iter()

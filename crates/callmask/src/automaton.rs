@@ -3,7 +3,7 @@
 //!
 //! A matcher state is a small set of stacks (more than one only while `anyOf`/`oneOf`
 //! alternatives are undecided). Each stack starts with a [`Frame::Root`]; objects and arrays push
-//! frames, lexemes (strings, numbers, literals) are one frame holding a [`dfa::Dfa`] state.
+//! frames, lexemes (strings, numbers, literals) are one frame holding a [`Dfa`] state.
 //! Every state reachable from the start can still be completed: lexeme automata are trimmed and
 //! containers only take a byte that keeps a completion possible, so the token mask never leads
 //! the model into a dead end.
@@ -12,31 +12,16 @@
 //! space, tab, newline and carriage return, at most `max_whitespace` bytes per gap.
 
 pub(crate) mod complete;
-pub mod dfa;
 
-use crate::grammar::{GrammarInner, LexId, Node, NodeId, ObjectNode, Syntax};
-use dfa::{Dfa, StateId};
+pub use crate::error::Rejection;
+use crate::grammar::dfa::{Dfa, StateId};
+use crate::grammar::{Grammar, GrammarInner, LexId, Node, NodeId, ObjectNode, Syntax};
 use std::sync::Arc;
 
 /// Key id for a key matched by an object's `additionalProperties`.
 pub(crate) const ADDITIONAL: u32 = u32::MAX;
 /// No position in a key trie.
 pub(crate) const NO_TRIE: u32 = u32::MAX;
-
-/// Where and why a byte-level check failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rejection {
-    /// Byte offset of the first byte that cannot be accepted (the text length if it ended early).
-    pub offset: usize,
-    /// Why.
-    pub reason: String,
-}
-
-impl std::fmt::Display for Rejection {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "rejected at byte {}: {}", self.offset, self.reason)
-    }
-}
 
 /// The set of object keys already used (key ids, in sorted-key order).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -752,7 +737,7 @@ pub(crate) struct ByteMatcher<'g> {
 }
 
 impl<'g> ByteMatcher<'g> {
-    pub(crate) fn new(grammar: &'g crate::Grammar) -> Self {
+    pub(crate) fn new(grammar: &'g crate::grammar::Grammar) -> Self {
         let g = &*grammar.inner;
         ByteMatcher {
             g,
@@ -785,6 +770,29 @@ pub(crate) fn advance(g: &GrammarInner, states: &[Stack], sym: Sym, out: &mut Ve
         for mut t in tmp.drain(..) {
             g.normalize(&mut t);
             insert_unique(out, t);
+        }
+    }
+}
+
+impl Grammar {
+    /// Checks a complete output byte by byte; on rejection, says at which byte offset and why.
+    pub fn check_bytes(&self, text: &[u8]) -> Result<(), Rejection> {
+        let mut m = ByteMatcher::new(self);
+        for (i, &b) in text.iter().enumerate() {
+            if !m.push(b as Sym) {
+                return Err(Rejection {
+                    offset: i,
+                    reason: format!("byte {:?} is not allowed here", b as char),
+                });
+            }
+        }
+        if m.can_end() {
+            Ok(())
+        } else {
+            Err(Rejection {
+                offset: text.len(),
+                reason: "the output ends before the value is complete".into(),
+            })
         }
     }
 }

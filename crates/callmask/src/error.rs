@@ -118,7 +118,7 @@ pub enum Error {
     Prompt(String),
     /// Output text that does not parse in the dialect.
     #[error("{0}")]
-    Parse(crate::automaton::Rejection),
+    Parse(Rejection),
     /// Fetching the default model failed (network, checksum, archive).
     #[error("fetching the default model: {0}")]
     Fetch(String),
@@ -137,3 +137,18 @@ pub enum Error {
 
 /// `Result` with callmask's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Where and why a byte-level check failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    /// Byte offset of the first byte that cannot be accepted (the text length if it ended early).
+    pub offset: usize,
+    /// Why.
+    pub reason: String,
+}
+
+impl std::fmt::Display for Rejection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "rejected at byte {}: {}", self.offset, self.reason)
+    }
+}

@@ -37,6 +37,7 @@ pub enum Strategy {
 
 /// How outputs are drawn.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct FuzzOptions {
     /// Seed of the run; the same seed gives the same outputs.
     pub seed: u64,
@@ -57,6 +58,8 @@ pub struct FuzzOptions {
     /// walks on at random): free text rarely writes a call marker by chance.
     pub dive: f64,
 }
+
+crate::option_setters!(FuzzOptions { seed: u64, max_tokens: usize, walk_tokens: usize, end_bias: f64, strategy: Strategy, prefix: Vec<TokenId>, dive: f64 });
 
 impl Default for FuzzOptions {
     fn default() -> Self {

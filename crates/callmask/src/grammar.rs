@@ -4,8 +4,11 @@
 //! trimmed byte [`Dfa`]. Recursion (`$ref` cycles) is a cycle in the graph; the matcher's stack
 //! unrolls it at run time. Compile with [`Grammar::from_json_schema`].
 
-use crate::automaton::dfa::Dfa;
-use crate::automaton::{ByteMatcher, Rejection};
+pub(crate) mod builder;
+pub(crate) mod dfa;
+
+pub use builder::CompileOptions;
+use dfa::Dfa;
 use std::sync::Arc;
 
 /// Index of a node in a grammar.
@@ -55,7 +58,20 @@ pub(crate) enum Capture {
     /// One call of function `i`.
     Call(u32),
     /// A call's arguments, written in this encoding.
-    Args(crate::parse::ArgEncoding),
+    Args(ArgEncoding),
+}
+
+/// How a call's arguments are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ArgEncoding {
+    /// A JSON object text, e.g. `{"location": "SF"}`, maybe with whitespace around it.
+    Json,
+    /// A JSON string literal, quotes included, whose content is a JSON object text, e.g.
+    /// `"{\"location\": \"SF\"}"`.
+    JsonInString,
+    /// Python keyword arguments: the text between a call's parentheses, e.g.
+    /// `city='SF', n=3, flag=True`.
+    Python,
 }
 
 /// How an object or array is spelled: JSON, JSON inside a JSON string, or Python.
@@ -323,23 +339,6 @@ impl GrammarInner {
 }
 
 impl Grammar {
-    /// Compiles a JSON Schema (draft 2020-12 or draft 7) for one JSON value.
-    pub fn from_json_schema(
-        schema: &serde_json::Value,
-        options: &crate::CompileOptions,
-    ) -> crate::Result<Grammar> {
-        crate::schema::compile(schema, options)
-    }
-
-    /// Compiles a JSON Schema given as JSON text.
-    pub fn from_json_schema_str(
-        schema: &str,
-        options: &crate::CompileOptions,
-    ) -> crate::Result<Grammar> {
-        let v: serde_json::Value = serde_json::from_str(schema)?;
-        Self::from_json_schema(&v, options)
-    }
-
     /// In lenient mode, the keywords that were dropped, each as "keyword at /json/pointer".
     pub fn dropped_keywords(&self) -> &[String] {
         &self.inner.dropped
@@ -348,27 +347,6 @@ impl Grammar {
     /// True when the schema admits no value at all (e.g. `false`).
     pub fn is_empty(&self) -> bool {
         matches!(self.inner.nodes[self.inner.root as usize], Node::Never)
-    }
-
-    /// Checks a complete output byte by byte; on rejection, says at which byte offset and why.
-    pub fn check_bytes(&self, text: &[u8]) -> Result<(), Rejection> {
-        let mut m = ByteMatcher::new(self);
-        for (i, &b) in text.iter().enumerate() {
-            if !m.push(b as crate::automaton::Sym) {
-                return Err(Rejection {
-                    offset: i,
-                    reason: format!("byte {:?} is not allowed here", b as char),
-                });
-            }
-        }
-        if m.can_end() {
-            Ok(())
-        } else {
-            Err(Rejection {
-                offset: text.len(),
-                reason: "the output ends before the value is complete".into(),
-            })
-        }
     }
 
     /// Approximate heap bytes held by the compiled grammar.

@@ -3,53 +3,106 @@
 //! output is well-formed and schema-valid by construction, and parses the output back into
 //! OpenAI-style `tool_calls`.
 //!
-//! The modules mirror the pipeline:
-//! [`schema`] (JSON Schema → grammar IR, in a JSON, JSON-in-a-string or Python encoding) and
-//! [`dialect`] (dialect files + tools → one grammar) → [`grammar`] (the compiled, shareable
-//! grammar) → [`automaton`] (byte-level matching over the grammar) → [`vocab`] (token bytes,
-//! special tokens) → [`mask`] (allowed-token bitsets, per-sequence matchers) → `llama` (a
-//! llama.cpp sampler and generation, feature `llama`) and [`parse`] (text → calls, streaming).
-//! [`tools`] holds the OpenAI shapes, [`prompt`] renders the prompts the dialects' models expect.
-//!
-//! ```no_run
+//! ```
 //! use std::sync::Arc;
-//! use callmask::{Dialect, DialectOptions, TokenAutomaton, TokenMask, Tools, Vocab};
+//! use callmask::{Dialect, DialectOptions, TokenAutomaton, TokenMask, ToolChoice, Tools, Vocab};
 //! # fn main() -> Result<(), callmask::Error> {
-//! let vocab = Arc::new(Vocab::from_tokenizer_json("tokenizer.json")?);
-//! let tools = Tools::from_json_str(r#"[{"name": "get_time_utc"}]"#)?;
-//! let grammar = Dialect::by_name("pythonic")?.compile(&tools, &DialectOptions::default())?;
+//! // Once per model: the vocabulary (here a toy one: every byte a token, then an end token;
+//! // real ones come from `Vocab::from_tokenizer_json`, or GGUF files with `callmask-llama`).
+//! let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+//! tokens.push(b"<eos>".to_vec());
+//! let mut special = vec![false; 256];
+//! special.push(true);
+//! let vocab = Arc::new(Vocab::from_parts(tokens, special, vec![256])?);
+//!
+//! // Once per request: the tools and the dialect compile into a grammar (Send + Sync).
+//! let tools = Tools::from_json_str(
+//!     r#"[{"name": "get_weather", "parameters": {"type": "object",
+//!          "properties": {"city": {"type": "string"}}, "required": ["city"]}}]"#,
+//! )?;
+//! let options = DialectOptions::default().tool_choice(ToolChoice::Required);
+//! let grammar = Dialect::by_name("pythonic")?.compile(&tools, &options)?;
+//!
+//! // Per sequence: a matcher; per token: a mask, then the sampled token.
 //! let automaton = TokenAutomaton::new(&grammar, vocab.clone())?;
 //! let mut matcher = automaton.matcher();
 //! let mut mask = TokenMask::new(vocab.len());
+//! for &b in b"[get_weather(city='Paris')]" {
+//!     matcher.fill_mask(&mut mask);
+//!     assert!(mask.is_allowed(b as u32));
+//!     matcher.accept(b as u32)?;
+//! }
 //! matcher.fill_mask(&mut mask);
-//! let parsed = grammar.parse("[get_time_utc()]")?;
-//! assert_eq!(parsed.tool_calls[0].function.name, "get_time_utc");
+//! assert!(mask.is_allowed(256)); // the end token, now that the call list is complete
+//!
+//! // After generation: the calls, OpenAI-shaped.
+//! let parsed = grammar.parse("[get_weather(city='Paris')]")?;
+//! assert_eq!(parsed.tool_calls[0].function.name, "get_weather");
+//! assert_eq!(parsed.tool_calls[0].function.arguments, r#"{"city":"Paris"}"#);
 //! # Ok(()) }
 //! ```
+//!
+//! # Layers
+//!
+//! The modules mirror the pipeline, and each uses only the layers below it (the test
+//! `tests/layers.rs` reads the sources and fails on an import that reaches up):
+//!
+//! | layer | modules | what they hold |
+//! |---|---|---|
+//! | 0 | `error`, [`python`] | the typed [`Error`]; Python literal spelling |
+//! | 1 | `tools`, [`vocab`] | OpenAI tool shapes; token bytes, special and end tokens |
+//! | 2 | `grammar` | the grammar IR, its lexeme DFAs and the one `GrammarBuilder` |
+//! | 3 | `schema`, `automaton` | JSON Schema → grammar; byte-level matching over a grammar |
+//! | 4 | `dialect`, [`mask`], [`parse`], [`prompt`] | dialect files → grammar; token masks and matchers; text → calls; prompts |
+//! | 5 | [`fuzz`] (feature `fuzz`) | random complete outputs, validated independently |
+//!
+//! Beyond this crate: `callmask-llama` (GGUF vocabularies, a llama.cpp sampler, generation) and
+//! `callmask-cli` (the `callmask` command).
 
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
-pub mod automaton;
-pub mod dialect;
-pub mod error;
+/// Builder-style setters for an options struct's public fields: `T::default().field(value)`.
+/// Option structs are `#[non_exhaustive]` (a new limit or option does not break callers), so
+/// other crates build them with these or by assigning fields of a `default()` value.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! option_setters {
+    ($t:ty { $($f:ident : $ty:ty),* $(,)? }) => {
+        impl $t {
+            $(
+                #[doc = concat!("Sets `", stringify!($f), "` (see the field's documentation).")]
+                #[must_use]
+                pub fn $f(mut self, value: $ty) -> Self {
+                    self.$f = value;
+                    self
+                }
+            )*
+        }
+    };
+}
+
+mod automaton;
+mod dialect;
+mod error;
 #[cfg(feature = "fuzz")]
 pub mod fuzz;
-pub mod grammar;
+mod grammar;
 pub mod mask;
 pub mod parse;
 pub mod prompt;
-pub mod schema;
-pub mod tools;
+pub mod python;
+mod schema;
+mod tools;
 pub mod vocab;
 
-pub use automaton::Rejection;
 pub use dialect::{Dialect, DialectOptions, Reasoning, ToolChoice};
-pub use error::{Error, Result};
-pub use grammar::Grammar;
+pub use error::{Error, Rejection, Result};
+pub use grammar::{ArgEncoding, CompileOptions, Grammar};
 pub use mask::{Matcher, TokenAutomaton, TokenMask};
+pub use parse::{Event, Parsed, StreamParser};
 pub use prompt::{render, PromptOptions};
-pub use schema::CompileOptions;
+pub use schema::normalize_type_aliases;
 pub use tools::{FunctionCall, Message, Tool, ToolCall, Tools};
 pub use vocab::{TokenId, Vocab};
 

@@ -15,9 +15,9 @@
 //! most [`DEFAULT_MAX_ROLLBACK`] of them unless told otherwise ([`Matcher::set_max_rollback`]);
 //! its list of accepted token ids (4 bytes each) grows with the output.
 
-use crate::automaton::dfa::Dfa;
 use crate::automaton::{advance, Frame, Stack, Sym, SPECIAL};
 use crate::error::{Error, Result};
+use crate::grammar::dfa::Dfa;
 use crate::grammar::{Grammar, GrammarInner};
 use crate::vocab::{TokenId, Vocab};
 use std::collections::{HashMap, VecDeque};
@@ -266,7 +266,7 @@ impl TokenTrie {
     fn walk_lex(
         &self,
         from: usize,
-        dfa: &crate::automaton::dfa::Dfa,
+        dfa: &crate::grammar::dfa::Dfa,
         state: u32,
         out: &mut Vec<TokenId>,
         exits: &mut Vec<u32>,

@@ -9,11 +9,12 @@
 //! anything back: text that might still turn out to be the start of a call marker is held until
 //! it is known to be text. Arguments are converted to JSON ([`convert`]) as they stream.
 
-pub mod convert;
+mod convert;
 
-pub use convert::ArgEncoding;
+pub use crate::grammar::ArgEncoding;
 
-use crate::automaton::{Frame, Rejection, Stack, Sym, SPECIAL};
+use crate::automaton::{Frame, Stack, Sym, SPECIAL};
+use crate::error::Rejection;
 use crate::error::{Error, Result};
 use crate::grammar::{Capture, Grammar, GrammarInner, Node};
 use crate::tools::ToolCall;

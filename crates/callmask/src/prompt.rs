@@ -48,6 +48,7 @@ use std::sync::{Arc, Mutex};
 
 /// Options of [`render`] that are not messages or tools.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PromptOptions {
     /// The date (or date and time) the template shows the model, as text; the template sees
     /// `"unknown"` when this is `None`.
@@ -58,6 +59,8 @@ pub struct PromptOptions {
     /// Whether to end the prompt with the header that opens the assistant's turn (default true).
     pub add_generation_prompt: bool,
 }
+
+crate::option_setters!(PromptOptions { datetime: Option<String>, bos_token: String, add_generation_prompt: bool });
 
 impl Default for PromptOptions {
     fn default() -> Self {
@@ -404,7 +407,7 @@ fn parse_arguments(text: &str) -> Result<Json> {
 /// `get_user_info(user_id=7890, special='black')`.
 ///
 /// The arguments (a JSON object) become keyword arguments in their order; values become Python
-/// literals as [`crate::parse::convert::python_repr`] writes them (the spelling the pythonic
+/// literals as [`crate::python::python_repr`] writes them (the spelling the pythonic
 /// grammar accepts): strings in single quotes unless the text holds a single quote and no
 /// double quote, `true`/`false`/`null` as `True`/`False`/`None`, arrays as lists and objects as
 /// dicts. Fails when the arguments are not a JSON object or a key is not a
@@ -420,15 +423,12 @@ fn python_call_text(name: &str, arguments: &Json) -> Result<String> {
             "the arguments of {name} are not a JSON object"
         )));
     };
-    if let Some(key) = map.keys().find(|k| !crate::schema::is_identifier(k)) {
+    if let Some(key) = map.keys().find(|k| !crate::python::is_identifier(k)) {
         return Err(Error::Prompt(format!(
             "argument {key:?} of {name} is not a Python identifier"
         )));
     }
-    Ok(format!(
-        "{name}({})",
-        crate::parse::convert::python_kwargs(map)
-    ))
+    Ok(format!("{name}({})", crate::python::python_kwargs(map)))
 }
 
 #[cfg(test)]

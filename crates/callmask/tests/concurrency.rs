@@ -79,15 +79,10 @@ fn grammars() -> Vec<Grammar> {
     ]"#,
     )
     .unwrap();
-    let opts = DialectOptions {
-        tool_choice: ToolChoice::Required,
-        compile: CompileOptions {
-            max_whitespace: 2,
-            ..Default::default()
-        },
-        max_text_chars: Some(20),
-        ..Default::default()
-    };
+    let opts = DialectOptions::default()
+        .tool_choice(ToolChoice::Required)
+        .compile(CompileOptions::default().max_whitespace(2))
+        .max_text_chars(Some(20));
     let mut out: Vec<Grammar> = ["pythonic", "hermes", "llama31_json", "functools"]
         .iter()
         .map(|d| Dialect::by_name(d).unwrap().compile(&tools, &opts).unwrap())
@@ -103,14 +98,7 @@ fn grammars() -> Vec<Grammar> {
         "additionalProperties": false
     });
     out.push(
-        Grammar::from_json_schema(
-            &schema,
-            &CompileOptions {
-                max_whitespace: 1,
-                ..Default::default()
-            },
-        )
-        .unwrap(),
+        Grammar::from_json_schema(&schema, &CompileOptions::default().max_whitespace(1)).unwrap(),
     );
     out
 }

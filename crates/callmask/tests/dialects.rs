@@ -7,8 +7,8 @@ mod common;
 
 use std::sync::Arc;
 
-use callmask::parse::convert::{python_kwargs, python_repr};
 use callmask::parse::{Event, StreamParser};
+use callmask::python::{python_kwargs, python_repr};
 use callmask::{
     Dialect, DialectOptions, Error, Grammar, Reasoning, TokenAutomaton, TokenId, ToolChoice, Tools,
     Vocab,
@@ -280,10 +280,10 @@ fn rejections() {
 
 #[test]
 fn tool_choice_and_parallel_calls() {
-    let opts = |tool_choice: ToolChoice, parallel_calls: bool| DialectOptions {
-        tool_choice,
-        parallel_calls,
-        ..Default::default()
+    let opts = |tool_choice: ToolChoice, parallel_calls: bool| {
+        DialectOptions::default()
+            .tool_choice(tool_choice)
+            .parallel_calls(parallel_calls)
     };
     let one = [("get_time_utc", json!({}))];
     let two = [
@@ -403,10 +403,7 @@ fn markers_split_across_tokens_and_shared_with_text() {
 #[test]
 fn reasoning_prefix() {
     let v = common::llama_vocab();
-    let opts = DialectOptions {
-        reasoning: Some(Reasoning::default()),
-        ..Default::default()
-    };
+    let opts = DialectOptions::default().reasoning(Some(Reasoning::default()));
     let g = compile("pythonic", &opts);
     let text = "<think>The user wants the time.\nCall get_time_utc.</think>\n[get_time_utc()]";
     let p = g.parse(text).unwrap();
@@ -419,13 +416,10 @@ fn reasoning_prefix() {
     // The constraint applies right after the end marker.
     assert!(g.parse("<think>x</think>[get_time_utc(x=1)]").is_err());
     // Custom markers, and no reasoning at all is fine too.
-    let opts = DialectOptions {
-        reasoning: Some(Reasoning {
-            start: "[[plan]]".into(),
-            end: "[[/plan]]".into(),
-        }),
-        ..Default::default()
-    };
+    let opts = DialectOptions::default().reasoning(Some(Reasoning {
+        start: "[[plan]]".into(),
+        end: "[[/plan]]".into(),
+    }));
     let g = compile("empower", &opts);
     let p = g
         .parse("[[plan]]weather[[/plan]]<f>[{\"name\": \"get_time_utc\", \"arguments\": \"{}\"}]")
@@ -442,10 +436,7 @@ fn reasoning_prefix() {
     );
     let g = compile(
         "hermes",
-        &DialectOptions {
-            reasoning: Some(Reasoning::default()),
-            ..Default::default()
-        },
+        &DialectOptions::default().reasoning(Some(Reasoning::default())),
     );
     let text = "<think>need weather</think>\n<tool_call>\n{\"name\": \"get_current_weather\", \"arguments\": {\"location\": \"Oslo\"}}\n</tool_call>";
     assert!(tokens_accept(&qwen, &g, text));
@@ -729,10 +720,7 @@ fn readme_examples_parse() {
 
 #[test]
 fn free_text_can_be_bounded() {
-    let opts = DialectOptions {
-        max_text_chars: Some(10),
-        ..Default::default()
-    };
+    let opts = DialectOptions::default().max_text_chars(Some(10));
     for d in ["functools", "inline", "pythonic", "empower"] {
         let g = compile(d, &opts);
         let (short, long) = match d {

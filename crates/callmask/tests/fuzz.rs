@@ -30,10 +30,7 @@ fn mixed_tools() -> Tools {
 }
 
 fn dialect_automaton(d: &str, tools: &Tools, choice: ToolChoice) -> TokenAutomaton {
-    let options = DialectOptions {
-        tool_choice: choice,
-        ..Default::default()
-    };
+    let options = DialectOptions::default().tool_choice(choice);
     let g = Dialect::by_name(d)
         .unwrap()
         .compile(tools, &options)
@@ -68,14 +65,7 @@ fn every_dialect_finishes_every_output_validly_and_calls_every_function() {
     let checker = Checker::for_tools(&tools).unwrap();
     for &d in callmask::prompt::BUILTIN_DIALECTS {
         let a = dialect_automaton(d, &tools, ToolChoice::Auto);
-        let fuzzer = Fuzzer::new(
-            &a,
-            FuzzOptions {
-                seed: 3,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let fuzzer = Fuzzer::new(&a, FuzzOptions::default().seed(3)).unwrap();
         let mut coverage = Coverage::for_tools(a.grammar(), &tools);
         let samples = collect(&fuzzer, &checker, 400, 2);
         assert_eq!(samples.len(), 400);
@@ -124,11 +114,7 @@ fn runs_are_reproducible_whatever_the_threads() {
     let checker = Checker::for_tools(&tools).unwrap();
     for strategy in [Strategy::Uniform, Strategy::Coverage] {
         let a = dialect_automaton("functools", &tools, ToolChoice::Auto);
-        let options = FuzzOptions {
-            seed: 11,
-            strategy,
-            ..Default::default()
-        };
+        let options = FuzzOptions::default().seed(11).strategy(strategy);
         let fuzzer = Fuzzer::new(&a, options.clone()).unwrap();
         let one: Vec<Vec<TokenId>> = collect(&fuzzer, &checker, 80, 1)
             .into_iter()
@@ -139,14 +125,7 @@ fn runs_are_reproducible_whatever_the_threads() {
             .map(|s| s.tokens)
             .collect();
         assert_eq!(one, two, "{strategy:?}: thread count changed the outputs");
-        let other = Fuzzer::new(
-            &a,
-            FuzzOptions {
-                seed: 12,
-                ..options
-            },
-        )
-        .unwrap();
+        let other = Fuzzer::new(&a, options.seed(12)).unwrap();
         let three: Vec<Vec<TokenId>> = collect(&other, &checker, 80, 2)
             .into_iter()
             .map(|s| s.tokens)
@@ -162,12 +141,10 @@ fn deep_random_walks_in_a_recursive_schema_are_completed() {
     let checker = Checker::for_schema(&schema).unwrap();
     let fuzzer = Fuzzer::new(
         &a,
-        FuzzOptions {
-            seed: 5,
-            walk_tokens: 150,
-            max_tokens: 4000,
-            ..Default::default()
-        },
+        FuzzOptions::default()
+            .seed(5)
+            .walk_tokens(150)
+            .max_tokens(4000),
     )
     .unwrap();
     let samples = collect(&fuzzer, &checker, 60, 2);
@@ -195,15 +172,7 @@ fn without_completion_a_walk_can_run_out_of_tokens() {
     let g = Grammar::from_json_schema(&schema, &CompileOptions::default()).unwrap();
     let a = TokenAutomaton::new(&g, common::llama_vocab()).unwrap();
     let checker = Checker::for_schema(&schema).unwrap();
-    let fuzzer = Fuzzer::new(
-        &a,
-        FuzzOptions {
-            walk_tokens: 0,
-            max_tokens: 6,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let fuzzer = Fuzzer::new(&a, FuzzOptions::default().walk_tokens(0).max_tokens(6)).unwrap();
     let unfinished = collect(&fuzzer, &checker, 50, 1)
         .iter()
         .filter(|s| s.outcome == Outcome::Unfinished)
@@ -216,15 +185,7 @@ fn shrinking_keeps_the_failure_and_the_grammar() {
     let tools = mixed_tools();
     let checker = Checker::for_tools(&tools).unwrap();
     let a = dialect_automaton("pythonic", &tools, ToolChoice::Required);
-    let fuzzer = Fuzzer::new(
-        &a,
-        FuzzOptions {
-            seed: 9,
-            walk_tokens: 60,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let fuzzer = Fuzzer::new(&a, FuzzOptions::default().seed(9).walk_tokens(60)).unwrap();
     // A stand-in for a checker failure: "the output calls book_flight".
     let bad = |t: &str| t.contains("book_flight(");
     let sample = collect(&fuzzer, &checker, 200, 2)
@@ -258,13 +219,7 @@ fn a_prefix_the_grammar_refuses_is_an_error() {
     let tools = mixed_tools();
     let a = dialect_automaton("pythonic", &tools, ToolChoice::Required);
     let prefix = a.tokenize("functools[").unwrap();
-    let r = Fuzzer::new(
-        &a,
-        FuzzOptions {
-            prefix,
-            ..Default::default()
-        },
-    );
+    let r = Fuzzer::new(&a, FuzzOptions::default().prefix(prefix));
     assert!(r.is_err());
 }
 

@@ -87,10 +87,7 @@ fn each_limit_is_reported_by_name() {
     let cases: Vec<(&str, CompileOptions, Value, &str)> = vec![
         (
             "schema depth",
-            CompileOptions {
-                max_schema_depth: 5,
-                ..d()
-            },
+            d().max_schema_depth(5),
             json!({"type": "array", "items": {"type": "array", "items": {"type": "array", "items":
                 {"type": "array", "items": {"type": "array", "items": {"type": "array", "items":
                 {"type": "array", "items": {"type": "integer"}}}}}}}}),
@@ -98,55 +95,27 @@ fn each_limit_is_reported_by_name() {
         ),
         (
             "schema size",
-            CompileOptions {
-                max_schema_values: 100,
-                ..d()
-            },
+            d().max_schema_values(100),
             json!({"enum": (0..200).collect::<Vec<_>>()}),
             "schema size",
         ),
         (
             "one lexeme",
-            CompileOptions {
-                max_lexeme_states: 50,
-                ..d()
-            },
+            d().max_lexeme_states(50),
             json!({"type": "string", "pattern": "^[a-z]{100}$"}),
             "lexeme",
         ),
         (
             "total states",
-            CompileOptions {
-                max_total_states: 200,
-                ..d()
-            },
+            d().max_total_states(200),
             wide_object(50),
             "automaton states",
         ),
-        (
-            "nodes",
-            CompileOptions {
-                max_nodes: 20,
-                ..d()
-            },
-            wide_object(50),
-            "grammar nodes",
-        ),
-        (
-            "memory",
-            CompileOptions {
-                max_memory: 20_000,
-                ..d()
-            },
-            wide_object(200),
-            "memory",
-        ),
+        ("nodes", d().max_nodes(20), wide_object(50), "grammar nodes"),
+        ("memory", d().max_memory(20_000), wide_object(200), "memory"),
         (
             "compile time",
-            CompileOptions {
-                max_compile_time: Duration::ZERO,
-                ..d()
-            },
+            d().max_compile_time(Duration::ZERO),
             wide_object(50),
             "compile time",
         ),
@@ -169,49 +138,19 @@ fn dialect_compile_applies_the_same_limits() {
         }])
         .unwrap()
     };
-    let opts = |compile: CompileOptions| DialectOptions {
-        compile,
-        ..Default::default()
-    };
+    let opts = |compile: CompileOptions| DialectOptions::default().compile(compile);
     let d = CompileOptions::default;
     let cases: Vec<(CompileOptions, Value, &str)> = vec![
+        (d().max_schema_values(100), wide_object(50), "schema size"),
+        (d().max_memory(20_000), wide_object(200), "memory"),
+        (d().max_nodes(20), wide_object(50), "grammar nodes"),
         (
-            CompileOptions {
-                max_schema_values: 100,
-                ..d()
-            },
-            wide_object(50),
-            "schema size",
-        ),
-        (
-            CompileOptions {
-                max_memory: 20_000,
-                ..d()
-            },
-            wide_object(200),
-            "memory",
-        ),
-        (
-            CompileOptions {
-                max_nodes: 20,
-                ..d()
-            },
-            wide_object(50),
-            "grammar nodes",
-        ),
-        (
-            CompileOptions {
-                max_total_states: 200,
-                ..d()
-            },
+            d().max_total_states(200),
             wide_object(50),
             "automaton states",
         ),
         (
-            CompileOptions {
-                max_compile_time: Duration::ZERO,
-                ..d()
-            },
+            d().max_compile_time(Duration::ZERO),
             wide_object(50),
             "compile time",
         ),
@@ -255,10 +194,7 @@ fn enum_of_100k_values() {
         Err(e) => panic!("want Ok or LimitExceeded, got {e}"),
     }
     // A memory budget smaller than the enum's automaton refuses it by name.
-    let small = CompileOptions {
-        max_memory: 1 << 20,
-        ..Default::default()
-    };
+    let small = CompileOptions::default().max_memory(1 << 20);
     let what = limit_name("100k enum, 1 MiB", compile_with("100k enum", schema, small));
     assert!(
         what.contains("memory") || what.contains("states"),
@@ -368,10 +304,7 @@ fn recursive_schema_is_bounded_by_max_depth() {
     // Each level is an object and an array: 2 nestings per level, at most 64.
     assert!(accepts(&g, &nested(31)));
     assert!(!accepts(&g, &nested(32)), "deeper than max_depth");
-    let shallow = CompileOptions {
-        max_depth: 6,
-        ..Default::default()
-    };
+    let shallow = CompileOptions::default().max_depth(6);
     let g = compile_with("tree", tree, shallow).unwrap();
     assert!(accepts(&g, &nested(2)));
     assert!(!accepts(&g, &nested(3)));

@@ -21,10 +21,7 @@ fn strict() -> CompileOptions {
 }
 
 fn lenient() -> CompileOptions {
-    CompileOptions {
-        lenient: true,
-        ..Default::default()
-    }
+    CompileOptions::default().lenient(true)
 }
 
 fn compile(schema: &Value) -> Result<Grammar, Error> {

@@ -4,10 +4,10 @@
 //! The fuzzer walks the token masks at random for a while, then finishes the output along a
 //! shortest completion, so that every walk ends in a complete output however deep it went.
 
-use super::dfa::{Dfa, StateId};
 use super::{
     advance, ArrPhase, Frame, ObjPhase, RootPhase, Seen, Stack, Sym, ADDITIONAL, NO_TRIE, SPECIAL,
 };
+use crate::grammar::dfa::{Dfa, StateId};
 use crate::grammar::{Capture, GrammarInner, Node, NodeId, ObjectNode};
 use std::sync::{Arc, OnceLock};
 

@@ -30,21 +30,11 @@
 //! but the grammar cannot exclude repeats of names outside `properties`) and a repeated dict key
 //! are kept in the text, and the last value wins when parsed (as for a Python dict). Numbers that do not fit a finite `f64` are an error.
 
-use serde_json::{Map, Value};
+#[cfg(test)]
+use serde_json::Value;
 use std::fmt::Write as _;
 
-/// How a call's arguments are written.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ArgEncoding {
-    /// A JSON object text, e.g. `{"location": "SF"}`, maybe with whitespace around it.
-    Json,
-    /// A JSON string literal, quotes included, whose content is a JSON object text, e.g.
-    /// `"{\"location\": \"SF\"}"`.
-    JsonInString,
-    /// Python keyword arguments: the text between a call's parentheses, e.g.
-    /// `city='SF', n=3, flag=True`.
-    Python,
-}
+pub use crate::grammar::ArgEncoding;
 
 /// Most containers open at once (the argument object itself included, and Python's grouping
 /// parentheses); deeper input is an error. Kept under `serde_json`'s own limit of 128.
@@ -53,7 +43,8 @@ pub const MAX_DEPTH: usize = 100;
 /// Converts a complete argument span to a JSON object ([`Value::Object`]).
 ///
 /// `Err` says what is wrong and at which byte offset of `span`.
-pub fn to_json(enc: ArgEncoding, span: &[u8]) -> Result<Value, String> {
+#[cfg(test)]
+pub(crate) fn to_json(enc: ArgEncoding, span: &[u8]) -> Result<Value, String> {
     let mut conv = StreamConverter::new(enc);
     let mut text = conv.push(span)?;
     text.push_str(&conv.finish()?);
@@ -189,116 +180,6 @@ impl StreamConverter {
         }
         Ok(())
     }
-}
-
-/// Writes a JSON value as a Python literal: strings quoted as Python's `repr` does (single
-/// quotes unless the string has `'` and no `"`), `True`/`False`/`None`, lists, and dicts
-/// `{'k': v}`.
-///
-/// Control characters are escaped (`\n`, `\r`, `\t`, `\xHH`); every other character is
-/// written as itself (valid Python, and the spelling the pythonic grammar accepts).
-pub fn python_repr(v: &Value) -> String {
-    let mut out = String::new();
-    write_python(&mut out, v);
-    out
-}
-
-/// Writes arguments as Python keyword arguments, `a=1, b='x'` (names written as they are).
-pub fn python_kwargs(args: &Map<String, Value>) -> String {
-    let mut out = String::new();
-    for (i, (k, v)) in args.iter().enumerate() {
-        if i > 0 {
-            out.push_str(", ");
-        }
-        out.push_str(k);
-        out.push('=');
-        write_python(&mut out, v);
-    }
-    out
-}
-
-/// One piece of work for [`write_python`], which uses a stack instead of recursion.
-enum ReprItem<'a> {
-    /// A value to write.
-    Value(&'a Value),
-    /// Fixed text.
-    Text(&'static str),
-    /// A dict key, written with its `: `.
-    Key(&'a str),
-}
-
-/// Appends the Python literal for `v` to `out`.
-fn write_python(out: &mut String, v: &Value) {
-    let mut stack = vec![ReprItem::Value(v)];
-    while let Some(item) = stack.pop() {
-        match item {
-            ReprItem::Text(t) => out.push_str(t),
-            ReprItem::Key(k) => {
-                write_python_str(out, k);
-                out.push_str(": ");
-            }
-            ReprItem::Value(v) => match v {
-                Value::Null => out.push_str("None"),
-                Value::Bool(true) => out.push_str("True"),
-                Value::Bool(false) => out.push_str("False"),
-                Value::Number(n) => {
-                    let _ = write!(out, "{n}");
-                }
-                Value::String(s) => write_python_str(out, s),
-                Value::Array(items) => {
-                    out.push('[');
-                    stack.push(ReprItem::Text("]"));
-                    for (i, x) in items.iter().enumerate().rev() {
-                        stack.push(ReprItem::Value(x));
-                        if i > 0 {
-                            stack.push(ReprItem::Text(", "));
-                        }
-                    }
-                }
-                Value::Object(map) => {
-                    out.push('{');
-                    stack.push(ReprItem::Text("}"));
-                    for (i, (k, x)) in map.iter().enumerate().rev() {
-                        stack.push(ReprItem::Value(x));
-                        stack.push(ReprItem::Key(k));
-                        if i > 0 {
-                            stack.push(ReprItem::Text(", "));
-                        }
-                    }
-                }
-            },
-        }
-    }
-}
-
-/// Appends `s` as a Python string literal, quoted the way Python's `repr` picks.
-fn write_python_str(out: &mut String, s: &str) {
-    let quote = if s.contains('\'') && !s.contains('"') {
-        '"'
-    } else {
-        '\''
-    };
-    out.push(quote);
-    for c in s.chars() {
-        let cp = u32::from(c);
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c == quote => {
-                out.push('\\');
-                out.push(c);
-            }
-            // Only control characters are escaped: exactly what the pythonic grammar writes
-            // (any other character is valid raw inside a Python string literal).
-            _ if cp < 0x20 => {
-                let _ = write!(out, "\\x{cp:02x}");
-            }
-            c => out.push(c),
-        }
-    }
-    out.push(quote);
 }
 
 /// Formats an error message with its byte offset.
@@ -1446,8 +1327,9 @@ fn check_range(json: String) -> Result<String, &'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::python::{python_kwargs, python_repr};
     use proptest::prelude::*;
-    use serde_json::json;
+    use serde_json::{json, Map};
 
     /// Converts `span` by feeding it in pieces cut at `cuts` (offsets, any order).
     fn stream(enc: ArgEncoding, span: &[u8], cuts: &[usize]) -> Result<String, String> {

@@ -238,7 +238,7 @@ pub(super) fn le_regex(b: &Dec, excl: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::automaton::dfa::{Dfa, Op};
+    use crate::grammar::dfa::{Dfa, Op};
 
     fn dfa(re: &str) -> Dfa {
         Dfa::from_regex(re, 100_000).unwrap()

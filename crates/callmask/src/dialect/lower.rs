@@ -1,0 +1,467 @@
+//! Lowering a parsed dialect into one grammar: each rule in up to four call-count variants
+//! (no call, one, at least one, any number), built-ins (`@text`, `@text_without`, `@ws`, the
+//! calls generated from the tools' schemas) compiled through the schema compiler's
+//! [`GrammarBuilder`](crate::grammar::builder::GrammarBuilder).
+
+use super::syntax::Expr;
+use super::*;
+
+/// A tool's parameters as an object schema (`None`: no arguments at all).
+pub(super) fn object_schema(p: Option<&Value>) -> Value {
+    match p {
+        None => {
+            serde_json::json!({"type": "object", "properties": {}, "additionalProperties": false})
+        }
+        Some(Value::Bool(true)) => serde_json::json!({"type": "object"}),
+        Some(Value::Object(o)) if !o.contains_key("type") => {
+            let mut o = o.clone();
+            o.insert("type".into(), "object".into());
+            Value::Object(o)
+        }
+        Some(v) => v.clone(),
+    }
+}
+
+/// Lowers `dialect` for `tools` into one grammar, the root variant picked from `options`
+/// (`allowed`: the indices of the functions a call may name).
+pub(super) fn lower(
+    dialect: &Dialect,
+    tools: &Tools,
+    options: &DialectOptions,
+    allowed: Vec<usize>,
+) -> Result<Grammar> {
+    let null = Value::Null;
+    let params: Vec<Value> = tools
+        .as_slice()
+        .iter()
+        .map(|t| object_schema(t.parameters.as_ref()))
+        .collect();
+    let mut l = Lowering {
+        c: Compiler::new(&null, &options.compile),
+        dialect,
+        tools,
+        allowed,
+        memo: HashMap::new(),
+        specials: Vec::new(),
+        calls: HashMap::new(),
+        params: &params,
+        max_text: options.max_text_chars,
+    };
+    let root = dialect.rule("root").expect("checked at parse time");
+    let body = match (&options.tool_choice, options.parallel_calls) {
+        (ToolChoice::None, _) => l.lower(root, V::Zero, 0)?,
+        (ToolChoice::Auto, true) => l.lower(root, V::Any, 0)?,
+        (ToolChoice::Auto, false) => {
+            let a = l.lower(root, V::Zero, 0)?;
+            let b = l.lower(root, V::One, 0)?;
+            l.c.b.push(Node::Union(vec![a, b]))?
+        }
+        (_, true) => l.lower(root, V::Plus, 0)?,
+        (_, false) => l.lower(root, V::One, 0)?,
+    };
+    let root = match &options.reasoning {
+        None => body,
+        Some(r) => {
+            let start = l.marker(&r.start)?;
+            let end = l.marker(&r.end)?;
+            let text = l.text(std::slice::from_ref(&r.end), Capture::Reasoning)?;
+            let ws = l.ws()?;
+            let block = l.c.b.push(Node::Seq(vec![start, text, end, ws]))?;
+            let opt = l.c.b.push(Node::Repeat {
+                item: block,
+                min: 0,
+                max: 1,
+            })?;
+            l.c.b.push(Node::Seq(vec![opt, body]))?
+        }
+    };
+    let functions = tools.as_slice().iter().map(|t| t.name.clone()).collect();
+    let specials = std::mem::take(&mut l.specials);
+    let g = l.c.b.finish(root, false, specials, functions)?;
+    Ok(g)
+}
+
+/// Call-count variant of a rule: no call, exactly one, at least one, any number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum V {
+    Zero,
+    One,
+    Plus,
+    Any,
+}
+
+pub(super) struct Lowering<'a> {
+    c: Compiler<'a>,
+    dialect: &'a Dialect,
+    tools: &'a Tools,
+    allowed: Vec<usize>,
+    memo: HashMap<(String, V), NodeId>,
+    specials: Vec<String>,
+    /// Call nodes by builtin (a builtin's union of calls is built once).
+    calls: HashMap<String, NodeId>,
+    params: &'a [Value],
+    /// Bound on each stretch of free text, in characters.
+    max_text: Option<u32>,
+}
+
+/// Says which function's parameters an error is about.
+pub(super) fn in_function(e: Error, name: &str) -> Error {
+    match e {
+        Error::InvalidSchema { path, message } => Error::InvalidSchema {
+            path: format!("{name}: {path}"),
+            message,
+        },
+        Error::UnsupportedKeyword {
+            keyword,
+            path,
+            reason,
+        } => Error::UnsupportedKeyword {
+            keyword,
+            path: format!("{name}: {path}"),
+            reason,
+        },
+        other => other,
+    }
+}
+
+impl<'a> Lowering<'a> {
+    pub(super) fn never(&mut self) -> Result<NodeId> {
+        self.c.b.push(Node::Never)
+    }
+
+    pub(super) fn lit(&mut self, bytes: &[u8]) -> Result<NodeId> {
+        let d = self.c.cached(format!("lit|{bytes:?}"), |c| {
+            crate::grammar::dfa::Dfa::literals([bytes], c.opts.max_lexeme_states)
+                .map_err(|e| c.b.dfa_err(e, "", ""))
+        })?;
+        self.c.lexeme(d)
+    }
+
+    /// A regex lexeme (shared process-wide, so its token walks are too).
+    pub(super) fn regex(&mut self, re: &str) -> Result<NodeId> {
+        let d = self.c.cached(format!("re|{re}"), |c| c.b.regex(re, ""))?;
+        self.c.lexeme(d)
+    }
+
+    pub(super) fn special(&mut self, name: &str) -> Result<NodeId> {
+        let i = match self.specials.iter().position(|s| s == name) {
+            Some(i) => i,
+            None => {
+                self.specials.push(name.to_owned());
+                self.specials.len() - 1
+            }
+        };
+        self.c.b.push(Node::Special(i as u32))
+    }
+
+    /// A marker that is a special token where the vocabulary has one so spelled, else text.
+    pub(super) fn marker(&mut self, text: &str) -> Result<NodeId> {
+        let s = self.special(text)?;
+        let t = self.lit(text.as_bytes())?;
+        self.c.b.push(Node::Union(vec![s, t]))
+    }
+
+    pub(super) fn ws(&mut self) -> Result<NodeId> {
+        let re = format!("[ \\t\\n\\r]{{0,{}}}", self.c.opts.max_whitespace);
+        self.regex(&re)
+    }
+
+    /// Free text (valid UTF-8) holding none of `markers`, captured as `cap`.
+    pub(super) fn text(&mut self, markers: &[String], cap: Capture) -> Result<NodeId> {
+        let max = if cap == Capture::Text {
+            self.max_text
+        } else {
+            None
+        };
+        let d = self.c.cached(format!("text|{markers:?}|{max:?}"), |c| {
+            let mut any = c.b.regex("(?s:.)*", "")?;
+            let states = c.opts.max_lexeme_states;
+            if let Some(m) = max {
+                any = crate::grammar::dfa::Dfa::char_count(0, Some(u64::from(m)), states)
+                    .map_err(|e| c.b.dfa_err(e, "", ""))?;
+            }
+            if markers.is_empty() {
+                return Ok(any);
+            }
+            let alts: Vec<String> = markers.iter().map(|m| regex_syntax::escape(m)).collect();
+            let bad =
+                c.b.regex(&format!("(?s:.)*(?:{})(?s:.)*", alts.join("|")), "")?;
+            any.product(&bad, crate::grammar::dfa::Op::AndNot, states)
+                .map_err(|e| c.b.dfa_err(e, "", ""))
+        })?;
+        let l = self.c.lexeme(d)?;
+        self.c.b.push(Node::Capture(cap, l))
+    }
+
+    pub(super) fn lower(&mut self, e: &'a Expr, v: V, depth: usize) -> Result<NodeId> {
+        if depth > MAX_NESTING * 4 {
+            return Err(Error::LimitExceeded {
+                what: "dialect rule nesting",
+                limit: MAX_NESTING * 4,
+            });
+        }
+        let leaf = |this: &mut Self, f: &mut dyn FnMut(&mut Self) -> Result<NodeId>| match v {
+            V::Zero | V::Any => f(this),
+            V::One | V::Plus => this.never(),
+        };
+        match e {
+            Expr::Lit(b) => leaf(self, &mut |t| t.lit(b)),
+            Expr::Regex(r) => leaf(self, &mut |t| {
+                t.regex(r).map_err(|e| Error::Dialect {
+                    dialect: t.dialect.name.clone(),
+                    message: format!("regex /{r}/: {e}"),
+                })
+            }),
+            Expr::Special(s) => leaf(self, &mut |t| t.special(s)),
+            Expr::Ws => leaf(self, &mut |t| t.ws()),
+            Expr::Text(m) => leaf(self, &mut |t| t.text(m, Capture::Text)),
+            Expr::TextMatching(r) => leaf(self, &mut |t| {
+                // The regex, and at most `max_text` characters.
+                let max = t.max_text;
+                let d =
+                    t.c.cached(format!("text~|{r}|{max:?}"), |c| {
+                        let d = c.b.regex(r, "")?;
+                        let states = c.opts.max_lexeme_states;
+                        match max {
+                            None => Ok(d),
+                            Some(m) => {
+                                crate::grammar::dfa::Dfa::char_count(0, Some(u64::from(m)), states)
+                                    .and_then(|n| {
+                                        d.product(&n, crate::grammar::dfa::Op::And, states)
+                                    })
+                                    .map_err(|e| c.b.dfa_err(e, "", ""))
+                            }
+                        }
+                    })
+                    .map_err(|e| Error::Dialect {
+                        dialect: t.dialect.name.clone(),
+                        message: format!("@text_matching({r:?}): {e}"),
+                    })?;
+                let l = t.c.lexeme(d)?;
+                t.c.b.push(Node::Capture(Capture::Text, l))
+            }),
+            Expr::JsonCall { .. } | Expr::PythonCall | Expr::ParenCall => match v {
+                V::Zero => self.never(),
+                _ => self.calls(e),
+            },
+            Expr::Rule(name) => {
+                if let Some(&id) = self.memo.get(&(name.clone(), v)) {
+                    return Ok(id);
+                }
+                let id = self.never()?;
+                self.memo.insert((name.clone(), v), id);
+                let body = self.dialect.rule(name).expect("checked at parse time");
+                let b = self.lower(body, v, depth + 1)?;
+                self.c.b.nodes[id as usize] = Node::Union(vec![b]);
+                Ok(id)
+            }
+            Expr::Alt(alts) => {
+                let mut ids = Vec::new();
+                for a in alts {
+                    ids.push(self.lower(a, v, depth + 1)?);
+                }
+                self.c.b.push(Node::Union(ids))
+            }
+            Expr::Seq(items) => match v {
+                V::Zero | V::Any => {
+                    let mut ids = Vec::new();
+                    for x in items {
+                        ids.push(self.lower(x, v, depth + 1)?);
+                    }
+                    self.c.b.push(Node::Seq(ids))
+                }
+                V::One | V::Plus => {
+                    // The call(s) in item i: items before it without calls, items after it
+                    // without (One) or with any number (Plus).
+                    let rest = if v == V::One { V::Zero } else { V::Any };
+                    let mut alts = Vec::new();
+                    for i in 0..items.len() {
+                        let mut ids = Vec::new();
+                        for (j, x) in items.iter().enumerate() {
+                            let vj = match j.cmp(&i) {
+                                std::cmp::Ordering::Less => V::Zero,
+                                std::cmp::Ordering::Equal => v,
+                                std::cmp::Ordering::Greater => rest,
+                            };
+                            ids.push(self.lower(x, vj, depth + 1)?);
+                        }
+                        alts.push(self.c.b.push(Node::Seq(ids))?);
+                    }
+                    self.c.b.push(Node::Union(alts))
+                }
+            },
+            Expr::Repeat(x, min, max) => match v {
+                V::Zero | V::Any => {
+                    let item = self.lower(x, v, depth + 1)?;
+                    self.c.b.push(Node::Repeat {
+                        item,
+                        min: *min,
+                        max: *max,
+                    })
+                }
+                V::One | V::Plus => {
+                    // Exactly representable for `?`, `*` and `+`: calls in one repetition,
+                    // call-free ones around it.
+                    if *max == 1 {
+                        return self.lower(x, v, depth + 1);
+                    }
+                    if *min > 1 || *max != u32::MAX {
+                        return Err(Error::Dialect {
+                            dialect: self.dialect.name.clone(),
+                            message: "a bounded repetition {m,n} around calls is not supported \
+                                      (use ?, * or +)"
+                                .into(),
+                        });
+                    }
+                    let zero = self.lower(x, V::Zero, depth + 1)?;
+                    let before = self.c.b.push(Node::Repeat {
+                        item: zero,
+                        min: 0,
+                        max: u32::MAX,
+                    })?;
+                    let mid = self.lower(x, v, depth + 1)?;
+                    let after_item = if v == V::One {
+                        zero
+                    } else {
+                        self.lower(x, V::Any, depth + 1)?
+                    };
+                    let after = self.c.b.push(Node::Repeat {
+                        item: after_item,
+                        min: 0,
+                        max: u32::MAX,
+                    })?;
+                    self.c.b.push(Node::Seq(vec![before, mid, after]))
+                }
+            },
+        }
+    }
+
+    /// The union of one call per allowed function, as the builtin `e` writes it.
+    pub(super) fn calls(&mut self, e: &Expr) -> Result<NodeId> {
+        let key = format!("{e:?}");
+        if let Some(&id) = self.calls.get(&key) {
+            return Ok(id);
+        }
+        let mut alts = Vec::new();
+        for i in self.allowed.clone() {
+            let call = self.call(e, i)?;
+            alts.push(
+                self.c
+                    .b
+                    .push(Node::Capture(Capture::Call(i as u32), call))?,
+            );
+        }
+        let id = self.c.b.push(Node::Union(alts))?;
+        self.calls.insert(key, id);
+        Ok(id)
+    }
+
+    /// The arguments node of function `i` in encoding `enc` (`kwargs`: Python keyword
+    /// arguments).
+    pub(super) fn args(&mut self, i: usize, enc: Encoding, kwargs: bool) -> Result<NodeId> {
+        let schema: &'a Value = &self.params[i];
+        let name = &self.tools.as_slice()[i].name;
+        self.c.set_document(schema, enc);
+        let r = if kwargs {
+            self.c.compile_kwargs(schema, &format!("/{name}"))
+        } else {
+            self.c.compile(schema, "")
+        };
+        self.c.enc = Encoding::Json;
+        r.map_err(|e| in_function(e, name))
+    }
+
+    /// One call of function `i` as builtin `e` writes it.
+    pub(super) fn call(&mut self, e: &Expr, i: usize) -> Result<NodeId> {
+        let name = self.tools.as_slice()[i].name.clone();
+        match e {
+            Expr::JsonCall {
+                name_key,
+                args_key,
+                enc,
+            } => {
+                let name_node = {
+                    self.c.enc = Encoding::Json;
+                    let d = crate::grammar::dfa::Dfa::literals(
+                        [name.as_bytes()],
+                        self.c.opts.max_lexeme_states,
+                    )
+                    .and_then(|d| d.json_string(self.c.opts.max_lexeme_states))
+                    .map_err(|e| self.c.b.dfa_err(e, "", ""))?;
+                    self.c.lexeme(d)?
+                };
+                let args = self.args(i, *enc, false)?;
+                let args = if *enc == Encoding::JsonInString {
+                    let q1 = self.lit(b"\"")?;
+                    let q2 = self.lit(b"\"")?;
+                    self.c.b.push(Node::Seq(vec![q1, args, q2]))?
+                } else {
+                    args
+                };
+                let args = self.c.b.push(Node::Capture(Capture::Args(*enc), args))?;
+                self.c.enc = Encoding::Json;
+                let entries = vec![(name_key.clone(), name_node), (args_key.clone(), args)];
+                let required = vec![name_key.clone(), args_key.clone()];
+                let o = self.c.object_node(
+                    entries,
+                    &required,
+                    None,
+                    crate::grammar::Syntax::OBJECT,
+                    false,
+                )?;
+                self.c.b.push(Node::Object(Box::new(o)))
+            }
+            Expr::PythonCall => {
+                if !name.split('.').all(is_identifier) {
+                    return Err(Error::Unrepresentable {
+                        what: "function name",
+                        name,
+                        dialect: self.dialect.name.clone(),
+                        reason: "a Python call needs a (dotted) identifier".into(),
+                    });
+                }
+                let n = self.lit(name.as_bytes())?;
+                let args = self.args(i, Encoding::Python, true)?;
+                let args = self
+                    .c
+                    .b
+                    .push(Node::Capture(Capture::Args(Encoding::Python), args))?;
+                self.c.b.push(Node::Seq(vec![n, args]))
+            }
+            Expr::ParenCall => {
+                if name.is_empty()
+                    || !name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
+                {
+                    return Err(Error::Unrepresentable {
+                        what: "function name",
+                        name,
+                        dialect: self.dialect.name.clone(),
+                        reason: "only ASCII letters, digits, `_`, `.` and `-` can precede `(`"
+                            .into(),
+                    });
+                }
+                let open = self.lit(format!("{name}(").as_bytes())?;
+                let args = self.args(i, Encoding::Json, false)?;
+                let args = self
+                    .c
+                    .b
+                    .push(Node::Capture(Capture::Args(Encoding::Json), args))?;
+                let required_empty = self.params[i]
+                    .get("required")
+                    .and_then(Value::as_array)
+                    .is_none_or(|r| r.is_empty());
+                let inner = if required_empty {
+                    let empty = self.c.b.push(Node::Seq(vec![]))?;
+                    self.c.b.push(Node::Union(vec![args, empty]))?
+                } else {
+                    args
+                };
+                let close = self.lit(b")")?;
+                self.c.b.push(Node::Seq(vec![open, inner, close]))
+            }
+            _ => unreachable!("not a call builtin"),
+        }
+    }
+}

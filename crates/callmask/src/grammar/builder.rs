@@ -1,0 +1,359 @@
+//! The one way grammars are built: nodes and lexemes added under the limits of
+//! [`CompileOptions`], then finished into a shared [`Grammar`].
+//!
+//! Both JSON Schema compilation (`schema`) and dialect lowering (`dialect`) drive a
+//! [`GrammarBuilder`]; neither touches the node list directly. The builder charges every node
+//! and lexeme against the memory, state and node limits as it goes, so a hostile input fails
+//! with [`Error::LimitExceeded`] while it is being built rather than after, and `finish`
+//! normalises the graph once (flattened unions, unproductive nodes pruned, nullable flags).
+
+use super::dfa::{Dfa, DfaError, Op};
+use super::{Grammar, GrammarInner, LexId, Node, NodeId};
+use crate::error::{Error, Result};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How to compile a schema, and the limits that keep hostile schemas bounded.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct CompileOptions {
+    /// Drop keywords that cannot be enforced (listing them) instead of refusing the schema.
+    pub lenient: bool,
+    /// Most whitespace bytes in one gap between JSON tokens (0 = compact JSON only).
+    pub max_whitespace: u16,
+    /// Most nested objects/arrays in an output.
+    pub max_depth: u32,
+    /// Most nested subschemas while compiling.
+    pub max_schema_depth: usize,
+    /// Most states in one lexeme automaton.
+    pub max_lexeme_states: usize,
+    /// Most states over all of a grammar's distinct lexeme automata (one shared by many values
+    /// counts once).
+    pub max_total_states: usize,
+    /// Most grammar nodes.
+    pub max_nodes: usize,
+    /// Longest compile time.
+    pub max_compile_time: Duration,
+    /// Most JSON values in the schema document(s) (every object, array, string, number,
+    /// boolean and null counts one; a dialect counts all its tools' parameters together). This is
+    /// the schema-size limit: it is checked before anything else, so an oversized document is
+    /// refused in one linear pass. Typical schemas weigh 10–40 bytes of JSON per value.
+    pub max_schema_values: usize,
+    /// Most heap bytes of one compiled grammar, estimated as it is built: lexeme automata
+    /// (transition tables), grammar nodes, object key lists and key tries.
+    pub max_memory: usize,
+}
+
+crate::option_setters!(CompileOptions {
+    lenient: bool,
+    max_whitespace: u16,
+    max_depth: u32,
+    max_schema_depth: usize,
+    max_lexeme_states: usize,
+    max_total_states: usize,
+    max_nodes: usize,
+    max_compile_time: Duration,
+    max_schema_values: usize,
+    max_memory: usize
+});
+
+impl Default for CompileOptions {
+    fn default() -> Self {
+        CompileOptions {
+            lenient: false,
+            max_whitespace: 20,
+            max_depth: 64,
+            max_schema_depth: 200,
+            max_lexeme_states: 50_000,
+            max_total_states: 200_000,
+            max_nodes: 200_000,
+            max_compile_time: Duration::from_secs(10),
+            max_schema_values: 1_000_000,
+            max_memory: 256 << 20,
+        }
+    }
+}
+
+/// A grammar under construction: its nodes and lexemes, the limits in force, and what lenient
+/// mode dropped.
+pub(crate) struct GrammarBuilder<'o> {
+    /// The options and limits.
+    pub(crate) opts: &'o CompileOptions,
+    /// The nodes so far.
+    pub(crate) nodes: Vec<Node>,
+    /// The distinct lexeme automata so far.
+    pub(crate) lexemes: Vec<Arc<Dfa>>,
+    /// What lenient mode dropped, as "keyword at #/pointer".
+    pub(crate) dropped: Vec<String>,
+    total_states: usize,
+    /// Estimated heap bytes of the grammar so far.
+    memory: usize,
+    deadline: Instant,
+}
+
+/// A JSON pointer as errors show it (`#` for the root).
+pub(crate) fn ptr(path: &str) -> String {
+    if path.is_empty() {
+        "#".into()
+    } else {
+        format!("#{path}")
+    }
+}
+
+impl<'o> GrammarBuilder<'o> {
+    /// An empty grammar under `opts`; the compile-time budget starts now.
+    pub(crate) fn new(opts: &'o CompileOptions) -> Self {
+        GrammarBuilder {
+            opts,
+            nodes: Vec::new(),
+            lexemes: Vec::new(),
+            dropped: Vec::new(),
+            total_states: 0,
+            memory: 0,
+            deadline: Instant::now() + opts.max_compile_time,
+        }
+    }
+
+    /// Adds `bytes` to the grammar's estimated memory ([`CompileOptions::max_memory`]).
+    pub(crate) fn charge(&mut self, bytes: usize) -> Result<()> {
+        self.memory = self.memory.saturating_add(bytes);
+        if self.memory > self.opts.max_memory {
+            return Err(Error::LimitExceeded {
+                what: "grammar memory (bytes)",
+                limit: self.opts.max_memory,
+            });
+        }
+        Ok(())
+    }
+
+    /// Adds a lexeme's states to the total ([`CompileOptions::max_total_states`]).
+    fn count_states(&mut self, dfa: &Dfa) -> Result<()> {
+        self.total_states += dfa.state_count();
+        if self.total_states > self.opts.max_total_states {
+            return Err(Error::LimitExceeded {
+                what: "automaton states",
+                limit: self.opts.max_total_states,
+            });
+        }
+        Ok(())
+    }
+
+    pub(crate) fn push(&mut self, node: Node) -> Result<NodeId> {
+        if self.nodes.len() >= self.opts.max_nodes {
+            return Err(Error::LimitExceeded {
+                what: "grammar nodes",
+                limit: self.opts.max_nodes,
+            });
+        }
+        // The node, its nullable flag, and what it owns on the heap.
+        self.charge(std::mem::size_of::<Node>() + 1 + node.heap_bytes())?;
+        self.nodes.push(node);
+        Ok(self.nodes.len() as NodeId - 1)
+    }
+
+    /// A lexeme node for `dfa` as it is (no encoding applied); `Never` for an empty automaton.
+    pub(crate) fn lexeme(&mut self, dfa: Arc<Dfa>) -> Result<NodeId> {
+        if dfa.is_empty() {
+            return self.push(Node::Never);
+        }
+        let id = self.lexeme_id(dfa)?;
+        self.push(Node::Lex(id))
+    }
+
+    /// The id of `dfa` in this grammar (one id per shared automaton, whose states and memory
+    /// count once).
+    pub(crate) fn lexeme_id(&mut self, dfa: Arc<Dfa>) -> Result<LexId> {
+        if let Some(i) = self.lexemes.iter().position(|d| Arc::ptr_eq(d, &dfa)) {
+            return Ok(i as LexId);
+        }
+        self.count_states(&dfa)?;
+        self.charge(dfa.memory() + std::mem::size_of::<Arc<Dfa>>())?;
+        self.lexemes.push(dfa);
+        Ok(self.lexemes.len() as LexId - 1)
+    }
+
+    pub(crate) fn dfa_err(&self, e: DfaError, path: &str, pattern: &str) -> Error {
+        match e {
+            DfaError::TooLarge => Error::LimitExceeded {
+                what: "states in one lexeme automaton",
+                limit: self.opts.max_lexeme_states,
+            },
+            DfaError::Regex(message) => Error::InvalidPattern {
+                pattern: pattern.into(),
+                path: ptr(path),
+                message,
+            },
+        }
+    }
+
+    pub(crate) fn regex(&self, re: &str, path: &str) -> Result<Dfa> {
+        Dfa::from_regex(re, self.opts.max_lexeme_states).map_err(|e| self.dfa_err(e, path, re))
+    }
+
+    /// The intersection of two lexeme automata.
+    pub(crate) fn and(&self, a: &Dfa, b: &Dfa, path: &str) -> Result<Dfa> {
+        a.product(b, Op::And, self.opts.max_lexeme_states)
+            .map_err(|e| self.dfa_err(e, path, ""))
+    }
+
+    /// A keyword that cannot be enforced: refused ([`Error::UnsupportedKeyword`]), or dropped
+    /// and listed in lenient mode.
+    pub(crate) fn unsupported(&mut self, keyword: &str, path: &str, reason: &str) -> Result<()> {
+        if self.opts.lenient {
+            self.dropped.push(format!("{keyword} at {}", ptr(path)));
+            Ok(())
+        } else {
+            Err(Error::UnsupportedKeyword {
+                keyword: keyword.into(),
+                path: ptr(path),
+                reason: reason.into(),
+            })
+        }
+    }
+
+    /// [`Error::LimitExceeded`] once the compile-time budget is spent.
+    pub(crate) fn check_budget(&self) -> Result<()> {
+        if Instant::now() > self.deadline {
+            return Err(Error::LimitExceeded {
+                what: "compile time (ms)",
+                limit: self.opts.max_compile_time.as_millis() as usize,
+            });
+        }
+        Ok(())
+    }
+
+    /// Finalizes the grammar with `root` as its start node.
+    pub(crate) fn finish(
+        self,
+        root: NodeId,
+        json_root: bool,
+        specials: Vec<String>,
+        functions: Vec<String>,
+    ) -> Result<Grammar> {
+        let mut inner = GrammarInner {
+            nullable: Vec::new(),
+            nodes: self.nodes,
+            lexemes: self.lexemes,
+            root,
+            max_whitespace: self.opts.max_whitespace,
+            max_depth: self.opts.max_depth,
+            dropped: self.dropped,
+            root_ws: json_root,
+            pop_any: !json_root,
+            specials,
+            functions,
+        };
+        finalize(&mut inner, self.opts)?;
+        Ok(Grammar {
+            inner: Arc::new(inner),
+        })
+    }
+}
+
+fn finalize(g: &mut GrammarInner, _opts: &CompileOptions) -> Result<()> {
+    let n = g.nodes.len();
+    // 1. Flatten unions into their non-union leaves (union cycles contribute nothing).
+    let mut flat: Vec<Option<Vec<NodeId>>> = vec![None; n];
+    fn leaves(g: &GrammarInner, id: NodeId, seen: &mut Vec<bool>, out: &mut Vec<NodeId>) {
+        if seen[id as usize] {
+            return;
+        }
+        seen[id as usize] = true;
+        match &g.nodes[id as usize] {
+            Node::Union(alts) => {
+                for &a in alts {
+                    leaves(g, a, seen, out);
+                }
+            }
+            Node::Never => {}
+            _ => {
+                if !out.contains(&id) {
+                    out.push(id)
+                }
+            }
+        }
+    }
+    for (id, slot) in flat.iter_mut().enumerate() {
+        if matches!(g.nodes[id], Node::Union(_)) {
+            let mut seen = vec![false; n];
+            let mut out = Vec::new();
+            leaves(g, id as NodeId, &mut seen, &mut out);
+            *slot = Some(out);
+        }
+    }
+    for (id, f) in flat.into_iter().enumerate() {
+        if let Some(f) = f {
+            g.nodes[id] = if f.is_empty() {
+                Node::Never
+            } else {
+                Node::Union(f)
+            };
+        }
+    }
+    // 2. Productivity: which nodes admit at least one finite value.
+    let prod = g.productive(&[]);
+    // 3. Prune what admits nothing.
+    for id in 0..n {
+        if !prod[id] {
+            g.nodes[id] = Node::Never;
+            continue;
+        }
+        match &mut g.nodes[id] {
+            Node::Union(alts) => alts.retain(|&a| prod[a as usize]),
+            Node::Object(o) => {
+                o.unavailable = (0..o.keys.len() as u32)
+                    .filter(|&k| !prod[o.values[k as usize] as usize])
+                    .collect();
+                if let Some((_, v)) = o.additional {
+                    if !prod[v as usize] {
+                        o.additional = None;
+                    }
+                }
+            }
+            Node::Array(a) => {
+                let first_bad = a.prefix.iter().position(|&p| !prod[p as usize]);
+                if let Some(i) = first_bad {
+                    a.max_items = a.max_items.min(i as u32);
+                    a.prefix.truncate(i);
+                } else if a.items.is_some_and(|it| !prod[it as usize]) {
+                    a.max_items = a.max_items.min(a.prefix.len() as u32);
+                }
+                if a.items.is_none() {
+                    a.max_items = a.max_items.min(a.prefix.len() as u32);
+                }
+            }
+            Node::Repeat { item, max, .. } if !prod[*item as usize] => *max = 0,
+            _ => {}
+        }
+    }
+    // 4. Which nodes match the empty output.
+    let mut nullable = vec![false; n];
+    loop {
+        let mut changed = false;
+        for id in 0..n {
+            if nullable[id] {
+                continue;
+            }
+            let e = match &g.nodes[id] {
+                Node::Lex(l) => {
+                    let d = &g.lexemes[*l as usize];
+                    !d.is_empty() && d.is_accepting(d.start())
+                }
+                Node::Union(alts) => alts.iter().any(|&a| nullable[a as usize]),
+                Node::Seq(e) => e.iter().all(|&x| nullable[x as usize]),
+                Node::Repeat { item, min, .. } => *min == 0 || nullable[*item as usize],
+                Node::Capture(_, x) => nullable[*x as usize],
+                _ => false,
+            };
+            if e {
+                nullable[id] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    g.nullable = nullable;
+    Ok(())
+}

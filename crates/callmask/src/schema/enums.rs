@@ -1,0 +1,159 @@
+//! `enum` and `const`: the values are filtered through the rest of their schema, then scalars
+//! become one literal automaton and containers become fixed-shape nodes.
+
+use super::*;
+
+impl Compiler<'_> {
+    pub(super) fn compile_enum(&mut self, obj: &Map<String, Value>, path: &str) -> Result<NodeId> {
+        let mut values: Vec<Value> = Vec::new();
+        if let Some(c) = obj.get("const") {
+            values.push(c.clone());
+        }
+        if let Some(e) = obj.get("enum") {
+            let e = e
+                .as_array()
+                .ok_or_else(|| invalid(path, "enum must be an array"))?;
+            if obj.contains_key("const") {
+                values.retain(|v| e.iter().any(|x| json_eq(v, x)));
+            } else {
+                values.extend(e.iter().cloned());
+            }
+        }
+        // Other keywords filter the values.
+        let mut rest = obj.clone();
+        rest.remove("const");
+        rest.remove("enum");
+        let only_type = rest
+            .keys()
+            .all(|k| k == "type" || k == "nullable" || is_annotation(k));
+        if only_type && rest.contains_key("type") {
+            // The common case, `{"type": T, "enum": [...]}`: filter by type directly.
+            let mut types = type_set(&rest["type"], path)?;
+            if rest.get("nullable") == Some(&Value::Bool(true)) {
+                types |= T_NULL;
+            }
+            values.retain(|v| {
+                types
+                    & match v {
+                        Value::Null => T_NULL,
+                        Value::Bool(_) => T_BOOL,
+                        Value::Number(n) if n.as_f64().is_some_and(|f| f.fract() == 0.0) => T_INT,
+                        Value::Number(_) => T_NUM,
+                        Value::String(_) => T_STR,
+                        Value::Array(_) => T_ARR,
+                        Value::Object(_) => T_OBJ,
+                    }
+                    != 0
+            });
+        } else if rest.keys().any(|k| !is_annotation(k)) {
+            let mut check = rest.clone();
+            for d in ["$defs", "definitions"] {
+                if let Some(v) = self.root.get(d) {
+                    check.insert(d.into(), v.clone());
+                }
+            }
+            let v = jsonschema::options()
+                .should_validate_formats(true)
+                .build(&Value::Object(check))
+                .map_err(|e| {
+                    invalid(
+                        path,
+                        format!("cannot check enum values against the schema: {e}"),
+                    )
+                })?;
+            values.retain(|x| v.is_valid(x));
+        }
+        let mut scalars_text: Vec<Vec<u8>> = Vec::new();
+        let mut strings: Vec<Vec<u8>> = Vec::new();
+        let mut others: Vec<NodeId> = Vec::new();
+        for v in &values {
+            self.b.check_budget()?;
+            match v {
+                Value::String(s) => strings.push(s.as_bytes().to_vec()),
+                Value::Number(n) => {
+                    scalars_text.push(n.to_string().into_bytes());
+                    if let Some(f) = n.as_f64() {
+                        if f.fract() == 0.0 && f.abs() < 1e19 {
+                            let i = f as i128;
+                            scalars_text.push(i.to_string().into_bytes());
+                            scalars_text.push(format!("{i}.0").into_bytes());
+                        }
+                    }
+                }
+                Value::Bool(b) => scalars_text.push(
+                    self.literal(if *b { "true" } else { "false" })
+                        .as_bytes()
+                        .to_vec(),
+                ),
+                Value::Null => scalars_text.push(self.literal("null").as_bytes().to_vec()),
+                Value::Array(items) => {
+                    let mut prefix = Vec::new();
+                    for (i, it) in items.iter().enumerate() {
+                        prefix.push(self.const_node(it, &format!("{path}/enum/{i}"))?);
+                    }
+                    let n = items.len() as u32;
+                    others.push(self.b.push(Node::Array(ArrayNode {
+                        prefix,
+                        items: None,
+                        min_items: n,
+                        max_items: n,
+                        syntax: self.arr_syntax(),
+                    }))?);
+                }
+                Value::Object(_) => others.push(self.const_node(v, path)?),
+            }
+        }
+        if !strings.is_empty() || !scalars_text.is_empty() {
+            let key = format!("enum|{strings:?}|{scalars_text:?}");
+            let d = self.cached(key, |this| {
+                let max = this.opts.max_lexeme_states;
+                let mut lex: Option<Dfa> = None;
+                if !strings.is_empty() {
+                    let d = Dfa::literals(strings.iter().map(|s| s.as_slice()), max)
+                        .map_err(|e| this.b.dfa_err(e, path, ""))?;
+                    let d = this.quote(&d, path)?;
+                    lex = Some(d);
+                }
+                if !scalars_text.is_empty() {
+                    let d = Dfa::literals(scalars_text.iter().map(|s| s.as_slice()), max)
+                        .map_err(|e| this.b.dfa_err(e, path, ""))?;
+                    lex = Some(match lex {
+                        Some(l) => l
+                            .product(&d, Op::Or, max)
+                            .map_err(|e| this.b.dfa_err(e, path, ""))?,
+                        None => d,
+                    });
+                }
+                Ok(lex.expect("some values"))
+            })?;
+            others.push(self.lexeme(d)?);
+        }
+        match others.len() {
+            0 => self.b.push(Node::Never),
+            1 => Ok(others[0]),
+            _ => self.b.push(Node::Union(others)),
+        }
+    }
+
+    /// A node matching exactly one JSON value.
+    pub(super) fn const_node(&mut self, v: &Value, path: &str) -> Result<NodeId> {
+        match v {
+            Value::Object(m) => {
+                let mut entries: Vec<(String, NodeId)> = Vec::new();
+                for (k, x) in m {
+                    let id = self.const_node(x, &format!("{path}/{}", escape_ptr(k)))?;
+                    entries.push((k.clone(), id));
+                }
+                let required: Vec<String> = m.keys().cloned().collect();
+                let syntax = self.obj_syntax();
+                let o = self.object_node(entries, &required, None, syntax, false)?;
+                self.b.push(Node::Object(Box::new(o)))
+            }
+            _ => {
+                let mut m = Map::new();
+                m.insert("const".into(), v.clone());
+                self.compile_enum(&m, path)
+            }
+        }
+    }
+}

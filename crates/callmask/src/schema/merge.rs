@@ -1,0 +1,215 @@
+//! `allOf`: the parts are merged into one schema where every keyword combines exactly (bounds
+//! take the tighter value, enums intersect, patterns and formats are all kept); keywords whose
+//! meaning depends on their siblings are merged only when the result stays exact, and refused
+//! by name otherwise.
+
+use super::*;
+
+impl Compiler<'_> {
+    pub(super) fn merge_all(&self, parts: &[Value], path: &str) -> Result<Value> {
+        let mut acc = Value::Object(Map::new());
+        for p in parts {
+            let p = self.deref_part(p, path, 0)?;
+            acc = self.merge_two(&acc, &p, path, 0)?;
+        }
+        Ok(acc)
+    }
+
+    /// The conjunction of two schemas as one schema, where keywords combine exactly.
+    pub(super) fn merge_two(
+        &self,
+        a: &Value,
+        b: &Value,
+        path: &str,
+        depth: usize,
+    ) -> Result<Value> {
+        let (a, b) = match (a, b) {
+            (Value::Bool(false), _) | (_, Value::Bool(false)) => return Ok(Value::Bool(false)),
+            (Value::Bool(true), x) | (x, Value::Bool(true)) => {
+                return self.deref_part(x, path, depth)
+            }
+            (Value::Object(a), Value::Object(b)) => (a, b),
+            _ => return Err(invalid(path, "allOf parts must be schemas")),
+        };
+        let b = match self.deref_part(&Value::Object(b.clone()), path, depth)? {
+            Value::Object(b) => b,
+            other => return self.merge_two(&Value::Object(a.clone()), &other, path, depth),
+        };
+        // Keywords that depend on their siblings (additionalProperties on properties, items on
+        // prefixItems, additionalItems on array items) stay exact only if the other side adds
+        // no sibling they would have to look past.
+        for (x, y) in [(a, &b), (&b, a)] {
+            let keys = property_names;
+            let len = |o: &Map<String, Value>, k: &str| {
+                o.get(k).and_then(Value::as_array).map_or(0, Vec::len)
+            };
+            let restricts = |v: Option<&Value>| v.is_some_and(|v| v != &Value::Bool(true));
+            let conflict = (restricts(x.get("additionalProperties"))
+                && y.contains_key("properties")
+                && keys(x)
+                    != keys(y)
+                        .into_iter()
+                        .chain(keys(x))
+                        .collect::<std::collections::BTreeSet<_>>()
+                        .into_iter()
+                        .collect::<Vec<_>>())
+                || (restricts(x.get("items"))
+                    && x.get("items").is_some_and(|i| !i.is_array())
+                    && len(y, "prefixItems") > len(x, "prefixItems"))
+                || (restricts(x.get("additionalItems")) && len(y, "items") > len(x, "items"))
+                || (restricts(x.get("items"))
+                    && x.get("items").is_some_and(|i| !i.is_array())
+                    && y.get("items").is_some_and(Value::is_array));
+            if conflict {
+                return Err(Error::UnsupportedKeyword {
+                    keyword: "allOf".into(),
+                    path: ptr(path),
+                    reason: "parts whose additionalProperties/items would have to look past properties/prefixItems of another part cannot be merged".into(),
+                });
+            }
+        }
+        let mut out = a.clone();
+        // Unions: at most one side may carry them; the other side is distributed into them.
+        for kw in ["anyOf", "oneOf"] {
+            if out.contains_key(kw) && b.contains_key(kw) {
+                let x = out.remove(kw).unwrap();
+                let y = b[kw].clone();
+                let mut m = Map::new();
+                m.insert(kw.into(), x);
+                let mut n = Map::new();
+                n.insert(kw.into(), y);
+                // allOf of two unions: expand the product for anyOf; refuse for oneOf.
+                if kw == "oneOf" {
+                    return Err(Error::UnsupportedKeyword {
+                        keyword: "oneOf".into(),
+                        path: ptr(path),
+                        reason: "allOf of two oneOf cannot be merged".into(),
+                    });
+                }
+                let (xs, ys) = (
+                    m[kw].as_array().cloned().unwrap_or_default(),
+                    n[kw].as_array().cloned().unwrap_or_default(),
+                );
+                let mut prod = Vec::new();
+                for x in &xs {
+                    for y in &ys {
+                        prod.push(serde_json::json!({ "allOf": [x, y] }));
+                    }
+                }
+                out.insert(kw.into(), Value::Array(prod));
+                let mut b2 = b.clone();
+                b2.remove(kw);
+                return self.merge_two(&Value::Object(out), &Value::Object(b2), path, depth);
+            }
+        }
+        for (k, bv) in b.iter() {
+            let Some(av) = out.get(k).cloned() else {
+                out.insert(k.clone(), bv.clone());
+                continue;
+            };
+            if &av == bv {
+                continue;
+            }
+            let merged = match k.as_str() {
+                "type" => {
+                    let ta = type_set(&av, path)?;
+                    let tb = type_set(bv, path)?;
+                    // "number" includes "integer" in these sets, so the intersection is exact.
+                    let t = ta & tb;
+                    if t == 0 {
+                        // No type left: nothing matches.
+                        return Ok(Value::Bool(false));
+                    }
+                    type_value(t)
+                }
+                "required" => {
+                    let mut r: Vec<Value> = av.as_array().cloned().unwrap_or_default();
+                    for x in bv.as_array().cloned().unwrap_or_default() {
+                        if !r.contains(&x) {
+                            r.push(x);
+                        }
+                    }
+                    Value::Array(r)
+                }
+                "properties" => {
+                    let (pa, pb) = match (av.as_object(), bv.as_object()) {
+                        (Some(x), Some(y)) => (x, y),
+                        _ => return Err(invalid(path, "properties must be an object")),
+                    };
+                    let mut m = pa.clone();
+                    for (pk, ps) in pb {
+                        match m.get(pk) {
+                            Some(x) => {
+                                let both = serde_json::json!({ "allOf": [x, ps] });
+                                m.insert(pk.clone(), both);
+                            }
+                            None => {
+                                m.insert(pk.clone(), ps.clone());
+                            }
+                        }
+                    }
+                    Value::Object(m)
+                }
+                "items" | "additionalProperties" if av.is_object() || av.is_boolean() => {
+                    if k == "additionalProperties" {
+                        // Exact only when both sides list the same properties.
+                        if property_names(a) != property_names(&b) {
+                            return Err(Error::UnsupportedKeyword {
+                                keyword: "additionalProperties".into(),
+                                path: ptr(path),
+                                reason: "allOf parts with different properties and additionalProperties cannot be merged".into(),
+                            });
+                        }
+                    }
+                    serde_json::json!({ "allOf": [av, bv] })
+                }
+                "minimum" | "exclusiveMinimum" | "minLength" | "minItems" => {
+                    num_pick(&av, bv, true, path)?
+                }
+                "maximum" | "exclusiveMaximum" | "maxLength" | "maxItems" => {
+                    num_pick(&av, bv, false, path)?
+                }
+                "enum" | "const" => {
+                    // keep both: compile_enum filters values by the rest of the schema
+                    let va = enum_values(k, &av);
+                    let vb = enum_values(k, bv);
+                    let both: Vec<Value> = va
+                        .into_iter()
+                        .filter(|x| vb.iter().any(|y| json_eq(x, y)))
+                        .collect();
+                    out.remove("const");
+                    out.insert("enum".into(), Value::Array(both));
+                    continue;
+                }
+                "pattern" | "format" => {
+                    // Two patterns (or formats) that must both hold: the keyword becomes the list
+                    // of them, which `string_dfa` intersects. The list lives in the keyword's own
+                    // value, never in a key of ours that a user's schema could also contain.
+                    let mut all = Vec::new();
+                    for v in [&av, bv] {
+                        match v {
+                            Value::String(_) => all.push(v.clone()),
+                            Value::Array(list) if list.iter().all(Value::is_string) => {
+                                all.extend(list.iter().cloned())
+                            }
+                            _ => return Err(invalid(path, format!("{k} must be a string"))),
+                        }
+                    }
+                    Value::Array(all)
+                }
+                _ if is_annotation(k) => continue,
+                _ => {
+                    return Err(Error::UnsupportedKeyword {
+                        keyword: k.clone(),
+                        path: ptr(path),
+                        reason:
+                            "allOf parts with different values for this keyword cannot be merged"
+                                .into(),
+                    })
+                }
+            };
+            out.insert(k.clone(), merged);
+        }
+        Ok(Value::Object(out))
+    }
+}

@@ -1,0 +1,199 @@
+//! Strings, numbers, integers, booleans and null: `type`-driven compilation of the scalar part
+//! of a schema into one lexeme automaton (lengths, `pattern`, `format`, numeric bounds), with
+//! compiled lexemes shared process-wide by their defining keywords.
+
+use super::*;
+
+impl Compiler<'_> {
+    pub(super) fn compile_typed(&mut self, obj: &Map<String, Value>, path: &str) -> Result<NodeId> {
+        let mut types = match obj.get("type") {
+            Some(t) => type_set(t, path)?,
+            None => T_ALL,
+        };
+        if obj.get("nullable") == Some(&Value::Bool(true)) {
+            types |= T_NULL;
+        }
+        if types & T_NUM != 0 {
+            types &= !T_INT;
+        }
+        let mut alts = Vec::new();
+        let scalar_types = types & (T_NULL | T_BOOL | T_INT | T_NUM | T_STR);
+        if scalar_types != 0 {
+            // The scalar part depends only on these keywords: compiled lexemes are shared
+            // process-wide (formats, bounded strings and numbers recur across tool sets).
+            let mut key = format!("scalar|{scalar_types}|");
+            for kw in [
+                "minLength",
+                "maxLength",
+                "pattern",
+                "format",
+                "minimum",
+                "maximum",
+                "exclusiveMinimum",
+                "exclusiveMaximum",
+            ] {
+                if let Some(v) = obj.get(kw) {
+                    key.push_str(kw);
+                    key.push_str(&v.to_string());
+                }
+            }
+            let d = self.cached(key, |this| this.scalar_dfa(obj, scalar_types, path))?;
+            alts.push(self.lexeme(d)?);
+        }
+        if types & T_OBJ != 0 {
+            alts.push(self.compile_object(obj, path)?);
+        }
+        if types & T_ARR != 0 {
+            alts.push(self.compile_array(obj, path)?);
+        }
+        match alts.len() {
+            0 => self.b.push(Node::Never),
+            1 => Ok(alts[0]),
+            _ => self.b.push(Node::Union(alts)),
+        }
+    }
+
+    /// One automaton for the scalar types in `types` (a union of their lexemes).
+    pub(super) fn scalar_dfa(
+        &mut self,
+        obj: &Map<String, Value>,
+        types: u8,
+        path: &str,
+    ) -> Result<Dfa> {
+        let max = self.opts.max_lexeme_states;
+        let mut parts: Vec<Dfa> = Vec::new();
+        if types & T_NULL != 0 {
+            parts.push(self.b.regex(self.literal("null"), path)?);
+        }
+        if types & T_BOOL != 0 {
+            let re = format!("{}|{}", self.literal("true"), self.literal("false"));
+            parts.push(self.b.regex(&re, path)?);
+        }
+        if types & (T_INT | T_NUM) != 0 {
+            parts.push(self.number_dfa(obj, types & T_NUM == 0, path)?);
+        }
+        if types & T_STR != 0 {
+            let d = self.string_dfa(obj, path)?;
+            parts.push(self.quote(&d, path)?);
+        }
+        let mut acc = parts.pop().expect("at least one scalar type");
+        for p in parts {
+            acc = acc
+                .product(&p, Op::Or, max)
+                .map_err(|e| self.b.dfa_err(e, path, ""))?;
+        }
+        Ok(acc)
+    }
+
+    /// The automaton over a string's decoded content.
+    pub(super) fn string_dfa(&mut self, obj: &Map<String, Value>, path: &str) -> Result<Dfa> {
+        let mut parts: Vec<Dfa> = Vec::new();
+        let min = get_count(obj, "minLength", path)?;
+        let max = get_count(obj, "maxLength", path)?;
+        if min.is_some() || max.is_some() {
+            let min = min.unwrap_or(0);
+            if max.is_some_and(|m| m < min) {
+                return Ok(Dfa::literals(std::iter::empty(), 10).unwrap());
+            }
+            let d = Dfa::char_count(min, max, self.opts.max_lexeme_states)
+                .map_err(|e| self.b.dfa_err(e, path, ""))?;
+            parts.push(d);
+        }
+        for p in string_list(obj, "pattern", path)? {
+            let re = format!("(?s:.)*(?:{})(?s:.)*", translate_ecma(p));
+            parts.push(
+                Dfa::from_regex(&re, self.opts.max_lexeme_states).map_err(|e| match e {
+                    DfaError::Regex(m) => Error::InvalidPattern {
+                        pattern: p.into(),
+                        path: ptr(path),
+                        message: m,
+                    },
+                    DfaError::TooLarge => Error::LimitExceeded {
+                        what: "states in one lexeme automaton",
+                        limit: self.opts.max_lexeme_states,
+                    },
+                })?,
+            );
+        }
+        for f in string_list(obj, "format", path)? {
+            match format_regex(f) {
+                Some(re) => parts.push(self.b.regex(&re, path)?),
+                None => {
+                    self.b
+                        .unsupported("format", path, &format!("format {f:?} is not supported"))?
+                }
+            }
+        }
+        let mut acc = match parts.pop() {
+            Some(d) => d,
+            None => self.b.regex("(?s:.)*", path)?,
+        };
+        for p in parts {
+            acc = self.b.and(&acc, &p, path)?;
+        }
+        Ok(acc)
+    }
+
+    pub(super) fn number_dfa(
+        &mut self,
+        obj: &Map<String, Value>,
+        integer: bool,
+        path: &str,
+    ) -> Result<Dfa> {
+        let bound = |k: &str| -> Result<Option<f64>> {
+            match obj.get(k) {
+                None => Ok(None),
+                Some(Value::Number(n)) => Ok(n.as_f64()),
+                Some(Value::Bool(_)) if k.starts_with("exclusive") => Ok(None),
+                Some(_) => Err(invalid(path, format!("{k} must be a number"))),
+            }
+        };
+        let mut lowers: Vec<(f64, bool)> = Vec::new();
+        let mut uppers: Vec<(f64, bool)> = Vec::new();
+        // draft-04 style boolean exclusives
+        let excl_min_bool = obj.get("exclusiveMinimum") == Some(&Value::Bool(true));
+        let excl_max_bool = obj.get("exclusiveMaximum") == Some(&Value::Bool(true));
+        if let Some(m) = bound("minimum")? {
+            lowers.push((m, excl_min_bool));
+        }
+        if let Some(m) = bound("exclusiveMinimum")? {
+            lowers.push((m, true));
+        }
+        if let Some(m) = bound("maximum")? {
+            uppers.push((m, excl_max_bool));
+        }
+        if let Some(m) = bound("exclusiveMaximum")? {
+            uppers.push((m, true));
+        }
+        if integer {
+            let lo = lowers
+                .iter()
+                .map(|&(b, ex)| if ex { b.floor() + 1.0 } else { b.ceil() })
+                .fold(None, |a: Option<f64>, b| Some(a.map_or(b, |a| a.max(b))));
+            let hi = uppers
+                .iter()
+                .map(|&(b, ex)| if ex { b.ceil() - 1.0 } else { b.floor() })
+                .fold(None, |a: Option<f64>, b| Some(a.map_or(b, |a| a.min(b))));
+            let re = match int_range_regex(lo, hi) {
+                Some(r) => format!("(?:{r})(?:\\.0{{1,20}})?"),
+                None => return Ok(Dfa::literals(std::iter::empty(), 10).unwrap()),
+            };
+            return self.b.regex(&re, path);
+        }
+        if lowers.is_empty() && uppers.is_empty() {
+            return self.b.regex(NUMBER, path);
+        }
+        let mut acc = self.b.regex(BOUNDED_NUMBER, path)?;
+        for (b, ex) in lowers {
+            let re = ge_regex(&Dec::from_f64(b), ex);
+            let d = self.b.regex(&re, path)?;
+            acc = self.b.and(&acc, &d, path)?;
+        }
+        for (b, ex) in uppers {
+            let re = le_regex(&Dec::from_f64(b), ex);
+            let d = self.b.regex(&re, path)?;
+            acc = self.b.and(&acc, &d, path)?;
+        }
+        Ok(acc)
+    }
+}

@@ -1,0 +1,126 @@
+//! The core's modules form layers, and no module imports one above it (the table in the crate
+//! docs). This test reads the sources and fails on any `crate::` path that reaches up or sideways
+//! into a layer that is not below, so the graph stays acyclic as code moves.
+
+use std::path::Path;
+
+/// Each module's layer; a module may use only modules of a lower layer (and itself).
+/// Keep in step with the table in `src/lib.rs`.
+const LAYERS: &[(&str, u8)] = &[
+    ("error", 0),
+    ("python", 0),
+    ("tools", 1),
+    ("vocab", 1),
+    ("grammar", 2),
+    ("schema", 3),
+    ("automaton", 3),
+    ("dialect", 4),
+    ("mask", 4),
+    ("parse", 4),
+    ("prompt", 4),
+    ("fuzz", 5),
+];
+
+fn layer(module: &str) -> Option<u8> {
+    LAYERS.iter().find(|(m, _)| *m == module).map(|(_, l)| *l)
+}
+
+/// The `crate::` paths a source file uses (comments skipped), by first segment; `"<root>"` for
+/// root re-exports (`crate::{..}`, `crate::Name`).
+fn crate_paths(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let code = line.trim_start();
+        if code.starts_with("//") {
+            continue;
+        }
+        let code = code.split("//").next().unwrap_or("");
+        let mut rest = code;
+        while let Some(i) = rest.find("crate::") {
+            let after = &rest[i + "crate::".len()..];
+            let seg: String = after
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            let is_macro = after[seg.len()..].starts_with('!');
+            if is_macro {
+                // `crate::some_macro!`: macros live at the root and import nothing.
+            } else if seg.is_empty() || seg.chars().next().unwrap().is_ascii_uppercase() {
+                out.push("<root>".to_string());
+            } else {
+                out.push(seg);
+            }
+            rest = after;
+        }
+    }
+    out
+}
+
+fn visit(dir: &Path, files: &mut Vec<std::path::PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            visit(&p, files);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            files.push(p);
+        }
+    }
+}
+
+#[test]
+fn no_module_imports_one_above_it() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    visit(&src, &mut files);
+    assert!(files.len() > 20, "found only {} source files", files.len());
+    let mut violations = Vec::new();
+    let mut edges = 0;
+    for f in &files {
+        let rel = f.strip_prefix(&src).unwrap();
+        let first = rel
+            .components()
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_string_lossy();
+        let module = first.trim_end_matches(".rs").to_string();
+        if module == "lib" {
+            continue;
+        }
+        let Some(own) = layer(&module) else {
+            violations.push(format!("{}: module {module} has no layer", rel.display()));
+            continue;
+        };
+        let text = std::fs::read_to_string(f).unwrap();
+        for used in crate_paths(&text) {
+            edges += 1;
+            if used == module {
+                continue;
+            }
+            let ok = match used.as_str() {
+                // Root re-exports hide which module they come from: only the top layer uses them.
+                "<root>" => own == LAYERS.iter().map(|(_, l)| *l).max().unwrap(),
+                m => layer(m).is_some_and(|l| l < own),
+            };
+            if !ok {
+                violations.push(format!(
+                    "{}: {module} (layer {own}) uses crate::{used}",
+                    rel.display()
+                ));
+            }
+        }
+    }
+    assert!(
+        edges > 30,
+        "found only {edges} crate:: paths: is the scan broken?"
+    );
+    assert!(violations.is_empty(), "{}", violations.join("\n"));
+}
+
+#[test]
+fn the_scan_sees_an_upward_import() {
+    let paths = crate_paths(
+        "use crate::mask::Matcher; // crate::fuzz\nlet x = crate::Grammar::x;\ncrate::m!(x);",
+    );
+    assert_eq!(paths, ["mask", "<root>"]);
+}
