@@ -367,10 +367,7 @@ fn reasoning(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Reasoning>> {
         return Ok(b.then(Reasoning::default));
     }
     if let Ok((start, end)) = obj.extract::<(String, String)>() {
-        let mut r = Reasoning::default();
-        r.start = start;
-        r.end = end;
-        return Ok(Some(r));
+        return Ok(Some(Reasoning { start, end }));
     }
     Err(PyTypeError::new_err(
         "reasoning: expected None, a bool, or a (start, end) pair of markers",
