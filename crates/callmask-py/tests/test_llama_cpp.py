@@ -1,6 +1,6 @@
 """End to end with llama-cpp-python (built from PyPI's sdist by scripts/python-setup.sh), the
 default Gemma 3 270M GGUF and the callmask logits processor: every seed dialect, tool_choice
-required, 10 prompts each (5 per tool set), greedy, at most 160 new tokens: every output must
+required, 10 prompts each (5 per tool set), greedy, at most 320 new tokens (as tests/generate.rs): every output must
 finish, parse, and its arguments validate with jsonschema."""
 
 import json
@@ -29,7 +29,7 @@ PROMPTS = [
     ("mixed.json", "Get the stock price of GOOG."),
 ]
 DIALECTS = ["empower", "functools", "pythonic", "inline"]
-MAX_TOKENS = int(os.environ.get("CALLMASK_E2E_MAX_TOKENS", "160"))
+MAX_TOKENS = int(os.environ.get("CALLMASK_E2E_MAX_TOKENS", "320"))
 
 
 @pytest.fixture(scope="module")
