@@ -15,6 +15,8 @@ done
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 command -v pip >/dev/null 2>&1 || dpkg -s python3-pip >/dev/null 2>&1 || need+=(python3-pip)
 command -v npm >/dev/null 2>&1 || need+=(npm)
+# The Python package's test venv (scripts/python-setup.sh).
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ]; then

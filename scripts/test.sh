@@ -3,7 +3,8 @@
 # .cache/, so a second run fetches nothing), then format, lints and every test, all in the release
 # profile (the tests' artefacts are the benchmarks' too). `cargo test` includes the C API's
 # tests (crates/callmask-c: header freshness, tests/c/*.c compiled with cc and run, one under
-# valgrind, one generating with llama.cpp; see docs/embedding.md).
+# valgrind, one generating with llama.cpp; see docs/embedding.md). Then the Python package's tests
+# (scripts/python-test.sh: its venv, llama-cpp-python wheel and callmask wheel cached in .cache/).
 #
 #   scripts/test.sh
 set -euo pipefail
@@ -20,3 +21,4 @@ if cargo tree -p callmask -e normal --prefix none | grep -E '^(clap|indicatif|ur
 fi
 cargo clippy --release --workspace --all-targets -- -D warnings
 cargo test --release --workspace
+scripts/python-test.sh

@@ -297,6 +297,23 @@ impl Vocab {
         self.eos.binary_search(&id).is_ok()
     }
 
+    /// The same vocabulary with `extra` added to its end-of-generation tokens (a model's
+    /// `generation_config.json` or tokenizer often names more than the tokenizer file marks, e.g.
+    /// Llama 3.1 Instruct's `<|eot_id|>` and `<|eom_id|>`). [`Error::Vocab`] when an id is
+    /// outside the vocabulary.
+    pub fn with_eos_tokens(mut self, extra: &[TokenId]) -> Result<Self> {
+        let n = self.len();
+        if let Some(&bad) = extra.iter().find(|&&e| e as usize >= n) {
+            return Err(Error::Vocab(format!(
+                "end-of-generation token {bad} is outside the vocabulary of {n} tokens"
+            )));
+        }
+        self.eos.extend_from_slice(extra);
+        self.eos.sort_unstable();
+        self.eos.dedup();
+        Ok(self)
+    }
+
     /// A special token by its text, e.g. `"<|python_tag|>"` (the lowest id if several share it).
     /// Only special tokens: a normal token with that text is found by [`Vocab::token_id`].
     pub fn special_token(&self, text: &str) -> Option<TokenId> {

@@ -1,0 +1,200 @@
+"""Type stubs of the native module ``callmask._callmask`` (re-exported by ``callmask``)."""
+
+from os import PathLike
+from typing import Any, Iterable, Mapping, Optional, Sequence, Tuple, Union
+
+HAS_LLAMA: bool
+"""True when built with the ``llama`` feature (``Vocab.from_gguf`` available)."""
+
+class CallmaskError(Exception):
+    """Base class of every error callmask raises; the message is the Rust error's."""
+
+class InvalidSchemaError(CallmaskError):
+    """Invalid JSON Schema or JSON, unresolvable ``$ref``, invalid pattern."""
+
+class UnsupportedKeywordError(InvalidSchemaError):
+    """A keyword callmask cannot enforce exactly (``lenient=True`` drops it)."""
+
+class LimitExceededError(CallmaskError):
+    """A compile limit (size, states, memory, time) was exceeded."""
+
+class ForbiddenTokenError(CallmaskError):
+    """A token the grammar does not allow here, or outside the vocabulary."""
+
+class BitmaskError(CallmaskError):
+    """The bitmask has the wrong dtype, shape, layout or size."""
+
+class RollbackError(CallmaskError):
+    """More tokens to roll back than can be undone."""
+
+class ToolsError(CallmaskError):
+    """Invalid OpenAI tools or tool_choice."""
+
+class DialectError(CallmaskError):
+    """Unknown or invalid dialect, unwritable tool, or a missing special token."""
+
+class ParseError(CallmaskError):
+    """The text is not an output of the grammar."""
+
+class VocabError(CallmaskError):
+    """The vocabulary cannot be read or is invalid."""
+
+_Json = Union[str, Mapping[str, Any], Sequence[Any]]
+_Path = Union[str, "PathLike[str]"]
+
+class Vocab:
+    """A model's vocabulary: token bytes, special tokens, end-of-generation tokens."""
+
+    @staticmethod
+    def from_tokenizer_json(path: _Path, eos_token_ids: Optional[Sequence[int]] = None) -> "Vocab":
+        """Loads a Hugging Face ``tokenizer.json``; ``eos_token_ids`` adds end-of-generation ids."""
+    @staticmethod
+    def from_tokenizer_json_str(json: str, eos_token_ids: Optional[Sequence[int]] = None) -> "Vocab":
+        """Loads a Hugging Face tokenizer from the text of its ``tokenizer.json``."""
+    @staticmethod
+    def from_hf(tokenizer: Any, eos_token_ids: Optional[Sequence[int]] = None) -> "Vocab":
+        """From a transformers fast tokenizer or a ``tokenizers.Tokenizer`` (its EOS ids too)."""
+    @staticmethod
+    def from_parts(
+        tokens: Sequence[bytes],
+        special: Optional[Sequence[bool]] = None,
+        eos_token_ids: Sequence[int] = ...,
+    ) -> "Vocab":
+        """From each token's bytes, special flags and end-of-generation ids (no tokenizer)."""
+    @staticmethod
+    def from_gguf(path: _Path, eos_token_ids: Optional[Sequence[int]] = None) -> "Vocab":
+        """From a GGUF model through llama.cpp (builds with the ``llama`` feature only)."""
+    def __len__(self) -> int: ...
+    @property
+    def eos_token_ids(self) -> list[int]:
+        """End-of-generation token ids, ascending."""
+    def token_bytes(self, id: int) -> Optional[bytes]:
+        """The bytes of a token (a special token's: its text)."""
+    def is_special(self, id: int) -> bool:
+        """True for a special (control) token."""
+    def special_token(self, text: str) -> Optional[int]:
+        """The id of the special token with this text."""
+    def tokenize(self, text: str) -> list[int]:
+        """Tokenizes plain text as the model would (no BOS)."""
+
+class Grammar:
+    """A compiled JSON Schema or tool-call dialect; immutable and thread-safe."""
+
+    @staticmethod
+    def from_json_schema(
+        schema: _Json,
+        *,
+        lenient: bool = False,
+        max_whitespace: Optional[int] = None,
+        max_depth: Optional[int] = None,
+        max_compile_secs: Optional[float] = None,
+    ) -> "Grammar":
+        """Compiles a JSON Schema (dict or JSON text)."""
+    @staticmethod
+    def from_dialect(
+        name_or_path: str,
+        tools: _Json,
+        tool_choice: Union[str, Mapping[str, Any], None] = "auto",
+        parallel_tool_calls: bool = True,
+        reasoning: Union[None, bool, Tuple[str, str]] = None,
+        *,
+        max_text_chars: Optional[int] = None,
+        lenient: bool = False,
+        max_whitespace: Optional[int] = None,
+        max_depth: Optional[int] = None,
+        max_compile_secs: Optional[float] = None,
+    ) -> "Grammar":
+        """Compiles a tool-call dialect (built-in name or file path) with OpenAI tools."""
+    @staticmethod
+    def builtin_dialects() -> list[str]:
+        """The built-in dialect names."""
+    def parse(self, text: str) -> dict[str, Any]:
+        """``{"content", "reasoning_content", "tool_calls"}`` in OpenAI's shape."""
+    def check(self, text: str) -> Optional[str]:
+        """None when the grammar accepts the whole text, else the rejection message."""
+    @property
+    def dropped_keywords(self) -> list[str]:
+        """Keywords dropped in lenient mode."""
+    @property
+    def functions(self) -> list[str]:
+        """The functions the grammar can call."""
+
+class TokenAutomaton:
+    """A grammar bound to a vocabulary; its mask caches are shared by its matchers."""
+
+    def __init__(self, grammar: Grammar, vocab: Vocab) -> None: ...
+    def matcher(self, max_rollback: Optional[int] = None) -> "Matcher":
+        """A matcher at the start of an output."""
+    def tokenize(self, text: str) -> list[int]:
+        """Tokenizes as the model would, the grammar's special tokens included."""
+    @property
+    def vocab_size(self) -> int:
+        """Number of tokens of the vocabulary."""
+
+class Matcher:
+    """One sequence's position in the grammar."""
+
+    def fill_bitmask(self, bitmask: Any, index: int = 0) -> None:
+        """Writes row ``index`` of an int32 ``(batch, ceil(n_vocab/32))`` numpy array or torch CPU tensor."""
+    def allowed_tokens(self) -> list[int]:
+        """The allowed next token ids."""
+    def is_allowed(self, token: int) -> bool:
+        """True when ``token`` may come next."""
+    def accept_token(self, token: int) -> bool:
+        """Accepts a token; False (nothing changed, see ``error()``) when refused."""
+    def accept_tokens(self, tokens: Sequence[int]) -> bool:
+        """Accepts all tokens, or none (False)."""
+    def consume_token(self, token: int) -> None:
+        """Accepts a token or raises ``ForbiddenTokenError``."""
+    def validate_tokens(self, tokens: Sequence[int]) -> int:
+        """Length of the longest accepted prefix; no state change."""
+    def rollback(self, n: int) -> None:
+        """Undoes the last ``n`` tokens (``RollbackError`` beyond)."""
+    def fork(self) -> "Matcher":
+        """An independent copy."""
+    def reset(self) -> None:
+        """Back to the start."""
+    def is_terminated(self) -> bool:
+        """True once an end-of-generation token was accepted."""
+    def is_finished(self) -> bool:
+        """True when only an end-of-generation token may follow (or one was accepted)."""
+    def can_end(self) -> bool:
+        """True when end-of-generation tokens are allowed."""
+    def error(self) -> Optional[str]:
+        """Why the last refused token was refused."""
+    def accepted_tokens(self) -> list[int]:
+        """The tokens accepted so far."""
+    def rollback_available(self) -> int:
+        """How many tokens ``rollback`` can undo."""
+    @property
+    def vocab_size(self) -> int:
+        """Number of tokens of the vocabulary."""
+
+def fill_bitmasks(matchers: Iterable[Optional[Matcher]], bitmask: Any) -> None:
+    """Fills row i for matchers[i] in parallel, GIL released."""
+
+def bitmask_shape(vocab_size: int, batch: int = 1) -> Tuple[int, int]:
+    """``(batch, ceil(vocab_size / 32))``."""
+
+class StreamParser:
+    """Incremental parser yielding OpenAI streaming deltas."""
+
+    def __init__(self, grammar: Grammar, vocab: Optional[Vocab] = None) -> None: ...
+    def push(self, text: str) -> list[dict[str, Any]]:
+        """Feeds text; returns the deltas now certain."""
+    def push_token(self, token: int) -> list[dict[str, Any]]:
+        """Feeds one token id (needs ``vocab``)."""
+    def finish(self) -> list[dict[str, Any]]:
+        """Ends the output; ``ParseError`` when incomplete."""
+
+def render_prompt(
+    dialect: str,
+    tools: _Json,
+    messages: _Json,
+    *,
+    template: Optional[str] = None,
+    datetime: Optional[str] = None,
+    bos_token: str = "",
+    add_generation_prompt: bool = True,
+) -> str:
+    """The prompt a dialect's model expects for these messages and tools."""

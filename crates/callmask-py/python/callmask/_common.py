@@ -1,0 +1,138 @@
+"""Helpers shared by the engine adapters: request specs, automaton caching, mask application."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from typing import Any, Mapping, Optional, Union
+
+from ._callmask import Grammar, TokenAutomaton, Vocab, ToolsError
+
+Spec = Union[str, Mapping[str, Any]]
+"""A request's constraint: ``{"dialect": NAME_OR_PATH, "tools": [...], "tool_choice": ...,
+"parallel_tool_calls": bool, "reasoning": ..., "max_text_chars": int}`` or
+``{"json_schema": {...}}`` (plus ``"lenient": bool``), as a dict or JSON text."""
+
+_DIALECT_KEYS = {
+    "dialect",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "reasoning",
+    "max_text_chars",
+    "lenient",
+}
+_SCHEMA_KEYS = {"json_schema", "lenient"}
+
+
+def normalize_spec(spec: Spec) -> dict:
+    """The spec as a dict, checked for its keys (``ToolsError`` when malformed)."""
+    if isinstance(spec, (str, bytes)):
+        try:
+            spec = json.loads(spec)
+        except ValueError as e:
+            raise ToolsError(f"callmask spec is not JSON: {e}") from None
+    if not isinstance(spec, Mapping):
+        raise ToolsError("callmask spec must be an object")
+    spec = dict(spec)
+    if "json_schema" in spec:
+        unknown = set(spec) - _SCHEMA_KEYS
+    elif "dialect" in spec:
+        if "tools" not in spec:
+            raise ToolsError("callmask spec: a dialect needs `tools`")
+        unknown = set(spec) - _DIALECT_KEYS
+    else:
+        raise ToolsError("callmask spec needs `dialect` (with `tools`) or `json_schema`")
+    if unknown:
+        raise ToolsError(f"callmask spec: unknown keys {sorted(unknown)}")
+    return spec
+
+
+def grammar_from_spec(spec: Spec) -> Grammar:
+    """Compiles a request spec (see :data:`Spec`)."""
+    spec = normalize_spec(spec)
+    lenient = bool(spec.get("lenient", False))
+    if "json_schema" in spec:
+        return Grammar.from_json_schema(spec["json_schema"], lenient=lenient)
+    reasoning = spec.get("reasoning")
+    if isinstance(reasoning, list):
+        reasoning = tuple(reasoning)
+    return Grammar.from_dialect(
+        spec["dialect"],
+        spec["tools"],
+        tool_choice=spec.get("tool_choice", "auto"),
+        parallel_tool_calls=bool(spec.get("parallel_tool_calls", True)),
+        reasoning=reasoning,
+        max_text_chars=spec.get("max_text_chars"),
+        lenient=lenient,
+    )
+
+
+class AutomatonCache:
+    """Automata by spec for one vocabulary (least recently used dropped beyond ``size``).
+    Thread-safe; compiling the same spec twice at once only wastes time."""
+
+    def __init__(self, vocab: Vocab, size: int = 64):
+        self.vocab = vocab
+        self.size = size
+        self._lock = threading.Lock()
+        self._cache: "OrderedDict[str, TokenAutomaton]" = OrderedDict()
+
+    def get(self, spec: Spec) -> TokenAutomaton:
+        """The automaton of ``spec`` (compiled on first use)."""
+        key = json.dumps(normalize_spec(spec), sort_keys=True)
+        with self._lock:
+            a = self._cache.get(key)
+            if a is not None:
+                self._cache.move_to_end(key)
+                return a
+        a = TokenAutomaton(grammar_from_spec(spec), self.vocab)
+        with self._lock:
+            self._cache[key] = a
+            while len(self._cache) > self.size:
+                self._cache.popitem(last=False)
+        return a
+
+
+def bool_mask(bitmask: Any, width: int):
+    """Boolean allowed-token array(s) of width ``width`` from an int32 bitmask (numpy or torch:
+    a torch tensor is read on the CPU)."""
+    import numpy as np
+
+    if not isinstance(bitmask, np.ndarray):
+        bitmask = bitmask.cpu().numpy()
+    bits = np.unpackbits(
+        np.ascontiguousarray(bitmask).view(np.uint8), axis=-1, bitorder="little"
+    )
+    out = np.zeros(bits.shape[:-1] + (width,), dtype=bool)
+    n = min(width, bits.shape[-1])
+    out[..., :n] = bits[..., :n].astype(bool)
+    return out
+
+
+def apply_bitmask(logits: Any, bitmask: Any, rows: Optional[list] = None) -> Any:
+    """Sets the logits of disallowed tokens to -inf, in place: numpy arrays or torch tensors
+    (any device), one bitmask row per logits row (``rows``: only these logits rows, bitmask row
+    ``k`` for ``rows[k]``). Returns ``logits``."""
+    import numpy as np
+
+    width = logits.shape[-1]
+    allowed = bool_mask(bitmask, width)
+    if isinstance(logits, np.ndarray):
+        if rows is None:
+            logits[~allowed.reshape(logits.shape)] = -np.inf
+        else:
+            for k, r in enumerate(rows):
+                logits[r][~allowed[k]] = -np.inf
+        return logits
+    import torch
+
+    forbid = torch.from_numpy(~allowed).to(logits.device, non_blocking=True)
+    if rows is None:
+        logits.masked_fill_(forbid.reshape(logits.shape), float("-inf"))
+    else:
+        idx = torch.tensor(rows, device=logits.device)
+        sub = logits.index_select(0, idx).masked_fill_(forbid, float("-inf"))
+        logits.index_copy_(0, idx, sub)
+    return logits

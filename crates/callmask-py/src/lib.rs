@@ -1,0 +1,1059 @@
+//! `callmask._callmask`: the native part of the Python package `callmask` (pyo3, abi3: one
+//! wheel for every CPython >= 3.9). The Python package (`python/callmask/`) re-exports these
+//! classes and adds the engine adapters.
+//!
+//! Bitmasks are written in place, by pointer, into the int32 LSB-first `(batch, ceil(n_vocab /
+//! 32))` layout that vLLM, SGLang, llguidance and XGrammar share: any object with numpy's
+//! `__array_interface__` (numpy arrays) or a torch CPU tensor. The dtype (4-byte integers),
+//! shape, contiguity, alignment and writability are checked before any write, and the GIL is
+//! released while the masks are computed. Every `callmask::Error` becomes a subclass of
+//! `CallmaskError` carrying the Rust error's message; pyo3 turns a panic into a Python exception,
+//! so none crosses into the interpreter.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+use std::sync::Arc;
+
+use callmask::parse::{Event, StreamParser};
+use callmask::{
+    CompileOptions, Dialect, DialectOptions, Error, Grammar, Matcher, Reasoning, TokenAutomaton,
+    TokenId, TokenMask, ToolChoice, Tools, Vocab,
+};
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+use serde_json::Value;
+
+create_exception!(
+    _callmask,
+    CallmaskError,
+    PyException,
+    "Base class of every error callmask raises; the message is the Rust error's."
+);
+create_exception!(
+    _callmask,
+    InvalidSchemaError,
+    CallmaskError,
+    "The schema is not valid JSON Schema or JSON (also unresolvable `$ref`s and invalid patterns)."
+);
+create_exception!(
+    _callmask,
+    UnsupportedKeywordError,
+    InvalidSchemaError,
+    "The schema uses a keyword callmask cannot enforce exactly (`lenient=True` drops it)."
+);
+create_exception!(
+    _callmask,
+    LimitExceededError,
+    CallmaskError,
+    "A compile limit (size, states, memory, time) was exceeded."
+);
+create_exception!(
+    _callmask,
+    ForbiddenTokenError,
+    CallmaskError,
+    "A token the grammar does not allow here, or outside the vocabulary."
+);
+create_exception!(
+    _callmask,
+    BitmaskError,
+    CallmaskError,
+    "The bitmask has the wrong dtype, shape, layout or size."
+);
+create_exception!(
+    _callmask,
+    RollbackError,
+    CallmaskError,
+    "More tokens to roll back than were accepted (or than the rollback window keeps)."
+);
+create_exception!(
+    _callmask,
+    ToolsError,
+    CallmaskError,
+    "The tools (or tool_choice) are not valid OpenAI tools."
+);
+create_exception!(
+    _callmask,
+    DialectError,
+    CallmaskError,
+    "The dialect is unknown or invalid, cannot write a tool, or needs a missing special token."
+);
+create_exception!(
+    _callmask,
+    ParseError,
+    CallmaskError,
+    "The text is not an output of the grammar; the message gives the byte offset and reason."
+);
+create_exception!(
+    _callmask,
+    VocabError,
+    CallmaskError,
+    "The vocabulary (tokenizer file, GGUF, token table) cannot be read or is invalid."
+);
+
+/// The Python exception for a callmask error.
+fn err(e: Error) -> PyErr {
+    let msg = e.to_string();
+    match e {
+        Error::UnsupportedKeyword { .. } => UnsupportedKeywordError::new_err(msg),
+        Error::InvalidSchema { .. }
+        | Error::UnresolvedRef { .. }
+        | Error::InvalidPattern { .. }
+        | Error::Json(_) => InvalidSchemaError::new_err(msg),
+        Error::LimitExceeded { .. } => LimitExceededError::new_err(msg),
+        Error::TokenForbidden { .. } | Error::TokenOutOfVocabulary { .. } => {
+            ForbiddenTokenError::new_err(msg)
+        }
+        Error::BitmaskSize { .. } => BitmaskError::new_err(msg),
+        Error::Rollback { .. } => RollbackError::new_err(msg),
+        Error::InvalidTools(_) => ToolsError::new_err(msg),
+        Error::Dialect { .. } | Error::Unrepresentable { .. } | Error::MissingSpecialToken(_) => {
+            DialectError::new_err(msg)
+        }
+        Error::Parse(_) => ParseError::new_err(msg),
+        Error::Vocab(_) | Error::Io { .. } | Error::Fetch(_) => VocabError::new_err(msg),
+        _ => CallmaskError::new_err(msg),
+    }
+}
+
+/// A Python object as JSON: a `str` is parsed as JSON text, anything else goes through
+/// `json.dumps` (dicts, lists, numbers, ...).
+fn json_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Value> {
+    let text: String = if let Ok(s) = obj.cast::<PyString>() {
+        s.to_cow()?.into_owned()
+    } else {
+        let dumps = obj.py().import("json")?.getattr("dumps")?;
+        dumps.call1((obj,))?.extract().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "{what}: expected JSON text or a JSON-serializable object"
+            ))
+        })?
+    };
+    serde_json::from_str(&text).map_err(|e| err(Error::Json(e)))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Vocab
+
+/// A model's vocabulary: each token's bytes, which tokens are special, which end generation.
+/// Load it once per model and share it between grammars (it is immutable and thread-safe).
+#[pyclass(module = "callmask._callmask", name = "Vocab", frozen)]
+struct PyVocab {
+    v: Arc<Vocab>,
+}
+
+impl PyVocab {
+    fn new(v: Vocab, extra_eos: Option<Vec<TokenId>>) -> PyResult<Self> {
+        let v = match extra_eos {
+            Some(e) if !e.is_empty() => v.with_eos_tokens(&e).map_err(err)?,
+            _ => v,
+        };
+        Ok(PyVocab { v: Arc::new(v) })
+    }
+}
+
+#[pymethods]
+impl PyVocab {
+    /// Loads a Hugging Face `tokenizer.json`; `eos_token_ids` adds end-of-generation tokens to
+    /// the ones the file names.
+    #[staticmethod]
+    #[pyo3(signature = (path, eos_token_ids=None))]
+    fn from_tokenizer_json(
+        py: Python<'_>,
+        path: std::path::PathBuf,
+        eos_token_ids: Option<Vec<TokenId>>,
+    ) -> PyResult<Self> {
+        let v = py
+            .detach(|| Vocab::from_tokenizer_json(&path))
+            .map_err(err)?;
+        Self::new(v, eos_token_ids)
+    }
+
+    /// Loads a Hugging Face tokenizer from the text of its `tokenizer.json`.
+    #[staticmethod]
+    #[pyo3(signature = (json, eos_token_ids=None))]
+    fn from_tokenizer_json_str(
+        py: Python<'_>,
+        json: &str,
+        eos_token_ids: Option<Vec<TokenId>>,
+    ) -> PyResult<Self> {
+        let json = json.to_owned();
+        let v = py
+            .detach(|| Vocab::from_tokenizer_json_str(&json))
+            .map_err(err)?;
+        Self::new(v, eos_token_ids)
+    }
+
+    /// The vocabulary of a transformers tokenizer (`PreTrainedTokenizerFast`, e.g. from
+    /// `AutoTokenizer.from_pretrained`) or a `tokenizers.Tokenizer`: its special tokens, and as
+    /// end-of-generation tokens the ones the tokenizer file names, the tokenizer's
+    /// `eos_token_id`, and `eos_token_ids` (e.g. the model's `generation_config.eos_token_id`).
+    #[staticmethod]
+    #[pyo3(signature = (tokenizer, eos_token_ids=None))]
+    fn from_hf(
+        py: Python<'_>,
+        tokenizer: &Bound<'_, PyAny>,
+        eos_token_ids: Option<Vec<TokenId>>,
+    ) -> PyResult<Self> {
+        let backend = if tokenizer.hasattr("backend_tokenizer")? {
+            tokenizer.getattr("backend_tokenizer")?
+        } else {
+            tokenizer.clone()
+        };
+        if !backend.hasattr("to_str")? {
+            return Err(PyTypeError::new_err(
+                "Vocab.from_hf: expected a fast tokenizer (transformers PreTrainedTokenizerFast \
+                 or tokenizers.Tokenizer); slow tokenizers have no tokenizer.json",
+            ));
+        }
+        let json: String = backend.call_method0("to_str")?.extract()?;
+        let mut eos = eos_token_ids.unwrap_or_default();
+        if let Ok(id) = tokenizer.getattr("eos_token_id") {
+            if let Ok(i) = id.extract::<TokenId>() {
+                eos.push(i);
+            } else if let Ok(ids) = id.extract::<Vec<TokenId>>() {
+                eos.extend(ids);
+            }
+        }
+        let v = py
+            .detach(|| Vocab::from_tokenizer_json_str(&json))
+            .map_err(err)?;
+        Self::new(v, Some(eos))
+    }
+
+    /// A vocabulary from explicit parts, e.g. read from another library's tokenizer: each
+    /// token's bytes (special tokens: their text), special flags (default: none), and the
+    /// end-of-generation ids. A normal token with no bytes is made special (it could never be
+    /// produced from text). Such a vocabulary has no tokenizer.
+    #[staticmethod]
+    #[pyo3(signature = (tokens, special=None, eos_token_ids=Vec::new()))]
+    fn from_parts(
+        tokens: Vec<Vec<u8>>,
+        special: Option<Vec<bool>>,
+        eos_token_ids: Vec<TokenId>,
+    ) -> PyResult<Self> {
+        let mut special = special.unwrap_or_else(|| vec![false; tokens.len()]);
+        if special.len() == tokens.len() {
+            for (s, t) in special.iter_mut().zip(&tokens) {
+                *s |= t.is_empty();
+            }
+        }
+        let v = Vocab::from_parts(tokens, special, eos_token_ids).map_err(err)?;
+        Ok(PyVocab { v: Arc::new(v) })
+    }
+
+    /// Loads the vocabulary of a GGUF model through llama.cpp (only in builds with the `llama`
+    /// feature of the `callmask-py` crate).
+    #[staticmethod]
+    #[pyo3(signature = (path, eos_token_ids=None))]
+    fn from_gguf(
+        py: Python<'_>,
+        path: std::path::PathBuf,
+        eos_token_ids: Option<Vec<TokenId>>,
+    ) -> PyResult<Self> {
+        #[cfg(feature = "llama")]
+        {
+            use callmask_llama::GgufVocab;
+            let v = py.detach(|| Vocab::from_gguf(&path)).map_err(err)?;
+            Self::new(v, eos_token_ids)
+        }
+        #[cfg(not(feature = "llama"))]
+        {
+            let _ = (py, path, eos_token_ids);
+            Err(VocabError::new_err(
+                "Vocab.from_gguf: this build of callmask has no llama.cpp (build the callmask-py \
+                 crate with the `llama` feature); with llama-cpp-python use \
+                 callmask.llama_cpp.vocab_from_llama(llm)",
+            ))
+        }
+    }
+
+    /// Number of tokens (largest id plus one). A model's logits (and so the bitmask) may be
+    /// wider: the extra ids are padding and never allowed.
+    fn __len__(&self) -> usize {
+        self.v.len()
+    }
+
+    /// End-of-generation token ids, ascending.
+    #[getter]
+    fn eos_token_ids(&self) -> Vec<TokenId> {
+        self.v.eos_tokens().to_vec()
+    }
+
+    /// The bytes of token `id` (a special token's: its text), or None outside the vocabulary.
+    fn token_bytes<'py>(&self, py: Python<'py>, id: TokenId) -> Option<Bound<'py, PyBytes>> {
+        self.v.token_bytes(id).map(|b| PyBytes::new(py, b))
+    }
+
+    /// True when token `id` is special (control) token.
+    fn is_special(&self, id: TokenId) -> bool {
+        self.v.is_special(id)
+    }
+
+    /// The id of the special token with this text, e.g. `"<|python_tag|>"`, or None.
+    fn special_token(&self, text: &str) -> Option<TokenId> {
+        self.v.special_token(text)
+    }
+
+    /// Tokenizes plain text as the model would (no BOS); a `VocabError` for a vocabulary built
+    /// without a tokenizer.
+    fn tokenize(&self, py: Python<'_>, text: &str) -> PyResult<Vec<TokenId>> {
+        py.detach(|| self.v.tokenize(text)).map_err(err)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Vocab(len={}, eos_token_ids={:?})",
+            self.v.len(),
+            self.v.eos_tokens()
+        )
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Grammar
+
+/// A compiled grammar: a JSON Schema, or a tool-call dialect with its tools. Immutable and
+/// thread-safe; bind it to a vocabulary with `TokenAutomaton(grammar, vocab)`.
+#[pyclass(module = "callmask._callmask", name = "Grammar", frozen)]
+struct PyGrammar {
+    g: Grammar,
+}
+
+fn compile_options(
+    lenient: bool,
+    max_whitespace: Option<u16>,
+    max_depth: Option<u32>,
+    max_compile_secs: Option<f64>,
+) -> PyResult<CompileOptions> {
+    let mut o = CompileOptions::default();
+    o.lenient = lenient;
+    if let Some(w) = max_whitespace {
+        o.max_whitespace = w;
+    }
+    if let Some(d) = max_depth {
+        o.max_depth = d;
+    }
+    if let Some(s) = max_compile_secs {
+        o.max_compile_time = std::time::Duration::try_from_secs_f64(s)
+            .map_err(|e| PyValueError::new_err(format!("max_compile_secs: {e}")))?;
+    }
+    Ok(o)
+}
+
+fn tool_choice(obj: &Bound<'_, PyAny>) -> PyResult<ToolChoice> {
+    if let Ok(s) = obj.cast::<PyString>() {
+        return s.to_cow()?.parse().map_err(err);
+    }
+    // OpenAI's {"type": "function", "function": {"name": "f"}}.
+    let v = json_arg(obj, "tool_choice")?;
+    match v.pointer("/function/name").and_then(Value::as_str) {
+        Some(name) if !name.is_empty() => Ok(ToolChoice::Function(name.to_owned())),
+        _ => Err(ToolsError::new_err(format!(
+            "invalid tools: tool_choice must be \"auto\", \"required\", \"none\", a function \
+             name or {{\"type\": \"function\", \"function\": {{\"name\": ...}}}}, not {v}"
+        ))),
+    }
+}
+
+fn reasoning(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Reasoning>> {
+    let Some(obj) = obj else { return Ok(None) };
+    if obj.is_none() {
+        return Ok(None);
+    }
+    if let Ok(b) = obj.extract::<bool>() {
+        return Ok(b.then(Reasoning::default));
+    }
+    if let Ok((start, end)) = obj.extract::<(String, String)>() {
+        return Ok(Some(Reasoning { start, end }));
+    }
+    Err(PyTypeError::new_err(
+        "reasoning: expected None, a bool, or a (start, end) pair of markers",
+    ))
+}
+
+#[pymethods]
+impl PyGrammar {
+    /// Compiles a JSON Schema (a dict, or JSON text) for a single JSON value. `lenient=True`
+    /// drops keywords callmask cannot enforce (listed in `dropped_keywords`) instead of raising
+    /// `UnsupportedKeywordError`.
+    #[staticmethod]
+    #[pyo3(signature = (schema, *, lenient=false, max_whitespace=None, max_depth=None, max_compile_secs=None))]
+    fn from_json_schema(
+        py: Python<'_>,
+        schema: &Bound<'_, PyAny>,
+        lenient: bool,
+        max_whitespace: Option<u16>,
+        max_depth: Option<u32>,
+        max_compile_secs: Option<f64>,
+    ) -> PyResult<Self> {
+        let schema = json_arg(schema, "schema")?;
+        let o = compile_options(lenient, max_whitespace, max_depth, max_compile_secs)?;
+        let g = py
+            .detach(|| Grammar::from_json_schema(&schema, &o))
+            .map_err(err)?;
+        Ok(PyGrammar { g })
+    }
+
+    /// Compiles a tool-call dialect (a built-in name such as `"hermes"` or `"pythonic"`, or the
+    /// path of a dialect file) with OpenAI `tools` (a list, or JSON text). `tool_choice`:
+    /// `"auto"`, `"required"`, `"none"`, a function name or OpenAI's
+    /// `{"type": "function", "function": {"name": ...}}`; `parallel_tool_calls=False` allows
+    /// exactly one call; `reasoning`: True for a `<think>...</think>` block first, or a
+    /// `(start, end)` pair; `max_text_chars` bounds each stretch of free text.
+    #[staticmethod]
+    #[pyo3(signature = (name_or_path, tools, tool_choice=None, parallel_tool_calls=true, reasoning=None, *, max_text_chars=None, lenient=false, max_whitespace=None, max_depth=None, max_compile_secs=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn from_dialect(
+        py: Python<'_>,
+        name_or_path: &str,
+        tools: &Bound<'_, PyAny>,
+        tool_choice: Option<&Bound<'_, PyAny>>,
+        parallel_tool_calls: bool,
+        reasoning: Option<&Bound<'_, PyAny>>,
+        max_text_chars: Option<u32>,
+        lenient: bool,
+        max_whitespace: Option<u16>,
+        max_depth: Option<u32>,
+        max_compile_secs: Option<f64>,
+    ) -> PyResult<Self> {
+        let tools = Tools::from_openai_json(&json_arg(tools, "tools")?).map_err(err)?;
+        let mut o = DialectOptions::default();
+        if let Some(tc) = tool_choice {
+            if !tc.is_none() {
+                o.tool_choice = self::tool_choice(tc)?;
+            }
+        }
+        o.parallel_calls = parallel_tool_calls;
+        o.reasoning = self::reasoning(reasoning)?;
+        o.max_text_chars = max_text_chars;
+        o.compile = compile_options(lenient, max_whitespace, max_depth, max_compile_secs)?;
+        let name = name_or_path.to_owned();
+        let g = py
+            .detach(|| Dialect::load(&name)?.compile(&tools, &o))
+            .map_err(err)?;
+        Ok(PyGrammar { g })
+    }
+
+    /// The names of the built-in dialects.
+    #[staticmethod]
+    fn builtin_dialects() -> Vec<&'static str> {
+        Dialect::builtin_names()
+    }
+
+    /// Parses a whole output into OpenAI's message shape: `{"content": str | None,
+    /// "reasoning_content": str | None, "tool_calls": [{"id", "type": "function", "function":
+    /// {"name", "arguments": JSON text}}]}`; `ParseError` when the text is not an output of the
+    /// grammar.
+    fn parse<'py>(&self, py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyDict>> {
+        let p = py.detach(|| self.g.parse(text)).map_err(err)?;
+        let d = PyDict::new(py);
+        if p.text.is_empty() {
+            d.set_item("content", py.None())?;
+        } else {
+            d.set_item("content", &p.text)?;
+        }
+        d.set_item("reasoning_content", p.reasoning.as_deref())?;
+        let calls = PyList::empty(py);
+        for c in &p.tool_calls {
+            calls.append(call_dict(py, c)?)?;
+        }
+        d.set_item("tool_calls", calls)?;
+        Ok(d)
+    }
+
+    /// Checks a whole text at the byte level: None when the grammar accepts it, else the
+    /// rejection (byte offset and reason) as a message.
+    fn check(&self, text: &str) -> Option<String> {
+        self.g
+            .check_bytes(text.as_bytes())
+            .err()
+            .map(|r| r.to_string())
+    }
+
+    /// The keywords `lenient=True` dropped.
+    #[getter]
+    fn dropped_keywords(&self) -> Vec<String> {
+        self.g.dropped_keywords().to_vec()
+    }
+
+    /// The functions the grammar can call (empty for a JSON Schema).
+    #[getter]
+    fn functions(&self) -> Vec<String> {
+        self.g.functions().to_vec()
+    }
+}
+
+fn call_dict<'py>(py: Python<'py>, c: &callmask::ToolCall) -> PyResult<Bound<'py, PyDict>> {
+    let f = PyDict::new(py);
+    f.set_item("name", &c.function.name)?;
+    f.set_item("arguments", &c.function.arguments)?;
+    let d = PyDict::new(py);
+    d.set_item("id", &c.id)?;
+    d.set_item("type", &c.kind)?;
+    d.set_item("function", f)?;
+    Ok(d)
+}
+
+// ---------------------------------------------------------------------------------------------
+// TokenAutomaton, Matcher
+
+/// A grammar bound to a vocabulary: the token-level automaton whose mask caches every matcher
+/// made from it shares. Build one per (grammar, vocabulary), then one `Matcher` per sequence.
+#[pyclass(module = "callmask._callmask", name = "TokenAutomaton", frozen)]
+struct PyAutomaton {
+    a: TokenAutomaton,
+    vocab: Arc<Vocab>,
+}
+
+#[pymethods]
+impl PyAutomaton {
+    #[new]
+    fn new(py: Python<'_>, grammar: &PyGrammar, vocab: &PyVocab) -> PyResult<Self> {
+        let v = vocab.v.clone();
+        let a = py
+            .detach(|| TokenAutomaton::new(&grammar.g, v.clone()))
+            .map_err(err)?;
+        Ok(PyAutomaton { a, vocab: v })
+    }
+
+    /// A matcher at the start of an output. `max_rollback`: how many tokens `rollback` can undo
+    /// (default 1024).
+    #[pyo3(signature = (max_rollback=None))]
+    fn matcher(&self, max_rollback: Option<usize>) -> PyMatcher {
+        PyMatcher::new(&self.a, max_rollback)
+    }
+
+    /// Tokenizes `text` as the model would, the grammar's special tokens spelled in it (e.g.
+    /// `<|python_tag|>`) becoming special tokens.
+    fn tokenize(&self, py: Python<'_>, text: &str) -> PyResult<Vec<TokenId>> {
+        py.detach(|| self.a.tokenize(text)).map_err(err)
+    }
+
+    /// Number of tokens of the vocabulary.
+    #[getter]
+    fn vocab_size(&self) -> usize {
+        self.vocab.len()
+    }
+}
+
+/// One sequence's position in the grammar. Per token: `fill_bitmask`, then `accept_token`.
+/// `fork()` copies it (cheap), `rollback(n)` undoes tokens (speculative decoding).
+#[pyclass(module = "callmask._callmask", name = "Matcher")]
+struct PyMatcher {
+    m: Matcher,
+    max_rollback: Option<usize>,
+    scratch: TokenMask,
+    error: Option<String>,
+}
+
+impl PyMatcher {
+    fn new(a: &TokenAutomaton, max_rollback: Option<usize>) -> Self {
+        let mut m = a.matcher();
+        if let Some(n) = max_rollback {
+            m.set_max_rollback(n);
+        }
+        PyMatcher {
+            m,
+            max_rollback,
+            scratch: TokenMask::new(0),
+            error: None,
+        }
+    }
+}
+
+/// A writable int32 bitmask found behind a Python object: `rows` rows of `row_words` words.
+struct MaskBuf {
+    /// Address of the first word (kept as an integer so that it can cross `detach`).
+    addr: usize,
+    rows: usize,
+    row_words: usize,
+}
+
+impl MaskBuf {
+    /// Inspects `obj`: a numpy array (any object with `__array_interface__`) or a torch CPU
+    /// tensor, 1-D (one row) or 2-D, 4-byte integers, C-contiguous, aligned and writable.
+    fn of(obj: &Bound<'_, PyAny>) -> PyResult<MaskBuf> {
+        let bad = |m: String| BitmaskError::new_err(format!("bitmask: {m}"));
+        let (addr, shape) = if let Ok(ai) = obj.getattr("__array_interface__") {
+            let ai = ai
+                .cast_into::<PyDict>()
+                .map_err(|_| bad("__array_interface__ is not a dict".into()))?;
+            let get = |k: &str| -> PyResult<Bound<'_, PyAny>> {
+                ai.get_item(k)?
+                    .ok_or_else(|| bad(format!("__array_interface__ has no {k:?}")))
+            };
+            let typestr: String = get("typestr")?.extract()?;
+            let native = if cfg!(target_endian = "little") {
+                '<'
+            } else {
+                '>'
+            };
+            let t = typestr.trim_start_matches(['|', '=', native]);
+            if typestr.starts_with(if native == '<' { '>' } else { '<' })
+                || (t != "i4" && t != "u4")
+            {
+                return Err(bad(format!(
+                    "dtype must be int32 (native byte order), not {typestr:?}"
+                )));
+            }
+            let shape: Vec<usize> = get("shape")?.extract()?;
+            let (addr, readonly): (usize, bool) = get("data")?
+                .extract()
+                .map_err(|_| bad("the array's data is not a (pointer, readonly) pair".into()))?;
+            if readonly {
+                return Err(bad("the array is read-only".into()));
+            }
+            if let Some(strides) = ai.get_item("strides")? {
+                if !strides.is_none() {
+                    let strides: Vec<isize> = strides.extract()?;
+                    let mut want = vec![4isize; shape.len()];
+                    for i in (0..shape.len().saturating_sub(1)).rev() {
+                        want[i] = want[i + 1] * shape[i + 1] as isize;
+                    }
+                    let live = |i: usize| shape[i] > 1;
+                    if (0..shape.len()).any(|i| live(i) && strides[i] != want[i]) {
+                        return Err(bad("the array must be C-contiguous".into()));
+                    }
+                }
+            }
+            (addr, shape)
+        } else if obj.hasattr("data_ptr")? && obj.hasattr("is_contiguous")? {
+            // A torch tensor: checked through its own methods.
+            let dtype = obj.getattr("dtype")?.str()?.to_string();
+            if dtype != "torch.int32" {
+                return Err(bad(format!("dtype must be torch.int32, not {dtype}")));
+            }
+            let device = obj.getattr("device")?.getattr("type")?.str()?.to_string();
+            if device != "cpu" {
+                return Err(bad(format!(
+                    "the tensor must be on the CPU, not {device} (fill a CPU tensor, then copy it)"
+                )));
+            }
+            if !obj.call_method0("is_contiguous")?.extract::<bool>()? {
+                return Err(bad("the tensor must be contiguous".into()));
+            }
+            let shape: Vec<usize> = obj.getattr("shape")?.extract()?;
+            let addr: usize = obj.call_method0("data_ptr")?.extract()?;
+            (addr, shape)
+        } else {
+            return Err(PyTypeError::new_err(format!(
+                "bitmask: expected a numpy int32 array or a torch int32 CPU tensor, not {}",
+                obj.get_type().name()?
+            )));
+        };
+        let (rows, row_words) = match shape[..] {
+            [w] => (1, w),
+            [r, w] => (r, w),
+            _ => {
+                return Err(bad(format!(
+                    "expected shape (batch, words) or (words,), not {shape:?}"
+                )))
+            }
+        };
+        if rows
+            .checked_mul(row_words)
+            .is_none_or(|n| n > isize::MAX as usize / 4)
+        {
+            return Err(bad(format!("shape {shape:?} is too large")));
+        }
+        if rows * row_words > 0 && (addr == 0 || addr % std::mem::align_of::<u32>() != 0) {
+            return Err(bad("the data pointer is null or not 4-byte aligned".into()));
+        }
+        Ok(MaskBuf {
+            addr,
+            rows,
+            row_words,
+        })
+    }
+
+    /// The words of the whole buffer.
+    ///
+    /// # Safety
+    ///
+    /// `self` must describe a live, writable, 4-byte aligned allocation of `rows * row_words`
+    /// `u32`s (as checked by [`MaskBuf::of`]) that nothing else accesses for the returned
+    /// lifetime; the Python object owning it must be kept alive meanwhile.
+    unsafe fn words<'a>(&self) -> &'a mut [u32] {
+        if self.rows * self.row_words == 0 {
+            return &mut [];
+        }
+        // SAFETY: the caller guarantees what `from_raw_parts_mut` needs: a non-null, aligned
+        // pointer to `rows * row_words` initialized, writable u32s (int32 and uint32 share size
+        // and alignment, and every bit pattern is valid for both), no larger than isize::MAX
+        // bytes (checked in `of`), not aliased for the lifetime.
+        unsafe { std::slice::from_raw_parts_mut(self.addr as *mut u32, self.rows * self.row_words) }
+    }
+}
+
+#[pymethods]
+impl PyMatcher {
+    /// Writes the tokens allowed next into row `index` of `bitmask` (int32, shape `(batch,
+    /// words)` or `(words,)`, `words >= ceil(len(vocab) / 32)`; token `t` allowed iff bit `t % 32`
+    /// of word `t // 32` is set; padding ids beyond the vocabulary are written as not allowed).
+    /// A numpy array or a torch CPU tensor, written in place with the GIL released.
+    #[pyo3(signature = (bitmask, index=0))]
+    fn fill_bitmask(
+        &mut self,
+        py: Python<'_>,
+        bitmask: &Bound<'_, PyAny>,
+        index: usize,
+    ) -> PyResult<()> {
+        let buf = MaskBuf::of(bitmask)?;
+        if index >= buf.rows {
+            return Err(BitmaskError::new_err(format!(
+                "bitmask: row {index} out of range for {} rows",
+                buf.rows
+            )));
+        }
+        let m = &mut self.m;
+        let scratch = &mut self.scratch;
+        py.detach(|| {
+            // SAFETY: `MaskBuf::of` checked the buffer (dtype, size, contiguity, alignment,
+            // writability); `bitmask` is borrowed for this whole call, so its memory stays alive;
+            // the slice is used only inside this closure.
+            let all = unsafe { buf.words() };
+            let row = &mut all[index * buf.row_words..(index + 1) * buf.row_words];
+            m.fill_u32_words(row, scratch)
+        })
+        .map_err(err)
+    }
+
+    /// The allowed next token ids, ascending (a list: for tests and inspection; engines use
+    /// `fill_bitmask`).
+    fn allowed_tokens(&mut self, py: Python<'_>) -> Vec<TokenId> {
+        let m = &mut self.m;
+        let scratch = &mut self.scratch;
+        py.detach(|| {
+            m.fill_mask(scratch);
+            scratch.iter().collect()
+        })
+    }
+
+    /// True when `token` may come next (one token checked: cheaper than a mask).
+    fn is_allowed(&self, token: TokenId) -> bool {
+        self.m.is_allowed(token)
+    }
+
+    /// Accepts `token`: True, or False (nothing changed, `error()` says why) when the grammar
+    /// does not allow it here.
+    fn accept_token(&mut self, token: TokenId) -> bool {
+        match self.m.accept(token) {
+            Ok(()) => true,
+            Err(e) => {
+                self.error = Some(e.to_string());
+                false
+            }
+        }
+    }
+
+    /// Accepts all of `tokens` (True), or none of them (False, `error()` says which was
+    /// refused).
+    fn accept_tokens(&mut self, tokens: Vec<TokenId>) -> bool {
+        let ok = self.m.validate_tokens(&tokens);
+        if ok < tokens.len() {
+            let mut probe = self.m.clone();
+            probe.set_max_rollback(0);
+            for &t in &tokens[..ok] {
+                let _ = probe.accept(t);
+            }
+            let why = probe.accept(tokens[ok]).err().map(|e| e.to_string());
+            self.error = Some(format!(
+                "token #{ok} of {}: {}",
+                tokens.len(),
+                why.unwrap_or_else(|| "refused".into())
+            ));
+            return false;
+        }
+        for &t in &tokens {
+            if let Err(e) = self.m.accept(t) {
+                self.error = Some(e.to_string());
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Accepts `token` or raises `ForbiddenTokenError` (nothing changed).
+    fn consume_token(&mut self, token: TokenId) -> PyResult<()> {
+        self.m.accept(token).map_err(err)
+    }
+
+    /// How many of `tokens`, from the first, would be accepted one after the other (the longest
+    /// accepted prefix); the matcher does not change.
+    fn validate_tokens(&self, py: Python<'_>, tokens: Vec<TokenId>) -> usize {
+        py.detach(|| self.m.validate_tokens(&tokens))
+    }
+
+    /// Undoes the last `n` accepted tokens; `RollbackError` (nothing changed) beyond the
+    /// accepted ones or the rollback window.
+    fn rollback(&mut self, n: usize) -> PyResult<()> {
+        self.m.rollback(n).map_err(err)
+    }
+
+    /// An independent copy at the same position (e.g. for beam search or n > 1 sampling).
+    fn fork(&self) -> PyMatcher {
+        PyMatcher {
+            m: self.m.clone(),
+            max_rollback: self.max_rollback,
+            scratch: TokenMask::new(0),
+            error: self.error.clone(),
+        }
+    }
+
+    /// Back to the start of an output (and no error).
+    fn reset(&mut self) {
+        self.m = self.m.automaton().matcher();
+        if let Some(n) = self.max_rollback {
+            self.m.set_max_rollback(n);
+        }
+        self.error = None;
+    }
+
+    /// True once an end-of-generation token was accepted (the engines' meaning: vLLM, SGLang
+    /// and XGrammar stop masking a terminated sequence). See also `is_finished`.
+    fn is_terminated(&self) -> bool {
+        let vocab = self.m.automaton().vocab();
+        self.m.is_finished()
+            && self
+                .m
+                .accepted_tokens()
+                .last()
+                .is_some_and(|&t| vocab.is_eos(t))
+    }
+
+    /// True when the output is complete and nothing but an end-of-generation token may follow
+    /// (or one was accepted).
+    fn is_finished(&self) -> bool {
+        self.m.is_finished()
+    }
+
+    /// True when the output may end here (end-of-generation tokens are allowed).
+    fn can_end(&self) -> bool {
+        self.m.can_end()
+    }
+
+    /// Why the last refused `accept_token`/`accept_tokens` was refused, or None.
+    fn error(&self) -> Option<String> {
+        self.error.clone()
+    }
+
+    /// The tokens accepted so far.
+    fn accepted_tokens(&self) -> Vec<TokenId> {
+        self.m.accepted_tokens().to_vec()
+    }
+
+    /// How many tokens `rollback` can undo now.
+    fn rollback_available(&self) -> usize {
+        self.m.rollback_available()
+    }
+
+    /// Number of tokens of the vocabulary (the bitmask may be wider).
+    #[getter]
+    fn vocab_size(&self) -> usize {
+        self.m.automaton().vocab().len()
+    }
+}
+
+/// Fills row `i` of `bitmask` for `matchers[i]`, all rows in parallel (rayon) with the GIL
+/// released; a `None` entry leaves its row untouched. `bitmask` as for `Matcher.fill_bitmask`,
+/// with at least `len(matchers)` rows. A matcher may appear only once.
+#[pyfunction]
+fn fill_bitmasks(
+    py: Python<'_>,
+    matchers: &Bound<'_, PyAny>,
+    bitmask: &Bound<'_, PyAny>,
+) -> PyResult<()> {
+    let buf = MaskBuf::of(bitmask)?;
+    let mut refs: Vec<Option<PyRefMut<'_, PyMatcher>>> = Vec::new();
+    for m in matchers.try_iter()? {
+        let m = m?;
+        if m.is_none() {
+            refs.push(None);
+        } else {
+            let m = m.cast_into::<PyMatcher>().map_err(|_| {
+                PyTypeError::new_err("fill_bitmasks: expected a sequence of Matcher or None")
+            })?;
+            let r = m.try_borrow_mut().map_err(|_| {
+                PyValueError::new_err("fill_bitmasks: a matcher appears twice (or is in use)")
+            })?;
+            refs.push(Some(r));
+        }
+    }
+    if refs.len() > buf.rows {
+        return Err(BitmaskError::new_err(format!(
+            "bitmask: {} matchers but only {} rows",
+            refs.len(),
+            buf.rows
+        )));
+    }
+    let mut ms: Vec<Option<&mut Matcher>> = refs
+        .iter_mut()
+        .map(|r| r.as_mut().map(|r| &mut r.m))
+        .collect();
+    py.detach(|| {
+        // SAFETY: as in `Matcher.fill_bitmask`: checked by `MaskBuf::of`, and `bitmask` is
+        // borrowed for this whole call; the slice does not outlive the closure.
+        let all = unsafe { buf.words() };
+        callmask::mask::fill_u32_rows(&mut ms, all, buf.row_words)
+    })
+    .map_err(err)
+}
+
+/// The shape `(batch, ceil(vocab_size / 32))` of a bitmask for `vocab_size` logits.
+#[pyfunction]
+#[pyo3(signature = (vocab_size, batch=1))]
+fn bitmask_shape(vocab_size: usize, batch: usize) -> (usize, usize) {
+    (batch, vocab_size.div_ceil(32))
+}
+
+// ---------------------------------------------------------------------------------------------
+// StreamParser
+
+/// Parses an output incrementally, fed text or token ids, returning deltas in OpenAI's
+/// streaming shape as soon as they are certain: `{"content": ...}`, `{"reasoning_content":
+/// ...}`, `{"tool_calls": [{"index", "id", "type", "function": {"name", "arguments": ""}}]}` when
+/// a call starts, then `{"tool_calls": [{"index", "function": {"arguments": delta}}]}`.
+#[pyclass(module = "callmask._callmask", name = "StreamParser")]
+struct PyStreamParser {
+    p: StreamParser,
+    vocab: Option<Arc<Vocab>>,
+}
+
+fn deltas<'py>(py: Python<'py>, events: Vec<Event>) -> PyResult<Bound<'py, PyList>> {
+    let out = PyList::empty(py);
+    for e in events {
+        let d = PyDict::new(py);
+        match e {
+            Event::Text(t) => d.set_item("content", t)?,
+            Event::Reasoning(t) => d.set_item("reasoning_content", t)?,
+            Event::CallStart { index, id, name } => {
+                let f = PyDict::new(py);
+                f.set_item("name", name)?;
+                f.set_item("arguments", "")?;
+                let c = PyDict::new(py);
+                c.set_item("index", index)?;
+                c.set_item("id", id)?;
+                c.set_item("type", "function")?;
+                c.set_item("function", f)?;
+                d.set_item("tool_calls", PyList::new(py, [c])?)?;
+            }
+            Event::Arguments { index, delta } => {
+                let f = PyDict::new(py);
+                f.set_item("arguments", delta)?;
+                let c = PyDict::new(py);
+                c.set_item("index", index)?;
+                c.set_item("function", f)?;
+                d.set_item("tool_calls", PyList::new(py, [c])?)?;
+            }
+            Event::CallEnd { .. } => continue,
+            #[allow(unreachable_patterns)]
+            _ => continue,
+        }
+        out.append(d)?;
+    }
+    Ok(out)
+}
+
+#[pymethods]
+impl PyStreamParser {
+    /// A parser at the start of an output of `grammar`; `vocab` is needed for `push_token`.
+    #[new]
+    #[pyo3(signature = (grammar, vocab=None))]
+    fn new(grammar: &PyGrammar, vocab: Option<&PyVocab>) -> Self {
+        PyStreamParser {
+            p: StreamParser::new(&grammar.g),
+            vocab: vocab.map(|v| v.v.clone()),
+        }
+    }
+
+    /// Feeds more text; returns the deltas now certain. `ParseError` once the text leaves the
+    /// grammar.
+    fn push<'py>(&mut self, py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyList>> {
+        let ev = self.p.push(text).map_err(err)?;
+        deltas(py, ev)
+    }
+
+    /// Feeds one generated token (its bytes; special tokens as the grammar reads them).
+    fn push_token<'py>(&mut self, py: Python<'py>, token: TokenId) -> PyResult<Bound<'py, PyList>> {
+        let Some(v) = &self.vocab else {
+            return Err(PyValueError::new_err(
+                "StreamParser.push_token: construct the parser with a vocab",
+            ));
+        };
+        let ev = self.p.push_token(v, token).map_err(err)?;
+        deltas(py, ev)
+    }
+
+    /// Ends the output: the remaining deltas; `ParseError` when the output is incomplete.
+    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let ev = self.p.finish().map_err(err)?;
+        deltas(py, ev)
+    }
+}
+
+/// Renders the prompt a dialect's model expects (`grammars/DIALECT.jinja`), or a Jinja template
+/// given with `template=`, for OpenAI `messages` and `tools` (lists, or JSON text).
+#[pyfunction]
+#[pyo3(signature = (dialect, tools, messages, *, template=None, datetime=None, bos_token=String::new(), add_generation_prompt=true))]
+#[allow(clippy::too_many_arguments)]
+fn render_prompt(
+    dialect: &str,
+    tools: &Bound<'_, PyAny>,
+    messages: &Bound<'_, PyAny>,
+    template: Option<String>,
+    datetime: Option<String>,
+    bos_token: String,
+    add_generation_prompt: bool,
+) -> PyResult<String> {
+    let tools = Tools::from_openai_json(&json_arg(tools, "tools")?).map_err(err)?;
+    let messages =
+        callmask::Message::list_from_json(&json_arg(messages, "messages")?).map_err(err)?;
+    let template = match template {
+        Some(t) => t,
+        None => callmask::prompt::builtin_template(dialect)
+            .ok_or_else(|| {
+                DialectError::new_err(format!(
+                    "no built-in prompt template for dialect {dialect:?}; pass template="
+                ))
+            })?
+            .to_owned(),
+    };
+    let mut o = callmask::PromptOptions::default();
+    o.datetime = datetime;
+    o.bos_token = bos_token;
+    o.add_generation_prompt = add_generation_prompt;
+    callmask::render(&template, &messages, &tools, &o).map_err(err)
+}
+
+/// The native module.
+#[pymodule]
+fn _callmask(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add_class::<PyVocab>()?;
+    m.add_class::<PyGrammar>()?;
+    m.add_class::<PyAutomaton>()?;
+    m.add_class::<PyMatcher>()?;
+    m.add_class::<PyStreamParser>()?;
+    m.add_function(wrap_pyfunction!(fill_bitmasks, m)?)?;
+    m.add_function(wrap_pyfunction!(bitmask_shape, m)?)?;
+    m.add_function(wrap_pyfunction!(render_prompt, m)?)?;
+    m.add("CallmaskError", py.get_type::<CallmaskError>())?;
+    m.add("InvalidSchemaError", py.get_type::<InvalidSchemaError>())?;
+    m.add(
+        "UnsupportedKeywordError",
+        py.get_type::<UnsupportedKeywordError>(),
+    )?;
+    m.add("LimitExceededError", py.get_type::<LimitExceededError>())?;
+    m.add("ForbiddenTokenError", py.get_type::<ForbiddenTokenError>())?;
+    m.add("BitmaskError", py.get_type::<BitmaskError>())?;
+    m.add("RollbackError", py.get_type::<RollbackError>())?;
+    m.add("ToolsError", py.get_type::<ToolsError>())?;
+    m.add("DialectError", py.get_type::<DialectError>())?;
+    m.add("ParseError", py.get_type::<ParseError>())?;
+    m.add("VocabError", py.get_type::<VocabError>())?;
+    m.add("HAS_LLAMA", cfg!(feature = "llama"))?;
+    Ok(())
+}

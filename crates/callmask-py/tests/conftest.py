@@ -1,0 +1,56 @@
+"""Shared fixtures: the real tokenizers and the GGUF fetched by scripts/fetch-data.sh, and the
+Rust reference binary (examples/dump_masks.rs) built by scripts/python-test.sh."""
+
+import os
+import pathlib
+
+import pytest
+
+import callmask
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+CACHE = pathlib.Path(os.environ.get("CALLMASK_CACHE", ROOT / ".cache"))
+TOKENIZERS = {
+    "llama3_1": CACHE / "tokenizers" / "llama3_1-3.7.2" / "tokenizer.json",
+    "qwen3": CACHE / "tokenizers" / "qwen3-3.7.2" / "tokenizer.json",
+}
+GGUF = CACHE / "gemma-1.0.0" / "gemma-3-270m-q4_k_m.gguf"
+TOOLS = ROOT / "examples" / "tools"
+OUTPUTS = ROOT / "examples" / "outputs"
+
+
+def _need(path):
+    if not path.exists():
+        pytest.fail(f"{path} is missing: run scripts/fetch-data.sh")
+    return path
+
+
+@pytest.fixture(scope="session")
+def llama_vocab():
+    return callmask.Vocab.from_tokenizer_json(_need(TOKENIZERS["llama3_1"]))
+
+
+@pytest.fixture(scope="session")
+def qwen_vocab():
+    return callmask.Vocab.from_tokenizer_json(_need(TOKENIZERS["qwen3"]))
+
+
+@pytest.fixture(scope="session")
+def dump_masks():
+    exe = pathlib.Path(
+        os.environ.get("CALLMASK_DUMP_MASKS", ROOT / "target" / "release" / "examples" / "dump_masks")
+    )
+    if not exe.exists():
+        pytest.fail(f"{exe} is missing: cargo build --release -p callmask-py --example dump_masks")
+    return exe
+
+
+@pytest.fixture(scope="session")
+def gguf_path():
+    return _need(GGUF)
+
+
+def load_tools(name):
+    import json
+
+    return json.loads((TOOLS / name).read_text())

@@ -1,0 +1,164 @@
+"""The Python API on the Llama 3.1 vocabulary: errors as typed exceptions, parsing, streaming,
+rollback / fork / reset / validate, bitmask checks."""
+
+import json
+
+import numpy as np
+import pytest
+
+import callmask
+from conftest import OUTPUTS, TOKENIZERS, load_tools
+
+WEATHER = load_tools("weather.json")
+
+
+def automaton(vocab, **kw):
+    g = callmask.Grammar.from_dialect("hermes", WEATHER, **kw)
+    return g, callmask.TokenAutomaton(g, vocab)
+
+
+def test_errors_are_typed():
+    with pytest.raises(callmask.UnsupportedKeywordError, match="uniqueItems"):
+        callmask.Grammar.from_json_schema({"type": "array", "uniqueItems": True})
+    g = callmask.Grammar.from_json_schema({"type": "array", "uniqueItems": True}, lenient=True)
+    assert g.dropped_keywords
+    with pytest.raises(callmask.InvalidSchemaError):
+        callmask.Grammar.from_json_schema({"type": "no-such-type"})
+    with pytest.raises(callmask.InvalidSchemaError):
+        callmask.Grammar.from_json_schema("{not json")
+    with pytest.raises(callmask.InvalidSchemaError):
+        callmask.Grammar.from_json_schema({"$ref": "#/$defs/missing"})
+    with pytest.raises(callmask.DialectError):
+        callmask.Grammar.from_dialect("no-such-dialect", WEATHER)
+    with pytest.raises(callmask.ToolsError):
+        callmask.Grammar.from_dialect("hermes", [{"type": "function"}])
+    with pytest.raises(callmask.ToolsError):
+        callmask.Grammar.from_dialect("hermes", WEATHER, tool_choice={"type": "function"})
+    with pytest.raises(callmask.VocabError):
+        callmask.Vocab.from_tokenizer_json("/nonexistent/tokenizer.json")
+    with pytest.raises(callmask.VocabError):
+        callmask.Vocab.from_parts([b"a"], [False], [7])
+    with pytest.raises(TypeError):
+        callmask.Grammar.from_json_schema({}, no_such_option=1)
+    assert issubclass(callmask.UnsupportedKeywordError, callmask.CallmaskError)
+
+
+def test_parse_and_stream(llama_vocab):
+    g, a = automaton(llama_vocab)
+    text = (OUTPUTS / "hermes.txt").read_text()
+    msg = g.parse(text)
+    assert msg["content"] is None and msg["reasoning_content"] is None
+    [call] = msg["tool_calls"]
+    assert call["type"] == "function" and call["function"]["name"] == "get_current_weather"
+    assert json.loads(call["function"]["arguments"]) == {"location": "Oslo", "unit": "celsius"}
+    with pytest.raises(callmask.ParseError):
+        g.parse('<tool_call>\n{"name": "nope", "arguments": {}}\n</tool_call>')
+    assert g.check(text) is None
+    assert "ends before" in g.check("<tool_call>\n{")  # a prefix is not a complete output
+    assert "get_current_weather" in g.functions
+
+    # Streaming token by token: the deltas reassemble into the parsed message.
+    sp = callmask.StreamParser(g, llama_vocab)
+    deltas = []
+    for t in a.tokenize(text.rstrip("\n")):
+        deltas += sp.push_token(t)
+    deltas += sp.finish()
+    starts = [d["tool_calls"][0] for d in deltas if "tool_calls" in d and "id" in d["tool_calls"][0]]
+    assert [s["function"]["name"] for s in starts] == ["get_current_weather"]
+    args = "".join(
+        d["tool_calls"][0]["function"]["arguments"] for d in deltas if "tool_calls" in d
+    )
+    assert json.loads(args) == json.loads(call["function"]["arguments"])
+    with pytest.raises(callmask.ParseError):
+        callmask.StreamParser(g).push('<tool_call>\n{"name": "nope"')
+
+
+def test_matcher_lifecycle(llama_vocab):
+    g, a = automaton(llama_vocab, tool_choice="required", parallel_tool_calls=False)
+    text = (OUTPUTS / "hermes.txt").read_text().rstrip("\n")
+    tokens = a.tokenize(text)
+    m = a.matcher()
+    assert not m.can_end()
+    assert m.validate_tokens(tokens + [tokens[0]]) == len(tokens)
+    assert m.accepted_tokens() == []  # validate changes nothing
+    # A forbidden token: False, unchanged, error() says why; consume_token raises.
+    bad = llama_vocab.eos_token_ids[0]  # tool_choice required: no end before a call
+    assert not m.accept_token(bad) and "not allowed" in m.error()
+    with pytest.raises(callmask.ForbiddenTokenError):
+        m.consume_token(bad)
+    with pytest.raises(callmask.ForbiddenTokenError):
+        m.consume_token(10**7)
+    assert not m.accept_tokens(tokens[:3] + [bad]) and m.accepted_tokens() == []
+    assert m.accept_tokens(tokens[:5])
+    f = m.fork()
+    before = m.allowed_tokens()
+    assert m.accept_tokens(tokens[5:])
+    assert m.can_end() and m.is_finished() and not m.is_terminated()
+    eos = llama_vocab.eos_token_ids
+    assert set(eos) & set(m.allowed_tokens())
+    assert m.accept_token(next(t for t in eos if m.is_allowed(t)))
+    assert m.is_terminated()
+    assert not m.allowed_tokens()
+    assert f.allowed_tokens() == before  # the fork did not move
+    m.rollback(len(tokens) - 5 + 1)
+    assert m.allowed_tokens() == before and not m.is_terminated()
+    with pytest.raises(callmask.RollbackError):
+        m.rollback(6)
+    m.reset()
+    assert m.accepted_tokens() == [] and m.error() is None
+    small = a.matcher(max_rollback=2)
+    assert small.accept_tokens(tokens[:4]) and small.rollback_available() == 2
+
+
+def test_bitmask_checks(llama_vocab):
+    _, a = automaton(llama_vocab)
+    m = a.matcher()
+    words = (len(llama_vocab) + 31) // 32
+    with pytest.raises(callmask.BitmaskError):
+        m.fill_bitmask(np.zeros((1, words), dtype=np.int64))
+    with pytest.raises(callmask.BitmaskError):
+        m.fill_bitmask(np.zeros((1, words - 1), dtype=np.int32))
+    with pytest.raises(callmask.BitmaskError):
+        m.fill_bitmask(np.zeros((2, words), dtype=np.int32), index=2)
+    ro = np.zeros((1, words), dtype=np.int32)
+    ro.flags.writeable = False
+    with pytest.raises(callmask.BitmaskError):
+        m.fill_bitmask(ro)
+    with pytest.raises(callmask.BitmaskError):
+        m.fill_bitmask(np.zeros((words, 2), dtype=np.int32).T)
+    with pytest.raises(callmask.BitmaskError):
+        m.fill_bitmask(np.zeros((1, 1, words), dtype=np.int32))
+    with pytest.raises(TypeError):
+        m.fill_bitmask([0] * words)
+    with pytest.raises(callmask.BitmaskError):
+        callmask.fill_bitmasks([m, a.matcher()], np.zeros((1, words), dtype=np.int32))
+    with pytest.raises(ValueError):
+        callmask.fill_bitmasks([m, m], np.zeros((2, words), dtype=np.int32))
+    # 1-D row, and a strided view of rows of a bigger array (contiguous rows still work).
+    row = np.zeros(words, dtype=np.int32)
+    m.fill_bitmask(row)
+    big = np.zeros((4, words), dtype=np.int32)
+    m.fill_bitmask(big[2:3])
+    np.testing.assert_array_equal(big[2], row)
+    assert not big[[0, 1, 3]].any()
+    allowed = callmask.allowed_from_bitmask(row, len(llama_vocab))
+    assert np.flatnonzero(allowed).tolist() == m.allowed_tokens()
+
+
+def test_vocab(llama_vocab):
+    assert len(llama_vocab) == 128256
+    assert llama_vocab.special_token("<|python_tag|>") == 128010
+    assert llama_vocab.token_bytes(128010) == b"<|python_tag|>"
+    assert llama_vocab.is_special(128010) and not llama_vocab.is_special(1000)
+    v = callmask.Vocab.from_tokenizer_json(TOKENIZERS["llama3_1"], eos_token_ids=[128008])
+    assert 128008 in v.eos_token_ids and set(llama_vocab.eos_token_ids) <= set(v.eos_token_ids)
+    tokenizers = pytest.importorskip("tokenizers")
+    v2 = callmask.Vocab.from_hf(tokenizers.Tokenizer.from_file(str(TOKENIZERS["qwen3"])))
+    assert len(v2) > 150000
+
+
+def test_render_prompt():
+    p = callmask.render_prompt(
+        "pythonic", WEATHER, [{"role": "user", "content": "Weather in Oslo?"}], datetime="2024-09-24"
+    )
+    assert "get_current_weather" in p and "Weather in Oslo?" in p

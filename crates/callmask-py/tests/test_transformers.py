@@ -1,0 +1,66 @@
+"""transformers ``generate`` with a tiny randomly initialised Llama whose tokenizer is the real
+Llama 3.1 ``tokenizer.json`` wrapped in ``PreTrainedTokenizerFast``: with the callmask logits
+processor every finished output parses and its arguments validate, although the weights are
+random. Needs torch and transformers (not in CI: scripts/python-transformers.sh runs it)."""
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+jsonschema = pytest.importorskip("jsonschema")
+
+import callmask  # noqa: E402
+from callmask.transformers import CallmaskLogitsProcessor  # noqa: E402
+from conftest import TOKENIZERS, load_tools  # noqa: E402
+
+
+def test_generate_with_random_llama():
+    tok = transformers.PreTrainedTokenizerFast(
+        tokenizer_file=str(TOKENIZERS["llama3_1"]), eos_token="<|eot_id|>", pad_token="<|eot_id|>"
+    )
+    tok.padding_side = "left"
+    vocab = callmask.Vocab.from_hf(tok)
+    assert tok.eos_token_id in vocab.eos_token_ids
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        vocab_size=len(vocab) + 64,  # padded logits
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.eos_token_id,
+    )
+    model = transformers.LlamaForCausalLM(config).eval()
+    tools = load_tools("weather.json")
+    grammar = callmask.Grammar.from_dialect(
+        "hermes", tools, tool_choice="required", parallel_tool_calls=False, max_whitespace=1
+    )
+    automaton = callmask.TokenAutomaton(grammar, vocab)
+    prompts = ["Weather in Oslo?", "Stock price of NVDA?", "Who is user 7?", "Time in UTC?"]
+    inputs = tok(prompts, return_tensors="pt", padding=True)
+    finished = 0
+    for seed in range(3):
+        proc = CallmaskLogitsProcessor(automaton)
+        torch.manual_seed(seed)
+        out = model.generate(
+            **inputs,
+            logits_processor=transformers.LogitsProcessorList([proc]),
+            do_sample=True,
+            max_new_tokens=160,
+        )
+        for row in range(len(prompts)):
+            new = out[row, inputs["input_ids"].shape[1] :].tolist()
+            if tok.eos_token_id not in new:
+                continue  # unfinished within max_new_tokens: random weights ramble in strings
+            text = tok.decode(new[: new.index(tok.eos_token_id)], skip_special_tokens=False)
+            msg = grammar.parse(text)
+            [call] = msg["tool_calls"]
+            spec = next(t["function"] for t in tools if t["function"]["name"] == call["function"]["name"])
+            jsonschema.validate(json.loads(call["function"]["arguments"]), spec["parameters"])
+            finished += 1
+            print(f"\n{text!r}")
+    assert finished >= 3, f"only {finished} of {3 * len(prompts)} outputs finished"
