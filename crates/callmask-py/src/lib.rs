@@ -103,9 +103,9 @@ fn err(e: Error) -> PyErr {
         | Error::InvalidPattern { .. }
         | Error::Json(_) => InvalidSchemaError::new_err(msg),
         Error::LimitExceeded { .. } => LimitExceededError::new_err(msg),
-        Error::TokenForbidden { .. } | Error::TokenOutOfVocabulary { .. } => {
-            ForbiddenTokenError::new_err(msg)
-        }
+        Error::TokenForbidden { .. }
+        | Error::TokenOutOfVocabulary { .. }
+        | Error::OverBudget { .. } => ForbiddenTokenError::new_err(msg),
         Error::BitmaskSize { .. } => BitmaskError::new_err(msg),
         Error::Rollback { .. } => RollbackError::new_err(msg),
         Error::InvalidTools(_) => ToolsError::new_err(msg),
@@ -520,10 +520,16 @@ impl PyAutomaton {
     }
 
     /// A matcher at the start of an output. `max_rollback`: how many tokens `rollback` can undo
-    /// (default 1024).
-    #[pyo3(signature = (max_rollback=None))]
-    fn matcher(&self, max_rollback: Option<usize>) -> PyMatcher {
-        PyMatcher::new(&self.a, max_rollback)
+    /// (default 1024). `max_tokens`: the request's token budget, end-of-generation token
+    /// included: every token the matcher allows keeps a complete output within it (see
+    /// `Matcher.set_token_budget`); `None` for no budget.
+    #[pyo3(signature = (max_rollback=None, max_tokens=None))]
+    fn matcher(
+        &self,
+        max_rollback: Option<usize>,
+        max_tokens: Option<usize>,
+    ) -> PyResult<PyMatcher> {
+        PyMatcher::new(&self.a, max_rollback, max_tokens)
     }
 
     /// Tokenizes `text` as the model would, the grammar's special tokens spelled in it (e.g.
@@ -545,22 +551,30 @@ impl PyAutomaton {
 struct PyMatcher {
     m: Matcher,
     max_rollback: Option<usize>,
+    /// The token budget `reset` starts again with.
+    max_tokens: Option<usize>,
     scratch: TokenMask,
     error: Option<String>,
 }
 
 impl PyMatcher {
-    fn new(a: &TokenAutomaton, max_rollback: Option<usize>) -> Self {
+    fn new(
+        a: &TokenAutomaton,
+        max_rollback: Option<usize>,
+        max_tokens: Option<usize>,
+    ) -> PyResult<Self> {
         let mut m = a.matcher();
         if let Some(n) = max_rollback {
             m.set_max_rollback(n);
         }
-        PyMatcher {
+        m.set_token_budget(max_tokens).map_err(err)?;
+        Ok(PyMatcher {
             m,
             max_rollback,
+            max_tokens,
             scratch: TokenMask::new(0),
             error: None,
-        }
+        })
     }
 }
 
@@ -798,18 +812,36 @@ impl PyMatcher {
         PyMatcher {
             m: self.m.clone(),
             max_rollback: self.max_rollback,
+            max_tokens: self.max_tokens,
             scratch: TokenMask::new(0),
             error: self.error.clone(),
         }
     }
 
-    /// Back to the start of an output (and no error).
-    fn reset(&mut self) {
-        self.m = self.m.automaton().matcher();
+    /// Back to the start of an output (and no error), with the matcher's token budget again.
+    fn reset(&mut self) -> PyResult<()> {
+        let mut m = self.m.automaton().matcher();
         if let Some(n) = self.max_rollback {
-            self.m.set_max_rollback(n);
+            m.set_max_rollback(n);
         }
+        m.set_token_budget(self.max_tokens).map_err(err)?;
+        self.m = m;
         self.error = None;
+        Ok(())
+    }
+
+    /// Sets the tokens left for this output (end-of-generation token included), from now on:
+    /// a token is then allowed only if a complete output still fits. `None` removes the budget.
+    /// Raises `CallmaskError` when the budget is below the shortest complete output from here,
+    /// or when the vocabulary lacks a single-byte token for some byte.
+    #[pyo3(signature = (tokens_left))]
+    fn set_token_budget(&mut self, tokens_left: Option<usize>) -> PyResult<()> {
+        self.m.set_token_budget(tokens_left).map_err(err)
+    }
+
+    /// The tokens left under the budget (`None` without one).
+    fn tokens_left(&self) -> Option<usize> {
+        self.m.tokens_left()
     }
 
     /// True once an end-of-generation token was accepted (the engines' meaning: vLLM, SGLang

@@ -162,3 +162,34 @@ def test_render_prompt():
         "pythonic", WEATHER, [{"role": "user", "content": "Weather in Oslo?"}], datetime="2024-09-24"
     )
     assert "get_current_weather" in p and "Weather in Oslo?" in p
+
+
+def test_token_budget_ends_every_output_within_max_tokens(llama_vocab):
+    schema = {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+        "required": ["city", "days"],
+    }
+    a = callmask.TokenAutomaton(callmask.Grammar.from_json_schema(schema), llama_vocab)
+    with pytest.raises(callmask.CallmaskError, match="budget"):
+        a.matcher(max_tokens=3)
+    words = callmask.bitmask_shape(len(llama_vocab))[-1]
+    for budget in (40, 64):
+        m = a.matcher(max_tokens=budget)
+        assert m.tokens_left() == budget
+        out = []
+        row = np.zeros(words, dtype=np.int32)
+        # Always take the highest allowed token id: a "model" that never tries to finish.
+        while not m.is_terminated():
+            m.fill_bitmask(row)
+            bits = np.unpackbits(row.view(np.uint8), bitorder="little")
+            tok = int(np.nonzero(bits)[0][-1])
+            assert m.accept_token(tok), m.error()
+            out.append(tok)
+            assert len(out) <= budget
+        assert out[-1] in llama_vocab.eos_token_ids
+        text = b"".join(llama_vocab.token_bytes(t) for t in out[:-1]).decode()
+        value = json.loads(text)
+        assert isinstance(value["city"], str) and isinstance(value["days"], int)
+        m.reset()
+        assert m.tokens_left() == budget

@@ -123,7 +123,9 @@ class TokenAutomaton:
     """A grammar bound to a vocabulary; its mask caches are shared by its matchers."""
 
     def __init__(self, grammar: Grammar, vocab: Vocab) -> None: ...
-    def matcher(self, max_rollback: Optional[int] = None) -> "Matcher":
+    def matcher(
+        self, max_rollback: Optional[int] = None, max_tokens: Optional[int] = None
+    ) -> "Matcher":
         """A matcher at the start of an output."""
     def tokenize(self, text: str) -> list[int]:
         """Tokenizes as the model would, the grammar's special tokens included."""
@@ -153,7 +155,11 @@ class Matcher:
     def fork(self) -> "Matcher":
         """An independent copy."""
     def reset(self) -> None:
-        """Back to the start."""
+        """Back to the start (with the matcher's token budget again)."""
+    def set_token_budget(self, tokens_left: Optional[int]) -> None:
+        """Tokens left for this output, end-of-generation token included; None: no budget."""
+    def tokens_left(self) -> Optional[int]:
+        """Tokens left under the budget (None without one)."""
     def is_terminated(self) -> bool:
         """True once an end-of-generation token was accepted."""
     def is_finished(self) -> bool:
