@@ -54,3 +54,25 @@ def load_tools(name):
     import json
 
     return json.loads((TOOLS / name).read_text())
+
+
+ALIASES = {"dict": "object", "float": "number", "tuple": "array"}
+
+
+def standard(schema):
+    """The tools' type aliases (`dict`, `float`, `tuple`, `any`, which callmask accepts) as
+    standard JSON Schema types, for the jsonschema package."""
+    if isinstance(schema, list):
+        return [standard(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: standard(v) for k, v in schema.items()}
+    t = out.get("type")
+    if isinstance(t, str):
+        if t == "any":
+            del out["type"]
+        else:
+            out["type"] = ALIASES.get(t, t)
+    elif isinstance(t, list):
+        out["type"] = [ALIASES.get(x, x) for x in t]
+    return out

@@ -10,7 +10,7 @@ import time
 import pytest
 
 import callmask
-from conftest import load_tools
+from conftest import load_tools, standard
 
 llama_cpp = pytest.importorskip("llama_cpp")
 jsonschema = pytest.importorskip("jsonschema")
@@ -52,28 +52,6 @@ def test_vocab_from_llama(vocab, llm):
     assert b"".join(vocab.token_bytes(t) for t in ids) == b"Hello, world! 12 + 30 = 42"
 
 
-ALIASES = {"dict": "object", "float": "number", "tuple": "array"}
-
-
-def standard(schema):
-    """The tools' type aliases (`dict`, `float`, `tuple`, `any`, which callmask accepts) as
-    standard JSON Schema types, for the jsonschema package."""
-    if isinstance(schema, list):
-        return [standard(s) for s in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out = {k: standard(v) for k, v in schema.items()}
-    t = out.get("type")
-    if isinstance(t, str):
-        if t == "any":
-            del out["type"]
-        else:
-            out["type"] = ALIASES.get(t, t)
-    elif isinstance(t, list):
-        out["type"] = [ALIASES.get(x, x) for x in t]
-    return out
-
-
 def validate(tools, message):
     by_name = {t["function"]["name"]: t["function"].get("parameters") or {} for t in tools}
     assert message["tool_calls"], message
@@ -111,7 +89,7 @@ def test_generate_tool_calls(llm, vocab, dialect):
             [{"role": "user", "content": message}],
             datetime="2024-09-24",
         )
-        processor = cm.LogitsProcessor(automaton)
+        processor = cm.LogitsProcessor(automaton, max_tokens=MAX_TOKENS)
         start = time.perf_counter()
         out = llm.create_completion(
             prompt,

@@ -62,11 +62,13 @@ class LogitsProcessor:
 
     Called as ``processor(input_ids, scores)`` with the prompt and the tokens generated so far;
     the first call's ``input_ids`` are taken as the prompt. One processor per generation (or
-    call :meth:`reset` between generations)."""
+    call :meth:`reset` between generations). ``max_tokens``: the generation's ``max_tokens``;
+    with it, every token allowed keeps a complete output within that many tokens (the
+    end-of-generation token included), so the output ends valid however the model samples."""
 
-    def __init__(self, automaton: TokenAutomaton):
+    def __init__(self, automaton: TokenAutomaton, max_tokens: Optional[int] = None):
         self.automaton = automaton
-        self.matcher = automaton.matcher()
+        self.matcher = automaton.matcher(max_tokens=max_tokens)
         self._prompt_len: Optional[int] = None
         self._bitmask: Optional[np.ndarray] = None
 

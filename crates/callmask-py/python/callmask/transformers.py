@@ -31,10 +31,13 @@ from ._common import apply_bitmask
 
 
 class CallmaskLogitsProcessor(LogitsProcessor):
-    """Masks the scores of every row to the tokens its grammar allows next."""
+    """Masks the scores of every row to the tokens its grammar allows next. ``max_new_tokens``:
+    the ``generate`` call's; with it, every row ends with a complete output (end-of-generation
+    token included) within that many new tokens."""
 
-    def __init__(self, automaton: TokenAutomaton):
+    def __init__(self, automaton: TokenAutomaton, max_new_tokens: Optional[int] = None):
         self.automaton = automaton
+        self.max_new_tokens = max_new_tokens
         self.matchers: list = []
         self._prompt_len: Optional[int] = None
 
@@ -47,7 +50,9 @@ class CallmaskLogitsProcessor(LogitsProcessor):
         batch = input_ids.shape[0]
         if self._prompt_len is None:
             self._prompt_len = input_ids.shape[1]
-            self.matchers = [self.automaton.matcher() for _ in range(batch)]
+            self.matchers = [
+                self.automaton.matcher(max_tokens=self.max_new_tokens) for _ in range(batch)
+            ]
         ids = input_ids[:, self._prompt_len :].tolist()
         live = []
         for m, row in zip(self.matchers, ids):
