@@ -617,7 +617,7 @@ struct Shared {
     local: RwLock<LocalCache>,
     full: RwLock<HashMap<Vec<Stack>, Arc<TokenMask>>>,
     /// Bytes without a single-byte (non-special) token: a budget cannot be guaranteed if any.
-    missing_bytes: Vec<u8>,
+    missing_bytes: OnceLock<Vec<u8>>,
     /// Shortest completions, built when a token budget is first set.
     completer: OnceLock<Completer>,
     /// Per matcher state: its allowed tokens by completion cost (bounded like `full`).
@@ -697,9 +697,6 @@ impl TokenAutomaton {
             }
         }
         let trie = trie_for(&vocab);
-        let missing_bytes = (0..=255u8)
-            .filter(|&b| vocab.token_id(&[b]).is_none_or(|t| vocab.is_special(t)))
-            .collect();
         Ok(TokenAutomaton {
             shared: Arc::new(Shared {
                 grammar: grammar.clone(),
@@ -708,7 +705,7 @@ impl TokenAutomaton {
                 specials,
                 local: RwLock::new(LocalCache::default()),
                 full: RwLock::new(HashMap::new()),
-                missing_bytes,
+                missing_bytes: OnceLock::new(),
                 completer: OnceLock::new(),
                 budget_costs: RwLock::new(HashMap::new()),
             }),
@@ -769,7 +766,13 @@ impl TokenAutomaton {
     /// excluded). Empty for byte-level BPE vocabularies and for SentencePiece ones with byte
     /// fallback (`<0xNN>`); when not empty, [`Matcher::set_token_budget`] refuses a budget.
     pub fn bytes_without_token(&self) -> &[u8] {
-        &self.shared.missing_bytes
+        // Computed on first use (a token budget asks for it), not on every compile.
+        self.shared.missing_bytes.get_or_init(|| {
+            let vocab = &self.shared.vocab;
+            (0..=255u8)
+                .filter(|&b| vocab.token_id(&[b]).is_none_or(|t| vocab.is_special(t)))
+                .collect()
+        })
     }
 
     /// Shortest completions for this grammar and vocabulary (built on first use).
@@ -1097,10 +1100,10 @@ impl Matcher {
             self.budget = None;
             return Ok(());
         };
-        let missing = &self.auto.shared.missing_bytes;
+        let missing = self.auto.bytes_without_token();
         if !missing.is_empty() {
             return Err(Error::BudgetUnsupported {
-                missing: missing.clone(),
+                missing: missing.to_vec(),
             });
         }
         if !self.finished {
