@@ -16,6 +16,13 @@
 //! - `tools_N/DIALECT` (functools, pythonic, empower, inline): callmask's real dialects on the same
 //!   tool set, for information (no peer has them); the output is written as the dialect's model
 //!   writes it (`tests/common/writer.rs`), special tokens as special tokens.
+//! - `tools_N/FORMAT/CHOICE` (FORMAT = hermes, llama31_json; CHOICE = auto, required): a
+//!   tool-calling format every engine can express, on the same tools and output: callmask's
+//!   dialect with that `tool_choice`; llguidance's Lark grammar ([`llg::lark_for`]: the call as
+//!   `%json{...}`, Hermes text before `<tool_call>` as a lazy lexeme); XGrammar's own preset
+//!   (`get_model_structural_tag("qwen_3" | "llama", tools, tool_choice, reasoning="disabled")`,
+//!   a `triggered_tags` structural tag). The output is text, then the calls as the model writes
+//!   them.
 //! - `schema/NAME`: the schemas of `benches/schemas/` with their instances.
 //!
 //! Vocabularies: Llama 3.1 (`tokenizer.json`, 128,256 tokens) and Gemma 3 (the 270M GGUF,
@@ -33,6 +40,10 @@
 //!   process-wide caches (compiled lexemes, lexeme walks) are cleared before each trial ("cold"),
 //!   and a second series keeps them ("warm", a server's steady state).
 //! - first mask: the first mask's own time in those trials (median).
+//! - new request: a request's JSON text (the schema, or the tools) in, its first mask out: parse,
+//!   compile (llguidance: the Lark text built from the tools; XGrammar: its structural tag
+//!   preset), matcher, first mask; median over the compile trials. callmask: caches cleared
+//!   ("cold") and kept ("warm"). The summary compares each to the best peer (target ≤ 0.5).
 //! - mask p50 / p99 / max: per-token mask time along the output, over `CALLMASK_BENCH_REPS`
 //!   (default 10) warm passes with fresh matchers on one compiled grammar.
 //! - memory: live heap bytes (a counting global allocator) held by one compiled grammar with its
@@ -125,6 +136,8 @@ fn live() -> isize {
 const LLAMA31_TOKENIZER: &str = "tokenizers/llama3_1-3.7.2/tokenizer.json";
 const GEMMA3_GGUF: &str = "gemma-1.0.0/gemma-3-270m-q4_k_m.gguf";
 const DIALECTS: [&str; 4] = ["functools", "pythonic", "empower", "inline"];
+/// The dialects every engine runs (`tools_N/DIALECT/CHOICE`).
+const PEER_DIALECTS: [&str; 2] = ["hermes", "llama31_json"];
 const ENGINES: [&str; 3] = ["callmask", "llguidance", "xgrammar"];
 const PEERS: [&str; 2] = ["llguidance", "xgrammar"];
 const FUZZ_MAX_TOKENS: usize = 256;
@@ -175,6 +188,10 @@ enum Source {
     Schema(Value),
     /// A callmask dialect over a tool set (callmask only).
     Dialect(&'static str, Tools),
+    /// A tool-calling format every engine can express (`hermes`, `llama31_json`) with a
+    /// `tool_choice` (`auto`, `required`): callmask's dialect, llguidance's Lark grammar
+    /// ([`llg::lark_for`]), XGrammar's structural tag (`get_model_structural_tag`).
+    Tooling(&'static str, &'static str, Tools),
 }
 
 struct Workload {
@@ -184,6 +201,9 @@ struct Workload {
     n_tools: Option<usize>,
     source: Source,
     text: String,
+    /// What a request brings: the schema's or the tool set's JSON text (the "new request"
+    /// measure starts from it).
+    input: String,
 }
 
 fn workloads(knobs: &Knobs) -> Vec<Workload> {
@@ -204,6 +224,7 @@ fn workloads(knobs: &Knobs) -> Vec<Workload> {
                 n_tools: Some(n),
                 source: Source::Schema(call_list_schema(&tools_json)),
                 text: to_model_text(&Value::Array(list)),
+                input: call_list_schema(&tools_json).to_string(),
             });
         }
         let tools = Tools::from_openai_json(&tools_json).unwrap();
@@ -220,7 +241,31 @@ fn workloads(knobs: &Knobs) -> Vec<Workload> {
                     n_tools: Some(n),
                     source: Source::Dialect(d, tools.clone()),
                     text: writer::write(d, TEXT_BEFORE, &wcalls),
+                    input: tools_json.to_string(),
                 });
+            }
+        }
+        for d in PEER_DIALECTS {
+            // Llama 3.1 JSON: one call per message (callmask's dialect); `required`: the call
+            // first (XGrammar's `at_least_one` triggered tags start with a call).
+            let calls = if d == "llama31_json" {
+                &wcalls[..1]
+            } else {
+                &wcalls[..]
+            };
+            for choice in ["auto", "required"] {
+                let before = if choice == "auto" { TEXT_BEFORE } else { "" };
+                let wname = format!("{name}/{d}/{choice}");
+                if knobs.wants(&wname) {
+                    out.push(Workload {
+                        name: wname,
+                        kind: "tooling",
+                        n_tools: Some(n),
+                        source: Source::Tooling(d, choice, tools.clone()),
+                        text: writer::write(d, before, calls),
+                        input: tools_json.to_string(),
+                    });
+                }
             }
         }
     }
@@ -236,11 +281,13 @@ fn workloads(knobs: &Knobs) -> Vec<Workload> {
     for s in names {
         let name = format!("schema/{s}");
         if knobs.wants(&name) {
+            let schema = read_json(&dir.join(format!("{s}.schema.json")));
             out.push(Workload {
                 name,
                 kind: "schema",
                 n_tools: None,
-                source: Source::Schema(read_json(&dir.join(format!("{s}.schema.json")))),
+                input: schema.to_string(),
+                source: Source::Schema(schema),
                 text: to_model_text(&read_json(&dir.join(format!("{s}.instance.json")))),
             });
         }
@@ -258,6 +305,11 @@ struct Row {
     compile_ms: Vec<f64>,
     /// ms, callmask with its process-wide caches warm
     compile_warm_ms: Vec<f64>,
+    /// ms, a new request: its JSON text (schema or tools) in, first mask out (callmask: caches
+    /// cleared)
+    new_request_ms: Vec<f64>,
+    /// ms, the same with callmask's process-wide caches warm
+    new_request_warm_ms: Vec<f64>,
     /// µs, one per trial
     first_mask_us: Vec<f64>,
     /// µs per mask, warm passes
@@ -296,6 +348,23 @@ impl Row {
         match &self.external {
             Some(x) => x["mask_step_min_us"]["p99"].as_f64().unwrap_or(f64::NAN),
             None => summarize(&self.step_min()).p99,
+        }
+    }
+    /// A new request, JSON text to first mask (ms): (caches cleared, caches warm); the same
+    /// number twice for a peer.
+    fn new_request(&self) -> (f64, f64) {
+        if self.error.is_some() {
+            return (f64::NAN, f64::NAN);
+        }
+        if let Some(x) = &self.external {
+            let v = x["new_request_ms"].as_f64().unwrap_or(f64::NAN);
+            return (v, v);
+        }
+        let cold = summarize(&self.new_request_ms).p50;
+        if self.new_request_warm_ms.is_empty() {
+            (cold, cold)
+        } else {
+            (cold, summarize(&self.new_request_warm_ms).p50)
         }
     }
     /// (compile ms median, first mask µs, mask summary)
@@ -347,6 +416,12 @@ impl Row {
         if !self.compile_warm_ms.is_empty() {
             o["compile_warm_caches_ms"] = num3(summarize(&self.compile_warm_ms).p50);
         }
+        if !self.new_request_ms.is_empty() {
+            o["new_request_ms"] = num3(summarize(&self.new_request_ms).p50);
+        }
+        if !self.new_request_warm_ms.is_empty() {
+            o["new_request_warm_caches_ms"] = num3(summarize(&self.new_request_warm_ms).p50);
+        }
         if let Some(f) = &self.fuzz {
             o["fuzz"] = f.clone();
         }
@@ -366,7 +441,39 @@ mod cm {
             Source::Dialect(d, tools) => {
                 Dialect::by_name(d)?.compile(tools, &DialectOptions::default())
             }
+            Source::Tooling(d, choice, tools) => Dialect::by_name(d)?.compile(
+                tools,
+                &DialectOptions::default().tool_choice(choice.parse()?),
+            ),
         }
+    }
+
+    /// The grammar from the request's JSON text (schema or tools), as a server gets it.
+    fn grammar_from_input(w: &Workload) -> callmask::Result<Grammar> {
+        let v: Value = serde_json::from_str(&w.input)
+            .map_err(|e| callmask::Error::InvalidTools(e.to_string()))?;
+        match &w.source {
+            Source::Schema(_) => Grammar::from_json_schema(&v, &CompileOptions::default()),
+            Source::Dialect(d, _) => Dialect::by_name(d)?
+                .compile(&Tools::from_openai_json(&v)?, &DialectOptions::default()),
+            Source::Tooling(d, choice, _) => Dialect::by_name(d)?.compile(
+                &Tools::from_openai_json(&v)?,
+                &DialectOptions::default().tool_choice(choice.parse()?),
+            ),
+        }
+    }
+
+    /// A new request: its JSON text in, its first mask out (ms).
+    fn new_request(w: &Workload, vocab: &Arc<Vocab>) -> f64 {
+        let t0 = Instant::now();
+        let g = grammar_from_input(w).unwrap();
+        let a = TokenAutomaton::new(&g, vocab.clone()).unwrap();
+        let mut m = a.matcher();
+        let mut mask = TokenMask::new(vocab.len());
+        m.fill_mask(&mut mask);
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        black_box(&mask);
+        ms
     }
 
     /// Grammar → automaton → matcher → first mask: (automaton, total ms, first mask µs).
@@ -451,6 +558,14 @@ mod cm {
             row.compile_warm_ms.push(ms);
             drop(a);
         }
+        // A new request from its JSON text, caches cleared, then warm.
+        for _ in 0..k.compile {
+            callmask::clear_shared_caches();
+            row.new_request_ms.push(new_request(w, vocab));
+        }
+        for _ in 0..k.compile {
+            row.new_request_warm_ms.push(new_request(w, vocab));
+        }
         // Memory of one compiled grammar with its first mask (caches warm: what a request adds).
         let before = live();
         let (a, _, _) = compile(w, vocab).unwrap();
@@ -475,6 +590,53 @@ mod cm {
             row.fuzz = Some(fuzz(&a, &mut mask, k.fuzz_ms));
         }
         row
+    }
+
+    /// Batch fills ([`callmask::mask::fill_u32_rows`], rayon, on `pool`): `batch` sequences at
+    /// staggered positions along `tokens`, `steps` decoding steps (each: one timed fill of every
+    /// row, then every sequence accepts its next token; a finished one starts again). µs per
+    /// fill call.
+    pub fn batch(
+        w: &Workload,
+        vocab: &Arc<Vocab>,
+        tokens: &[TokenId],
+        batch: usize,
+        steps: usize,
+        pool: &rayon::ThreadPool,
+    ) -> Vec<f64> {
+        let g = grammar(w).unwrap();
+        let a = TokenAutomaton::new(&g, vocab.clone()).unwrap();
+        let row_words = vocab.len().div_ceil(32);
+        let mut rows = vec![0u32; batch * row_words];
+        let mut seqs: Vec<(callmask::Matcher, usize)> = (0..batch)
+            .map(|i| {
+                let mut m = a.matcher();
+                let pos = (i * 7) % tokens.len();
+                for &t in &tokens[..pos] {
+                    m.accept(t).unwrap();
+                }
+                (m, pos)
+            })
+            .collect();
+        let mut out = Vec::with_capacity(steps);
+        for _ in 0..steps {
+            let mut refs: Vec<Option<&mut callmask::Matcher>> =
+                seqs.iter_mut().map(|(m, _)| Some(m)).collect();
+            let t0 = Instant::now();
+            pool.install(|| callmask::mask::fill_u32_rows(&mut refs, &mut rows, row_words))
+                .unwrap();
+            out.push(micros(t0.elapsed()));
+            black_box(&rows);
+            for (m, pos) in &mut seqs {
+                if *pos == tokens.len() {
+                    *m = a.matcher();
+                    *pos = 0;
+                }
+                m.accept(tokens[*pos]).unwrap();
+                *pos += 1;
+            }
+        }
+        out
     }
 
     /// The `k`-th allowed token of `mask`.
@@ -547,6 +709,78 @@ mod llg {
         factory: ParserFactory,
     }
 
+    /// What llguidance compiles: a JSON Schema or a Lark grammar.
+    pub enum Prepared {
+        Schema(Value),
+        Lark(String),
+    }
+
+    /// A Lark string literal.
+    fn lark_str(s: &str) -> String {
+        serde_json::to_string(s).unwrap()
+    }
+
+    /// llguidance's grammar for a tool-calling format (`hermes`, `llama31_json`) and
+    /// `tool_choice` (`auto`, `required`) over `tools` (bare OpenAI functions), written as its
+    /// users write them: the call as `%json{...}` (one `anyOf` alternative per tool, the name a
+    /// `const`), free text before a Hermes call as a lazy lexeme that ends at `<tool_call>`.
+    /// Same language as callmask's dialect where Lark can say it: Hermes = optional text, then
+    /// (auto: optionally) calls between `<tool_call>` and `</tool_call>` separated by
+    /// whitespace; Llama 3.1 JSON = `<|python_tag|>`? then one or more call objects, or (auto)
+    /// a reply that does not start with `{` or whitespace.
+    pub fn lark_for(dialect: &str, choice: &str, tools: &Value, vocab: &Vocab) -> String {
+        let args_key = if dialect == "hermes" {
+            "arguments"
+        } else {
+            "parameters"
+        };
+        let mut call = call_list_schema(tools);
+        let mut one = call["items"].take();
+        for alt in one["anyOf"].as_array_mut().into_iter().flatten() {
+            let props = alt["properties"].as_object_mut().unwrap();
+            let args = props.remove("arguments").unwrap();
+            props.insert(args_key.into(), args);
+            alt["required"] = json!(["name", args_key]);
+        }
+        if let Some(d) = call.get_mut("$defs") {
+            one["$defs"] = d.take();
+        }
+        let json = serde_json::to_string(&one).unwrap();
+        let required = choice == "required";
+        let mut g = String::from("%llguidance {}\n");
+        match dialect {
+            "hermes" => {
+                g.push_str(if required {
+                    "start: pre calls\n"
+                } else {
+                    "start: TEXT | pre calls\n"
+                });
+                g.push_str("pre[lazy]: /(.|\\n)*<tool_call>/\n");
+                g.push_str(&format!(
+                    "calls: body (WS? {} body)*\nbody: WS? call WS? {}\n",
+                    lark_str("<tool_call>"),
+                    lark_str("</tool_call>")
+                ));
+                g.push_str("TEXT: /(.|\\n)*/\nWS: /[ \\t\\n\\r]+/\n");
+            }
+            _ => {
+                // The special token by id (llguidance's `<[ID]>` syntax: its Llama 3.1 loader
+                // names token 128010 by its Llama 3 name), where the vocabulary has it.
+                let tag = match vocab.special_token("<|python_tag|>") {
+                    Some(id) => format!("<[{id}]>? "),
+                    None => String::new(),
+                };
+                g.push_str(&format!(
+                    "start: {tag}call+{}\n",
+                    if required { "" } else { " | REPLY" }
+                ));
+                g.push_str("REPLY: /([^{ \\t\\n\\r](.|\\n)*)?/\n");
+            }
+        }
+        g.push_str(&format!("call: %json {json}\n"));
+        g
+    }
+
     /// From a `tokenizer.json`, llguidance's own loader.
     pub fn from_tokenizer_json(path: &Path, eos: &[TokenId]) -> Engine {
         let mut bt = ByteTokenizer::from_file(path)
@@ -597,9 +831,28 @@ mod llg {
             self.factory.tok_env().tok_trie().token(i).to_vec()
         }
 
-        fn matcher(&self, schema: &Value) -> Result<Matcher, String> {
-            let g = TopLevelGrammar::from_json_schema(schema.clone());
-            let m = Matcher::new(self.factory.create_parser(g));
+        /// The grammar of a workload, prepared outside the timed part (as callmask's compile
+        /// starts from parsed tools): the schema, or the Lark text.
+        fn prepared(&self, w: &Workload, vocab: &Vocab) -> Option<Prepared> {
+            match &w.source {
+                Source::Schema(s) => Some(Prepared::Schema(s.clone())),
+                Source::Tooling(d, choice, _) => {
+                    let tools: Value = serde_json::from_str(&w.input).ok()?;
+                    Some(Prepared::Lark(lark_for(d, choice, &tools, vocab)))
+                }
+                Source::Dialect(..) => None,
+            }
+        }
+
+        fn top_level(p: &Prepared) -> TopLevelGrammar {
+            match p {
+                Prepared::Schema(s) => TopLevelGrammar::from_json_schema(s.clone()),
+                Prepared::Lark(l) => TopLevelGrammar::from_lark(l.clone()),
+            }
+        }
+
+        fn matcher(&self, p: &Prepared) -> Result<Matcher, String> {
+            let m = Matcher::new(self.factory.create_parser(Self::top_level(p)));
             match m.get_error() {
                 None => Ok(m),
                 Some(e) => Err(e),
@@ -607,10 +860,9 @@ mod llg {
         }
 
         /// (matcher, total ms, first mask µs)
-        fn compile(&self, schema: &Value) -> Result<(Matcher, f64, f64), String> {
-            let s = schema.clone();
+        fn compile(&self, p: &Prepared) -> Result<(Matcher, f64, f64), String> {
             let t0 = Instant::now();
-            let g = TopLevelGrammar::from_json_schema(s);
+            let g = Self::top_level(p);
             let mut m = Matcher::new(self.factory.create_parser(g));
             if let Some(e) = m.get_error() {
                 return Err(e);
@@ -623,6 +875,24 @@ mod llg {
             drop(mask);
             drop(m);
             Ok((proto, (t2 - t0).as_secs_f64() * 1e3, micros(t2 - t1)))
+        }
+
+        /// A new request: its JSON text in (parsed, turned into the Lark grammar where the
+        /// workload is a tool format), first mask out (ms).
+        fn new_request(&self, w: &Workload, vocab: &Vocab) -> f64 {
+            let t0 = Instant::now();
+            let v: Value = serde_json::from_str(&w.input).unwrap();
+            let g = match &w.source {
+                Source::Tooling(d, choice, _) => {
+                    TopLevelGrammar::from_lark(lark_for(d, choice, &v, vocab))
+                }
+                _ => TopLevelGrammar::from_json_schema(v),
+            };
+            let mut m = Matcher::new(self.factory.create_parser(g));
+            let mask = m.compute_mask().unwrap();
+            let ms = t0.elapsed().as_secs_f64() * 1e3;
+            black_box(&mask);
+            ms
         }
 
         fn pass(
@@ -649,7 +919,77 @@ mod llg {
             Ok(())
         }
 
-        pub fn measure(&self, schema: &Value, tokens: &[TokenId], k: &Knobs) -> Row {
+        /// As [`cm::batch`], llguidance's way: its matchers' `compute_mask` in parallel on
+        /// `pool` (rayon), each copied into its row, as its C API's `llg_par_compute_mask`
+        /// does. `None` where llguidance has no counterpart of the workload.
+        pub fn batch(
+            &self,
+            w: &Workload,
+            vocab: &Vocab,
+            tokens: &[TokenId],
+            batch: usize,
+            steps: usize,
+            pool: &rayon::ThreadPool,
+        ) -> Option<Vec<f64>> {
+            use rayon::prelude::*;
+            let proto = self.matcher(&self.prepared(w, vocab)?).ok()?;
+            let row_words = vocab.len().div_ceil(32);
+            let mut rows = vec![0u32; batch * row_words];
+            let mut seqs: Vec<(Matcher, usize)> = (0..batch)
+                .map(|i| {
+                    let mut m = proto.clone();
+                    let pos = (i * 7) % tokens.len();
+                    m.consume_tokens(&tokens[..pos]).unwrap();
+                    (m, pos)
+                })
+                .collect();
+            let mut out = Vec::with_capacity(steps);
+            for _ in 0..steps {
+                let t0 = Instant::now();
+                pool.install(|| {
+                    seqs.par_iter_mut()
+                        .zip(rows.par_chunks_mut(row_words))
+                        .for_each(|((m, _), row)| {
+                            let v = m.compute_mask().unwrap();
+                            let src = v.as_slice();
+                            let n = src.len().min(row.len());
+                            row[..n].copy_from_slice(&src[..n]);
+                        })
+                });
+                out.push(micros(t0.elapsed()));
+                black_box(&rows);
+                for (m, pos) in &mut seqs {
+                    if *pos == tokens.len() {
+                        *m = proto.clone();
+                        *pos = 0;
+                    }
+                    m.consume_token(tokens[*pos]).unwrap();
+                    *pos += 1;
+                }
+            }
+            Some(out)
+        }
+
+        /// `None` where llguidance has no counterpart of the workload.
+        pub fn measure(
+            &self,
+            w: &Workload,
+            vocab: &Vocab,
+            tokens: &[TokenId],
+            k: &Knobs,
+        ) -> Option<Row> {
+            let p = self.prepared(w, vocab)?;
+            Some(self.measure_prepared(w, vocab, &p, tokens, k))
+        }
+
+        fn measure_prepared(
+            &self,
+            w: &Workload,
+            vocab: &Vocab,
+            schema: &Prepared,
+            tokens: &[TokenId],
+            k: &Knobs,
+        ) -> Row {
             let mut row = Row::default();
             let proto = match self.matcher(schema) {
                 Ok(m) => m,
@@ -664,6 +1004,9 @@ mod llg {
                 row.compile_ms.push(ms);
                 row.first_mask_us.push(first);
                 drop(m);
+            }
+            for _ in 0..k.compile {
+                row.new_request_ms.push(self.new_request(w, vocab));
             }
             let before = live();
             let (proto, _, _) = self.compile(schema).unwrap();
@@ -732,7 +1075,7 @@ mod xgr {
     pub fn run(
         vocab_name: &str,
         v: &Vocab,
-        cases: &[(String, Value, Vec<TokenId>)],
+        cases: Vec<Value>,
         k: &Knobs,
     ) -> Result<(BTreeMap<String, Value>, Value), String> {
         let hex: Vec<String> = (0..v.len() as TokenId)
@@ -745,10 +1088,6 @@ mod xgr {
             })
             .collect();
         let special: Vec<TokenId> = v.special_tokens().map(|(i, _)| i).collect();
-        let cases: Vec<Value> = cases
-            .iter()
-            .map(|(n, s, t)| json!({"name": n, "schema": s, "tokens": t, "reps": k.reps}))
-            .collect();
         let input = json!({"vocab": {"tokens_hex": hex, "eos": v.eos_tokens(), "special": special},
                            "cases": cases, "compile_trials": k.compile});
         let dir = target_dir().join("bench");
@@ -810,6 +1149,66 @@ struct VocabRun {
     results: Vec<WorkloadResult>,
     xgr_head: Option<Value>,
     xgr_note: Option<String>,
+    /// Batch throughput rows (JSON), see [`run_batches`].
+    batch: Vec<Value>,
+}
+
+/// Batch throughput: for each workload named in `CALLMASK_BENCH_BATCH_WORKLOADS` (default
+/// `tools_5,tools_5/hermes/auto`; those the run has), each batch size of `CALLMASK_BENCH_BATCH`
+/// (default `1,8,64`) on a rayon pool of `CALLMASK_BENCH_THREADS` threads (default 2): µs per
+/// fill of the whole batch, callmask ([`cm::batch`]) and llguidance ([`llg::Engine::batch`]),
+/// over `CALLMASK_BENCH_BATCH_STEPS` decoding steps (default 64).
+fn run_batches(
+    ws: &[Workload],
+    results: &[WorkloadResult],
+    vocab: &Arc<Vocab>,
+    llg: Option<&llg::Engine>,
+    k: &Knobs,
+) -> Vec<Value> {
+    let names = env_list("CALLMASK_BENCH_BATCH_WORKLOADS")
+        .unwrap_or_else(|| vec!["tools_5".into(), "tools_5/hermes/auto".into()]);
+    let sizes: Vec<usize> = env_list("CALLMASK_BENCH_BATCH")
+        .unwrap_or_else(|| vec!["1".into(), "8".into(), "64".into()])
+        .iter()
+        .filter_map(|x| x.parse().ok())
+        .filter(|&b| b > 0)
+        .collect();
+    let threads = env_usize("CALLMASK_BENCH_THREADS", 2).max(1);
+    let steps = env_usize("CALLMASK_BENCH_BATCH_STEPS", 64).max(1);
+    if !k.uses("callmask") || sizes.is_empty() {
+        return Vec::new();
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .expect("rayon pool");
+    let mut out = Vec::new();
+    for (wi, toks, _) in results {
+        let w = &ws[*wi];
+        let Ok(toks) = toks else { continue };
+        if !names.iter().any(|n| n == &w.name) || toks.is_empty() {
+            continue;
+        }
+        for &b in &sizes {
+            let c = summarize(&cm::batch(w, vocab, toks, b, steps, &pool));
+            let l = llg
+                .and_then(|e| e.batch(w, vocab, toks, b, steps, &pool))
+                .map(|x| summarize(&x));
+            eprintln!(
+                "batch {:<22} {b:>3} x {threads} threads: callmask {} µs, llguidance {} µs",
+                w.name,
+                fmt_us(c.p50),
+                l.map_or("-".into(), |l| fmt_us(l.p50))
+            );
+            out.push(
+                json!({"workload": w.name, "batch": b, "threads": threads, "steps": steps,
+                "callmask_us": summary_json(c),
+                "llguidance_us": l.map(summary_json),
+                "ratio_p50": l.map_or(Value::Null, |l| ratio(c.p50, l.p50))}),
+            );
+        }
+    }
+    out
 }
 
 fn load_vocab(name: &str) -> (Arc<Vocab>, f64, i64, f64, i64) {
@@ -888,8 +1287,8 @@ fn run_vocab(name: &'static str, ws: &[Workload], k: &Knobs) -> VocabRun {
                 if k.uses("callmask") {
                     rows.insert("callmask", cm::measure(w, &vocab, toks, k));
                 }
-                if let (Some(e), Source::Schema(s)) = (&llg, &w.source) {
-                    rows.insert("llguidance", e.measure(s, toks, k));
+                if let Some(row) = llg.as_ref().and_then(|e| e.measure(w, &vocab, toks, k)) {
+                    rows.insert("llguidance", row);
                 }
                 let p50 = |e: &str| {
                     rows.get(e)
@@ -914,12 +1313,14 @@ fn run_vocab(name: &'static str, ws: &[Workload], k: &Knobs) -> VocabRun {
         }
         results.push((wi, tokens, rows));
     }
+    let batch = run_batches(ws, &results, &vocab, llg.as_ref(), k);
     let mut run = VocabRun {
         name,
         label,
         vocab,
         load,
         results,
+        batch,
         xgr_head: None,
         xgr_note: None,
     };
@@ -930,17 +1331,27 @@ fn run_vocab(name: &'static str, ws: &[Workload], k: &Knobs) -> VocabRun {
                 run.xgr_note = Some(why);
             }
             None => {
-                let cases: Vec<(String, Value, Vec<TokenId>)> = run
+                let cases: Vec<Value> = run
                     .results
                     .iter()
-                    .filter_map(|(wi, t, _)| match (&ws[*wi].source, t) {
-                        (Source::Schema(s), Ok(t)) => {
-                            Some((ws[*wi].name.clone(), s.clone(), t.clone()))
+                    .filter_map(|(wi, t, _)| {
+                        let w = &ws[*wi];
+                        let t = t.as_ref().ok()?;
+                        let mut c = json!({"name": w.name, "input": w.input, "tokens": t,
+                                           "reps": k.reps});
+                        match &w.source {
+                            Source::Schema(s) => c["schema"] = s.clone(),
+                            Source::Tooling(d, choice, _) => {
+                                let model = if *d == "hermes" { "qwen_3" } else { "llama" };
+                                c["structural_tag"] =
+                                    json!({"model": model, "tool_choice": choice});
+                            }
+                            Source::Dialect(..) => return None,
                         }
-                        _ => None,
+                        Some(c)
                     })
                     .collect();
-                match xgr::run(name, &run.vocab, &cases, k) {
+                match xgr::run(name, &run.vocab, cases, k) {
                     Ok((by_name, head)) => {
                         if let Some(l) = head["vocab"]["build_ms"].as_f64() {
                             run.load.insert("xgrammar", (l, None));
@@ -1020,15 +1431,34 @@ fn ratios(rows: &BTreeMap<&'static str, Row>) -> Value {
     let warm = rows
         .get("callmask")
         .map_or(f64::NAN, |r| summarize(&r.compile_warm_ms).p50);
+    let (nr, nr_warm) = rows["callmask"].new_request();
+    // The best peer's number per measure (the smallest), for the targets.
+    let mut best = [f64::INFINITY; 5];
     for p in PEERS {
         if let Some(x) = rows.get(p).and_then(Row::key_numbers) {
+            let pn = rows[p].new_request().0;
             o.insert(
                 p.into(),
                 json!({"compile": ratio(c.0, x.0), "compile_warm_caches": ratio(warm, x.0), "first_mask": ratio(c.1, x.1),
+                       "new_request": ratio(nr, pn), "new_request_warm_caches": ratio(nr_warm, pn),
                        "mask_p50": ratio(c.2.p50, x.2.p50), "mask_p99": ratio(c.2.p99, x.2.p99),
                        "mask_p99_step_min": ratio(rows["callmask"].step_min_p99(), rows[p].step_min_p99())}),
             );
+            for (b, v) in best.iter_mut().zip([pn, x.0, x.2.p50, x.2.p99, x.1]) {
+                if v.is_finite() {
+                    *b = b.min(v);
+                }
+            }
         }
+    }
+    if best.iter().all(|b| b.is_finite()) {
+        o.insert(
+            "best_peer".into(),
+            json!({"new_request": ratio(nr, best[0]), "new_request_warm_caches": ratio(nr_warm, best[0]),
+                   "compile": ratio(c.0, best[1]), "compile_warm_caches": ratio(warm, best[1]),
+                   "first_mask": ratio(c.1, best[4]),
+                   "mask_p50": ratio(c.2.p50, best[2]), "mask_p99": ratio(c.2.p99, best[3])}),
+        );
     }
     Value::Object(o)
 }
@@ -1043,7 +1473,7 @@ fn results_json(runs: &[VocabRun], ws: &[Workload], k: &Knobs, meta: &Value) -> 
                 .map(|(e, (ms, b))| (e.to_string(), json!({"ms": num3(*ms), "bytes": b})))
                 .collect();
             json!({"name": r.name, "label": r.label, "size": r.vocab.len(), "load": load,
-                   "xgrammar": r.xgr_head, "xgrammar_note": r.xgr_note})
+                   "xgrammar": r.xgr_head, "xgrammar_note": r.xgr_note, "batch": r.batch})
         })
         .collect();
     let mut results = Vec::new();
@@ -1104,6 +1534,113 @@ fn geomean(xs: &[f64]) -> f64 {
     (xs.iter().map(|x| x.ln()).sum::<f64>() / xs.len() as f64).exp()
 }
 
+/// The summary: geometric means of the ratios per vocabulary and peer (and against the best
+/// peer per measure), target misses, and each workload's ratios against the best peer.
+fn summary_md(doc: &Value) -> String {
+    let mut s = String::new();
+    s.push_str("## Summary\n\n");
+    s.push_str("Geometric mean of callmask / peer over the workloads both ran (count in parentheses), and how many workloads miss the ≤ 0.5 target. *best peer* = the faster peer per workload and measure. **new request** = the request's JSON text (schema or tools) in, first mask out; callmask with its process-wide caches cleared (cold) or kept (warm).\n\n");
+    s.push_str("| vocabulary | peer | new request, cold | new request, warm | compile | compile, callmask caches warm | first mask | mask p50 | mask p99 | mask p99, step minima | misses (new request cold / warm / compile / p50 / p99) |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    const COLS: [&str; 8] = [
+        "new_request",
+        "new_request_warm_caches",
+        "compile",
+        "compile_warm_caches",
+        "first_mask",
+        "mask_p50",
+        "mask_p99",
+        "mask_p99_step_min",
+    ];
+    for v in doc["vocabs"].as_array().into_iter().flatten() {
+        let vn = v["name"].as_str().unwrap_or("");
+        for p in PEERS.iter().copied().chain(["best_peer"]) {
+            let mut cols: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+            for r in doc["results"].as_array().into_iter().flatten() {
+                if r["vocab"] != vn {
+                    continue;
+                }
+                if let Some(x) = r["ratios"][p].as_object() {
+                    for k in COLS {
+                        if let Some(f) = x.get(k).and_then(Value::as_f64) {
+                            cols.entry(k).or_default().push(f.max(1e-6));
+                        }
+                    }
+                }
+            }
+            if cols.is_empty() {
+                continue;
+            }
+            let g = |k: &str| match cols.get(k) {
+                Some(xs) => format!("{} ({})", fmt_r(&json!(geomean(xs))), xs.len()),
+                None => "-".into(),
+            };
+            let miss = |k: &str| {
+                cols.get(k)
+                    .map_or(0, |xs| xs.iter().filter(|&&x| x > 0.5).count())
+            };
+            s.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} / {} / {} / {} |\n",
+                v["label"].as_str().unwrap_or(""),
+                if p == "best_peer" { "*best peer*" } else { p },
+                g(COLS[0]),
+                g(COLS[1]),
+                g(COLS[2]),
+                g(COLS[3]),
+                g(COLS[4]),
+                g(COLS[5]),
+                g(COLS[6]),
+                g(COLS[7]),
+                miss(COLS[0]),
+                miss(COLS[1]),
+                miss(COLS[2]),
+                miss(COLS[5]),
+                miss(COLS[6])
+            ));
+        }
+    }
+    s.push_str("\n### New request per workload\n\nms from the request's JSON text to its first mask; ratio = callmask / best peer (target ≤ 0.5).\n\n| vocabulary | workload | callmask cold | callmask warm | llguidance | xgrammar | cold / best | warm / best | mask p50 / best |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    for r in doc["results"].as_array().into_iter().flatten() {
+        let e = &r["engines"];
+        let f = |v: &Value| fmt_ms(v.as_f64().unwrap_or(f64::NAN));
+        if e["callmask"]["new_request_ms"].is_null() {
+            continue;
+        }
+        let b = &r["ratios"]["best_peer"];
+        s.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            r["vocab"].as_str().unwrap_or(""),
+            r["workload"].as_str().unwrap_or(""),
+            f(&e["callmask"]["new_request_ms"]),
+            f(&e["callmask"]["new_request_warm_caches_ms"]),
+            f(&e["llguidance"]["new_request_ms"]),
+            f(&e["xgrammar"]["new_request_ms"]),
+            fmt_r(&b["new_request"]),
+            fmt_r(&b["new_request_warm_caches"]),
+            fmt_r(&b["mask_p50"]),
+        ));
+    }
+    let mut head = false;
+    for v in doc["vocabs"].as_array().into_iter().flatten() {
+        for b in v["batch"].as_array().into_iter().flatten() {
+            if !head {
+                s.push_str("\n### Batch fill\n\nµs per fill of a whole batch (p50 over the decoding steps; sequences at staggered positions, each accepting its next token between fills), rayon pool: callmask `mask::fill_u32_rows`, llguidance `compute_mask` per matcher in `par_iter` (as its `llg_par_compute_mask`).\n\n| vocabulary | workload | batch | threads | callmask µs | llguidance µs | callmask / llguidance |\n|---|---|---:|---:|---:|---:|---:|\n");
+                head = true;
+            }
+            s.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} |\n",
+                v["label"].as_str().unwrap_or(""),
+                b["workload"].as_str().unwrap_or(""),
+                b["batch"],
+                b["threads"],
+                fmt_us(b["callmask_us"]["p50"].as_f64().unwrap_or(f64::NAN)),
+                fmt_us(b["llguidance_us"]["p50"].as_f64().unwrap_or(f64::NAN)),
+                fmt_r(&b["ratio_p50"])
+            ));
+        }
+    }
+    s
+}
+
 fn markdown(doc: &Value) -> String {
     let meta = &doc["meta"];
     let mut s = String::new();
@@ -1162,65 +1699,17 @@ fn markdown(doc: &Value) -> String {
          are ≤ 0.5 for compile, p50 and p99, and callmask p50 < 5 µs on Llama 3.1.\n\n\
          Workloads: `tools_N` = JSON Schema of a functools-style call list over N functions \
          (`benches/tools/tools_N.json`), every engine; `tools_N/DIALECT` = callmask's dialect on \
-         the same tools (for information, no peer runs them); `schema/NAME` = \
+         the same tools (for information, no peer runs them); `tools_N/FORMAT/CHOICE` (hermes, \
+         llama31_json; auto, required) = the same tool-calling format in every engine: callmask's \
+         dialect, llguidance's Lark grammar (`%json` call inside the format's markers, lazy text \
+         before a Hermes call), XGrammar's structural tag (`get_model_structural_tag` preset \
+         `qwen_3` / `llama`, `triggered_tags`); `schema/NAME` = \
          `benches/schemas/NAME.schema.json`.\n\n",
     );
     s.push_str("Plots: [p50 vs tools](docs/bench/mask_p50_vs_tools.svg), [p99 vs tools](docs/bench/mask_p99_vs_tools.svg), [p50 vs vocabulary size](docs/bench/mask_p50_vs_vocab.svg).\n\n");
     s.push_str("![mask p50 vs tools](docs/bench/mask_p50_vs_tools.svg)\n\n");
 
-    // Headline: geometric means of ratios and target misses.
-    s.push_str("## Summary\n\n");
-    s.push_str("Geometric mean of callmask / peer over the workloads both ran (count in parentheses), and how many workloads miss the ≤ 0.5 target.\n\n");
-    s.push_str("| vocabulary | peer | compile | compile, callmask caches warm | first mask | mask p50 | mask p99 | mask p99, step minima | misses (compile / p50 / p99) |\n|---|---|---:|---:|---:|---:|---:|---:|---|\n");
-    for v in doc["vocabs"].as_array().into_iter().flatten() {
-        let vn = v["name"].as_str().unwrap_or("");
-        for p in PEERS {
-            let mut cols: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
-            for r in doc["results"].as_array().into_iter().flatten() {
-                if r["vocab"] != vn {
-                    continue;
-                }
-                if let Some(x) = r["ratios"][p].as_object() {
-                    for k in [
-                        "compile",
-                        "compile_warm_caches",
-                        "first_mask",
-                        "mask_p50",
-                        "mask_p99",
-                        "mask_p99_step_min",
-                    ] {
-                        if let Some(f) = x.get(k).and_then(Value::as_f64) {
-                            cols.entry(k).or_default().push(f.max(1e-6));
-                        }
-                    }
-                }
-            }
-            if cols.is_empty() {
-                continue;
-            }
-            let g = |k: &str| {
-                let xs = cols.get(k).cloned().unwrap_or_default();
-                format!("{} ({})", fmt_r(&json!(geomean(&xs))), xs.len())
-            };
-            let miss = |k: &str| {
-                cols.get(k)
-                    .map_or(0, |xs| xs.iter().filter(|&&x| x > 0.5).count())
-            };
-            s.push_str(&format!(
-                "| {} | {p} | {} | {} | {} | {} | {} | {} | {} / {} / {} |\n",
-                v["label"].as_str().unwrap_or(""),
-                g("compile"),
-                g("compile_warm_caches"),
-                g("first_mask"),
-                g("mask_p50"),
-                g("mask_p99"),
-                g("mask_p99_step_min"),
-                miss("compile"),
-                miss("mask_p50"),
-                miss("mask_p99")
-            ));
-        }
-    }
+    s.push_str(&summary_md(doc));
     let over5: Vec<String> = doc["results"]
         .as_array()
         .into_iter()
@@ -1574,6 +2063,11 @@ fn main() {
     std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap() + "\n")
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     println!("results: {}", path.display());
-    write_docs(&doc, &dir);
+    if std::env::var("CALLMASK_BENCH_SUMMARY_ONLY").as_deref() == Ok("1") {
+        // scripts/bench.sh --quick: the ratios only, documents untouched.
+        println!("{}", summary_md(&doc));
+    } else {
+        write_docs(&doc, &dir);
+    }
     eprintln!("suite: {:.0} s", started.elapsed().as_secs_f64());
 }
