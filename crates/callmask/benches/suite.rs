@@ -49,18 +49,27 @@
 //! - memory: live heap bytes (a counting global allocator) held by one compiled grammar with its
 //!   first mask, and by one more sequence (matcher) after a full pass. XGrammar's are not counted
 //!   (C++ heap): "n/a".
+//! - batch fill: masks for a batch of sequences (1, 8, 64) at staggered positions, one call on a
+//!   2-thread rayon pool: callmask's `mask::fill_u32_rows` against llguidance's matchers'
+//!   `compute_mask` in a rayon `par_iter` (what its C API's `llg_par_compute_mask` does); µs per
+//!   whole-batch fill along 64 decoding steps.
 //! - fuzz (callmask): uniform random walks over the masks (each step a uniformly drawn allowed
 //!   token, end-of-sequence included; walks stop at the end or at 256 tokens), for
 //!   `CALLMASK_BENCH_FUZZ_MS` (default 300) ms per workload: walks/s and tokens/s.
 //!
 //! Environment: `CALLMASK_CACHE`; `CALLMASK_BENCH_VOCABS` (`llama,gemma`);
-//! `CALLMASK_BENCH_WORKLOADS` (comma list of workload names or prefixes, e.g. `tools_5,schema/`);
+//! `CALLMASK_BENCH_WORKLOADS` (comma list of workload name prefixes, e.g. `tools_5,schema/`, or
+//! exact names ending in `$`, e.g. `tools_1$`);
 //! `CALLMASK_BENCH_ENGINES` (`callmask,llguidance,xgrammar`); `CALLMASK_BENCH_REPS`,
 //! `CALLMASK_BENCH_COMPILE`, `CALLMASK_BENCH_FUZZ_MS`; `CALLMASK_XGRAMMAR_PYTHON` (default
 //! `$CALLMASK_CACHE/venv-xgrammar/bin/python`), `CALLMASK_XGRAMMAR_SCRIPT` (default
 //! `scripts/bench_xgrammar.py`); `CALLMASK_BENCH_WRITE_DOCS=0` keeps `BENCHMARKS.md` and the
 //! plots untouched (the JSON is always written); `CALLMASK_BENCH_FROM_JSON=path/results.json`
-//! only regenerates `BENCHMARKS.md`, `docs/bench/results.json` and the plots from an earlier run.
+//! only regenerates `BENCHMARKS.md`, `docs/bench/results.json` and the plots from an earlier run;
+//! `CALLMASK_BENCH_SUMMARY_ONLY=1` prints the summary and writes no documents
+//! (`scripts/bench.sh --quick`). Batch fill: `CALLMASK_BENCH_BATCH_WORKLOADS` (exact names,
+//! default `tools_5,tools_5/hermes/auto`), `CALLMASK_BENCH_BATCH` (sizes, `1,8,64`),
+//! `CALLMASK_BENCH_THREADS` (rayon pool, 2), `CALLMASK_BENCH_BATCH_STEPS` (64).
 
 #[path = "common/mod.rs"]
 mod common;
@@ -173,9 +182,12 @@ impl Knobs {
         self.engines.iter().any(|e| e == engine)
     }
     fn wants(&self, workload: &str) -> bool {
-        self.workloads
-            .as_ref()
-            .is_none_or(|w| w.iter().any(|p| workload.starts_with(p.as_str())))
+        self.workloads.as_ref().is_none_or(|w| {
+            w.iter().any(|p| match p.strip_suffix('$') {
+                Some(exact) => workload == exact,
+                None => workload.starts_with(p.as_str()),
+            })
+        })
     }
 }
 

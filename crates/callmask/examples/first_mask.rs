@@ -1,0 +1,66 @@
+//! Time to the first mask of a new request: the tools' JSON text in, the first mask out, for one
+//! dialect and `tool_choice` on the Llama 3.1 vocabulary. A profiling driver (the comparison
+//! with the peers is `cargo bench --bench suite`, see `scripts/bench.sh`).
+//!
+//! ```text
+//! CALLMASK_CACHE=.cache cargo run --release --example first_mask -- hermes auto 5 10
+//! # instruction counts of the warm requests only (repeatable, unlike wall-clock times):
+//! valgrind --tool=callgrind --toggle-collect='*first_mask::new_request*' \
+//!     target/release/examples/first_mask functools auto 1 3
+//! ```
+//!
+//! Arguments: dialect (default `hermes`), tool choice (`auto`), number of tools (1, 5, 20 or
+//! 100: `benches/tools/tools_N.json`; default 1), requests (default 5). The first request runs
+//! with the process-wide caches cleared ("cold"); the others keep them ("warm").
+
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use callmask::{Dialect, DialectOptions, TokenAutomaton, TokenMask, Tools, Vocab};
+
+/// One request: parse the tools, compile the dialect, bind the vocabulary, fill the first mask.
+#[inline(never)]
+fn new_request(dialect: &Dialect, opts: &DialectOptions, tools: &str, vocab: &Arc<Vocab>) -> usize {
+    let v: serde_json::Value = serde_json::from_str(tools).expect("tools JSON");
+    let tools = Tools::from_openai_json(&v).expect("tools");
+    let g = dialect.compile(&tools, opts).expect("compile");
+    let a = TokenAutomaton::new(&g, vocab.clone()).expect("automaton");
+    let mut m = a.matcher();
+    let mut mask = TokenMask::new(vocab.len());
+    m.fill_mask(&mut mask);
+    black_box(&mask).count()
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let arg = |i: usize, d: &str| args.get(i).cloned().unwrap_or_else(|| d.to_string());
+    let dialect = Dialect::by_name(&arg(0, "hermes")).expect("dialect");
+    let choice = arg(1, "auto").parse().expect("tool choice");
+    let n: usize = arg(2, "1").parse().expect("number of tools");
+    let reps: usize = arg(3, "5").parse().expect("requests");
+    let opts = DialectOptions::default().tool_choice(choice);
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let tools = std::fs::read_to_string(root.join(format!("benches/tools/tools_{n}.json")))
+        .expect("benches/tools/tools_N.json (N = 1, 5, 20, 100)");
+    let cache = std::env::var_os("CALLMASK_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("../../.cache"));
+    let vocab = Arc::new(
+        Vocab::from_tokenizer_json(&cache.join("tokenizers/llama3_1-3.7.2/tokenizer.json"))
+            .expect("Llama 3.1 tokenizer.json (scripts/fetch-data.sh tokenizers)"),
+    );
+    for i in 0..reps.max(1) {
+        if i == 0 {
+            callmask::clear_shared_caches();
+        }
+        let t0 = Instant::now();
+        let allowed = new_request(&dialect, &opts, &tools, &vocab);
+        println!(
+            "{} request: {:.3} ms, {allowed} tokens allowed",
+            if i == 0 { "cold" } else { "warm" },
+            t0.elapsed().as_secs_f64() * 1e3
+        );
+    }
+}
