@@ -606,8 +606,8 @@ mod cm {
 
     /// Batch fills ([`callmask::mask::fill_u32_rows`], rayon, on `pool`): `batch` sequences at
     /// staggered positions along `tokens`, `steps` decoding steps (each: one timed fill of every
-    /// row, then every sequence accepts its next token; a finished one starts again). µs per
-    /// fill call.
+    /// row, then every sequence accepts its next token; one that has taken its last token starts
+    /// again). µs per fill call.
     pub fn batch(
         w: &Workload,
         vocab: &Arc<Vocab>,
@@ -640,12 +640,12 @@ mod cm {
             out.push(micros(t0.elapsed()));
             black_box(&rows);
             for (m, pos) in &mut seqs {
+                m.accept(tokens[*pos]).unwrap();
+                *pos += 1;
                 if *pos == tokens.len() {
                     *m = a.matcher();
                     *pos = 0;
                 }
-                m.accept(tokens[*pos]).unwrap();
-                *pos += 1;
             }
         }
         out
@@ -971,12 +971,14 @@ mod llg {
                 out.push(micros(t0.elapsed()));
                 black_box(&rows);
                 for (m, pos) in &mut seqs {
+                    m.consume_token(tokens[*pos]).unwrap();
+                    *pos += 1;
+                    // A finished sequence starts again (llguidance's stopped parser has no
+                    // mask to compute).
                     if *pos == tokens.len() {
                         *m = proto.clone();
                         *pos = 0;
                     }
-                    m.consume_token(tokens[*pos]).unwrap();
-                    *pos += 1;
                 }
             }
             Some(out)
