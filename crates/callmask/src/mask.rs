@@ -146,6 +146,34 @@ pub(crate) struct TokenTrie {
     /// Lexeme walks, shared by every grammar over this vocabulary: keyed by automaton (kept
     /// alive by the entry, so its address stays unique) and state.
     lexeme_walks: RwLock<HashMap<(usize, u32), LexemeWalk>>,
+    /// Lexeme walks below one first-byte node, shared the same way (see
+    /// [`TokenTrie::sub_walk`]).
+    sub_walks: RwLock<SubWalks>,
+}
+
+/// Lexeme walks below first-byte nodes, keyed by automaton (kept alive by the entry), state and
+/// node, with their estimated heap bytes.
+#[derive(Default, Debug)]
+struct SubWalks {
+    map: HashMap<(usize, u32, u32), (Arc<Dfa>, Arc<SubWalk>)>,
+    bytes: usize,
+}
+
+/// Per stack, the stacks after each byte (`None` not yet known, `Some(None)` the byte is not
+/// taken): the first steps out of the nodes where a lexeme ends, shared by a walk's calls.
+type FirstSteps = HashMap<Stack, Vec<Option<Option<Vec<Stack>>>>>;
+
+/// A lexeme walk below one node: the tokens it takes and the nodes where it may end with more
+/// bytes to follow (as [`TokenTrie::walk_lex`] gives them).
+#[derive(Debug)]
+struct SubWalk {
+    ids: Vec<TokenId>,
+    exits: Vec<u32>,
+    /// The exits' children grouped by their byte: those of byte `b` are
+    /// `children[starts[b]..starts[b + 1]]`, so a walk out of the exits visits only the
+    /// children whose byte what follows the lexeme takes.
+    children: Vec<u32>,
+    starts: Vec<u32>,
 }
 
 impl TokenTrie {
@@ -174,6 +202,7 @@ impl TokenTrie {
             dups: Vec::new(),
             max_depth: 0,
             lexeme_walks: RwLock::new(HashMap::new()),
+            sub_walks: RwLock::new(SubWalks::default()),
         };
         let mut path: Vec<u32> = vec![0];
         let mut prev: &[u8] = &[];
@@ -311,13 +340,25 @@ impl TokenTrie {
         from: usize,
         start: Vec<Stack>,
         out: &mut Vec<TokenId>,
+        exits: Option<&mut Vec<u32>>,
+    ) {
+        self.walk_stacks_with(g, from, start, out, exits, &mut FirstSteps::new());
+    }
+
+    /// [`TokenTrie::walk_stacks`] with the first steps out of lexeme ends kept in `memo`.
+    fn walk_stacks_with(
+        &self,
+        g: &GrammarInner,
+        from: usize,
+        start: Vec<Stack>,
+        out: &mut Vec<TokenId>,
         mut exits: Option<&mut Vec<u32>>,
+        memo: &mut FirstSteps,
     ) {
         let base = self.nodes[from].depth as usize;
         let mut levels: Vec<Vec<Stack>> = vec![start];
         let mut i = from + 1;
         let end = self.nodes[from].next as usize;
-        let mut lex_exits = Vec::new();
         while i < end {
             let d = self.nodes[i].depth as usize - base;
             let mut next = Vec::new();
@@ -339,30 +380,16 @@ impl TokenTrie {
             if let [stack] = next.as_slice() {
                 if let Some((lex, state, after)) = g.as_lexeme(stack.last().unwrap()) {
                     if after.is_some() || stack.len() > 1 {
-                        lex_exits.clear();
-                        self.walk_lex(i, &g.lexemes[lex as usize], state, out, &mut lex_exits);
-                        if !lex_exits.is_empty() {
-                            let cont = continuation(stack, after);
-                            let cont_done = cont.len() == 1 && g.is_complete(&cont[0]);
-                            let mut memo = [0u8; 256];
-                            for &e in &std::mem::take(&mut lex_exits) {
-                                if let Some(ex) = exits.as_deref_mut() {
-                                    if cont_done && self.has_children(e as usize) {
-                                        ex.push(e);
-                                    }
-                                }
-                                if !self.any_child_taken(g, e as usize, &cont, &mut memo) {
-                                    continue;
-                                }
-                                self.walk_stacks(
-                                    g,
-                                    e as usize,
-                                    vec![cont.clone()],
-                                    out,
-                                    exits.as_deref_mut(),
-                                );
-                            }
-                        }
+                        self.lexeme_then(
+                            g,
+                            i,
+                            (lex, state),
+                            stack,
+                            after,
+                            out,
+                            exits.as_deref_mut(),
+                            memo,
+                        );
                         i = self.nodes[i].next as usize;
                         continue;
                     }
@@ -374,6 +401,202 @@ impl TokenTrie {
             levels[d] = next;
             i += 1;
         }
+    }
+
+    /// The fast path of [`TokenTrie::walk_stacks`] at node `i`, where `stack` is inside a
+    /// lexeme (`lex` in `state`, `after` what replaces it once complete): the lexeme's
+    /// automaton alone over the subtree (below a first-byte node, a walk shared per vocabulary:
+    /// the start of every text-first grammar walks the whole trie so), then what follows the
+    /// lexeme from the nodes where it may end.
+    #[allow(clippy::too_many_arguments)]
+    fn lexeme_then(
+        &self,
+        g: &GrammarInner,
+        i: usize,
+        (lex, state): (crate::grammar::LexId, u32),
+        stack: &Stack,
+        after: Option<Frame>,
+        out: &mut Vec<TokenId>,
+        mut exits: Option<&mut Vec<u32>>,
+        memo: &mut FirstSteps,
+    ) {
+        let dfa = &g.lexemes[lex as usize];
+        let shared;
+        let mut own = Vec::new();
+        let lex_exits: &[u32] = if self.nodes[i].depth == 1 {
+            shared = Some(self.sub_walk(i, dfa, state));
+            let w = shared.as_ref().unwrap();
+            out.extend_from_slice(&w.ids);
+            &w.exits
+        } else {
+            shared = None;
+            self.walk_lex(i, dfa, state, out, &mut own);
+            &own
+        };
+        if lex_exits.is_empty() {
+            return;
+        }
+        let cont = continuation(stack, after);
+        if let Some(ex) = exits.as_deref_mut() {
+            if cont.len() == 1 && g.is_complete(&cont[0]) {
+                ex.extend(
+                    lex_exits
+                        .iter()
+                        .copied()
+                        .filter(|&e| self.has_children(e as usize)),
+                );
+            }
+        }
+        match &shared {
+            Some(w) => self.walk_indexed_exits(g, w, &cont, out, exits, memo),
+            None => self.walk_exits(g, lex_exits, &cont, out, exits, memo),
+        }
+    }
+
+    /// [`TokenTrie::walk_exits`] out of a shared walk's exits, by child byte: a byte `stack`
+    /// cannot take skips all its children at once.
+    fn walk_indexed_exits(
+        &self,
+        g: &GrammarInner,
+        w: &SubWalk,
+        stack: &Stack,
+        out: &mut Vec<TokenId>,
+        mut exits: Option<&mut Vec<u32>>,
+        memo: &mut FirstSteps,
+    ) {
+        let mut first = memo.remove(stack).unwrap_or_else(|| vec![None; 256]);
+        for b in 0..256 {
+            let (lo, hi) = (w.starts[b] as usize, w.starts[b + 1] as usize);
+            if lo == hi {
+                continue;
+            }
+            let next = first[b].get_or_insert_with(|| {
+                let mut n = Vec::new();
+                advance(g, std::slice::from_ref(stack), b as Sym, &mut n);
+                (!n.is_empty()).then_some(n)
+            });
+            let Some(next) = next.clone() else { continue };
+            for &c in &w.children[lo..hi] {
+                self.walk_node(g, c as usize, next.clone(), out, exits.as_deref_mut(), memo);
+            }
+        }
+        memo.insert(stack.clone(), first);
+    }
+
+    /// From each node of `from` (nodes where a lexeme may end), walks `stack` into the node's
+    /// children: what `walk_stacks(e, vec![stack])` does for each `e`, but each child byte's
+    /// first step is taken once for all the nodes, not once per child, and children whose byte
+    /// `stack` cannot take cost a table lookup. The steps are kept in `memo` for the next call
+    /// with the same stack (a text-first grammar's start makes one per first byte).
+    fn walk_exits(
+        &self,
+        g: &GrammarInner,
+        from: &[u32],
+        stack: &Stack,
+        out: &mut Vec<TokenId>,
+        mut exits: Option<&mut Vec<u32>>,
+        memo: &mut FirstSteps,
+    ) {
+        let mut first = memo.remove(stack).unwrap_or_else(|| vec![None; 256]);
+        for &e in from {
+            let end = self.nodes[e as usize].next as usize;
+            let mut c = e as usize + 1;
+            while c < end {
+                let b = self.nodes[c].byte;
+                let next = first[b as usize].get_or_insert_with(|| {
+                    let mut n = Vec::new();
+                    advance(g, std::slice::from_ref(stack), b as Sym, &mut n);
+                    (!n.is_empty()).then_some(n)
+                });
+                if let Some(next) = next {
+                    let next = next.clone();
+                    self.walk_node(g, c, next, out, exits.as_deref_mut(), memo);
+                }
+                c = self.nodes[c].next as usize;
+            }
+        }
+        memo.insert(stack.clone(), first);
+    }
+
+    /// [`TokenTrie::walk_stacks`]' step at node `i`, reached with `next` (not empty), then the
+    /// subtree below it.
+    fn walk_node(
+        &self,
+        g: &GrammarInner,
+        i: usize,
+        next: Vec<Stack>,
+        out: &mut Vec<TokenId>,
+        mut exits: Option<&mut Vec<u32>>,
+        memo: &mut FirstSteps,
+    ) {
+        self.push_tokens(i, out);
+        if let Some(ex) = exits.as_deref_mut() {
+            if self.has_children(i) && next.iter().any(|s| s.len() == 1 && g.is_complete(&s[0])) {
+                ex.push(i as u32);
+            }
+        }
+        if let [stack] = next.as_slice() {
+            if let Some((lex, state, after)) = g.as_lexeme(stack.last().unwrap()) {
+                if after.is_some() || stack.len() > 1 {
+                    self.lexeme_then(g, i, (lex, state), stack, after, out, exits, memo);
+                    return;
+                }
+            }
+        }
+        if self.has_children(i) {
+            self.walk_stacks_with(g, i, next, out, exits, memo);
+        }
+    }
+
+    /// The lexeme walk below first-byte node `i` from `state` ([`TokenTrie::walk_lex`]),
+    /// shared by every grammar over the vocabulary (the automaton's address is the key, the
+    /// entry keeps it alive; entries are dropped all at once past [`SUB_WALK_BYTES`]).
+    fn sub_walk(&self, i: usize, dfa: &Arc<Dfa>, state: u32) -> Arc<SubWalk> {
+        let key = (Arc::as_ptr(dfa) as usize, state, i as u32);
+        if let Some((_, w)) = read(&self.sub_walks).map.get(&key) {
+            return w.clone();
+        }
+        let mut ids = Vec::new();
+        let mut exits = Vec::new();
+        self.walk_lex(i, dfa, state, &mut ids, &mut exits);
+        // The exits' children by byte, counting sort: count, then place.
+        let each_child = |f: &mut dyn FnMut(u8, u32)| {
+            for &e in &exits {
+                let end = self.nodes[e as usize].next as usize;
+                let mut c = e as usize + 1;
+                while c < end {
+                    f(self.nodes[c].byte, c as u32);
+                    c = self.nodes[c].next as usize;
+                }
+            }
+        };
+        let mut starts = vec![0u32; 257];
+        each_child(&mut |b, _| starts[b as usize + 1] += 1);
+        for b in 0..256 {
+            starts[b + 1] += starts[b];
+        }
+        let mut children = vec![0u32; starts[256] as usize];
+        let mut at: Vec<u32> = starts[..256].to_vec();
+        each_child(&mut |b, c| {
+            children[at[b as usize] as usize] = c;
+            at[b as usize] += 1;
+        });
+        let w = Arc::new(SubWalk {
+            ids,
+            exits,
+            children,
+            starts,
+        });
+        let bytes = (w.ids.len() + w.exits.len() + w.children.len() + w.starts.len()) * 4 + 128;
+        let mut c = self.sub_walks.write().unwrap_or_else(|e| e.into_inner());
+        if c.bytes + bytes > SUB_WALK_BYTES {
+            c.map.clear();
+            c.bytes = 0;
+        }
+        if c.map.insert(key, (dfa.clone(), w.clone())).is_none() {
+            c.bytes += bytes;
+        }
+        w
     }
 }
 
@@ -587,6 +810,9 @@ impl TokenSet {
 /// Most lexeme walks kept per vocabulary.
 const LEXEME_WALKS: usize = 2048;
 
+/// Most bytes of first-byte lexeme walks kept per vocabulary (emptied when full).
+const SUB_WALK_BYTES: usize = 32 << 20;
+
 /// Most whole masks kept per automaton.
 const FULL_CACHE_ENTRIES: usize = 512;
 
@@ -649,6 +875,7 @@ pub(crate) fn clear_lexeme_walks() {
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .clear();
+        *t.sub_walks.write().unwrap_or_else(|e| e.into_inner()) = SubWalks::default();
     }
 }
 
@@ -963,19 +1190,14 @@ impl TokenAutomaton {
                 // A lexeme, then `after`: the shared lexeme walk plus its continuations.
                 let lw = self.lexeme_local(&g.lexemes[lex as usize], state);
                 let cont = vec![after.clone()];
-                let mut memo = [0u8; 256];
-                for &e in &lw.exits {
-                    if !trie.any_child_taken(g, e as usize, &cont, &mut memo) {
-                        continue;
-                    }
-                    trie.walk_stacks(
-                        g,
-                        e as usize,
-                        vec![vec![after.clone()]],
-                        &mut ids,
-                        Some(&mut exits),
-                    );
-                }
+                trie.walk_exits(
+                    g,
+                    &lw.exits,
+                    &cont,
+                    &mut ids,
+                    Some(&mut exits),
+                    &mut FirstSteps::new(),
+                );
                 let mut m = TokenMask::new(self.shared.vocab.len());
                 lw.allowed.or_into(&mut m);
                 ids.iter().for_each(|&t| m.set(t));
@@ -1017,24 +1239,22 @@ impl TokenAutomaton {
         let mut parent: Stack = stack[..n - 1].to_vec();
         GrammarInner::child_done(parent.last_mut().unwrap());
         let mut ids = Vec::new();
-        let mut memo = [0u8; 256];
-        for &node in &local.exits {
-            if node == 0 {
+        // Node 0 (complete before any byte) comes first where it is an exit.
+        let rest = match local.exits.split_first() {
+            Some((0, rest)) => {
                 self.fill_stack(&parent, mask);
-            } else if self
-                .shared
-                .trie
-                .any_child_taken(self.g(), node as usize, &parent, &mut memo)
-            {
-                self.shared.trie.walk_stacks(
-                    self.g(),
-                    node as usize,
-                    vec![parent.clone()],
-                    &mut ids,
-                    None,
-                );
+                rest
             }
-        }
+            _ => &local.exits[..],
+        };
+        self.shared.trie.walk_exits(
+            self.g(),
+            rest,
+            &parent,
+            &mut ids,
+            None,
+            &mut FirstSteps::new(),
+        );
         ids.iter().for_each(|&t| mask.set(t));
     }
 }
@@ -1500,6 +1720,13 @@ pub fn fill_u32_rows(
             words: rows.len(),
             needed: need.max(1),
         });
+    }
+    if let [m] = matchers {
+        // One sequence: no hop to the thread pool.
+        return match m {
+            Some(m) => m.fill_u32_words(&mut rows[..row_words], &mut TokenMask::new(0)),
+            None => Ok(()),
+        };
     }
     matchers
         .par_iter_mut()

@@ -237,3 +237,135 @@ fn invalid_instances_are_rejected() {
         );
     }
 }
+
+/// The small vocabulary plus tokens of the dialects' markers and calls (whole, split, and glued
+/// to text), so that the walks out of free text meet them.
+fn dialect_vocab() -> Arc<Vocab> {
+    let base = small_vocab();
+    let eos = base.eos_tokens()[0];
+    let mut tokens: Vec<Vec<u8>> = (0..eos)
+        .map(|t| base.token_bytes(t).unwrap().to_vec())
+        .collect();
+    for t in [
+        "<tool_call>",
+        "<tool",
+        "_call>",
+        "</tool_call>",
+        ".<",
+        " <",
+        "Hi",
+        "Hi there",
+        "\n\n",
+        "functools[",
+        "functools",
+        "[{\"",
+        "<FUNCTION_CALL>",
+        "</FUNCTION_CALL>",
+        "<FUNCTION",
+        "get_weather",
+        "get_weather(",
+        "(city=",
+        "city",
+        "=\"",
+        "\")",
+        ")]",
+        "{\"name\": \"",
+        "\", \"arguments\": {",
+        "\", \"parameters\": {",
+        "<f>",
+        "<c>",
+        "ping",
+    ] {
+        tokens.push(t.as_bytes().to_vec());
+    }
+    let n = tokens.len();
+    tokens.push(b"<eos>".to_vec());
+    let mut special = vec![false; n + 1];
+    special[n] = true;
+    Arc::new(Vocab::from_parts(tokens, special, vec![n as u32]).unwrap())
+}
+
+/// Text-first dialects (the first mask walks free text over the whole trie, from walks shared
+/// across grammars) and the others, auto and required, two tool sets each: every mask along
+/// random walks equals the set of tokens `accept` takes, so the shared walks give every grammar
+/// its own masks.
+#[test]
+fn dialect_masks_agree_with_accept() {
+    use callmask::{Dialect, DialectOptions, Tools};
+    let vocab = dialect_vocab();
+    let eos = vocab.eos_tokens()[0];
+    let weather = json!({"name": "get_weather", "parameters": {"type": "object",
+        "properties": {"city": {"type": "string", "maxLength": 8},
+                       "days": {"type": "integer", "minimum": 1, "maximum": 3}},
+        "required": ["city"]}});
+    let ping = json!({"name": "ping", "parameters": {"type": "object", "properties": {}}});
+    let tool_sets = [json!([weather.clone()]), json!([ping, weather])];
+    // Tokens a walk prefers, so that walks leave the text and make calls.
+    let lead: Vec<u32> = (0..vocab.len() as u32)
+        .filter(|&t| {
+            let b = vocab.token_bytes(t).unwrap();
+            b.len() > 2 && !vocab.is_special(t)
+        })
+        .collect();
+    let mut mask = TokenMask::new(vocab.len());
+    let mut checked = 0usize;
+    for d in [
+        "hermes",
+        "functools",
+        "inline",
+        "pythonic",
+        "llama31_json",
+        "empower",
+    ] {
+        for choice in ["auto", "required"] {
+            for (ti, tools) in tool_sets.iter().enumerate() {
+                let tools = Tools::from_openai_json(tools).unwrap();
+                let opts = DialectOptions::default().tool_choice(choice.parse().unwrap());
+                let g = Dialect::by_name(d).unwrap().compile(&tools, &opts).unwrap();
+                let auto = TokenAutomaton::new(&g, vocab.clone()).unwrap();
+                let mut rng = StdRng::seed_from_u64(ti as u64 * 31 + choice.len() as u64);
+                for walk in 0..4 {
+                    let mut m = auto.matcher();
+                    let mut text = Vec::new();
+                    for _ in 0..50 {
+                        m.fill_mask(&mut mask);
+                        for t in 0..vocab.len() as u32 {
+                            assert_eq!(
+                                mask.is_allowed(t),
+                                m.is_allowed(t),
+                                "{d} {choice} tools {ti} walk {walk} token {t} ({:?}) after {:?}",
+                                String::from_utf8_lossy(vocab.token_bytes(t).unwrap()),
+                                String::from_utf8_lossy(&text)
+                            );
+                        }
+                        checked += 1;
+                        let allowed: Vec<u32> = mask.iter().collect();
+                        assert!(
+                            !allowed.is_empty(),
+                            "{d} {choice}: dead end after {:?}",
+                            String::from_utf8_lossy(&text)
+                        );
+                        let leads: Vec<u32> = allowed
+                            .iter()
+                            .copied()
+                            .filter(|t| lead.binary_search(t).is_ok())
+                            .collect();
+                        let t = if mask.is_allowed(eos) && rng.random_bool(0.15) {
+                            eos
+                        } else if !leads.is_empty() && rng.random_bool(0.5) {
+                            leads[rng.random_range(0..leads.len())]
+                        } else {
+                            allowed[rng.random_range(0..allowed.len())]
+                        };
+                        m.accept(t).unwrap();
+                        if t == eos {
+                            break;
+                        }
+                        text.extend_from_slice(vocab.token_bytes(t).unwrap());
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 500, "only {checked} masks checked");
+}
