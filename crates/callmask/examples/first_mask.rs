@@ -48,7 +48,7 @@ fn main() {
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("../../.cache"));
     let vocab = Arc::new(
-        Vocab::from_tokenizer_json(&cache.join("tokenizers/llama3_1-3.7.2/tokenizer.json"))
+        Vocab::from_tokenizer_json(cache.join("tokenizers/llama3_1-3.7.2/tokenizer.json"))
             .expect("Llama 3.1 tokenizer.json (scripts/fetch-data.sh tokenizers)"),
     );
     for i in 0..reps.max(1) {

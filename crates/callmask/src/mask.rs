@@ -155,13 +155,16 @@ pub(crate) struct TokenTrie {
 /// node, with their estimated heap bytes.
 #[derive(Default, Debug)]
 struct SubWalks {
-    map: HashMap<(usize, u32, u32), (Arc<Dfa>, Arc<SubWalk>)>,
+    map: HashMap<(usize, u32, u32), SharedSubWalk>,
     bytes: usize,
 }
 
 /// Per stack, the stacks after each byte (`None` not yet known, `Some(None)` the byte is not
 /// taken): the first steps out of the nodes where a lexeme ends, shared by a walk's calls.
 type FirstSteps = HashMap<Stack, Vec<Option<Option<Vec<Stack>>>>>;
+
+/// A cached first-byte walk, holding its automaton so that the address in its key stays unique.
+type SharedSubWalk = (Arc<Dfa>, Arc<SubWalk>);
 
 /// A lexeme walk below one node: the tokens it takes and the nodes where it may end with more
 /// bytes to follow (as [`TokenTrie::walk_lex`] gives them).
@@ -465,12 +468,12 @@ impl TokenTrie {
         memo: &mut FirstSteps,
     ) {
         let mut first = memo.remove(stack).unwrap_or_else(|| vec![None; 256]);
-        for b in 0..256 {
+        for (b, step) in first.iter_mut().enumerate() {
             let (lo, hi) = (w.starts[b] as usize, w.starts[b + 1] as usize);
             if lo == hi {
                 continue;
             }
-            let next = first[b].get_or_insert_with(|| {
+            let next = step.get_or_insert_with(|| {
                 let mut n = Vec::new();
                 advance(g, std::slice::from_ref(stack), b as Sym, &mut n);
                 (!n.is_empty()).then_some(n)
