@@ -42,7 +42,10 @@ What is measured (wall clock, time.perf_counter_ns, one Python call around each 
 - new_request_ms: a new request, timed from its JSON text ("input": the schema, or the tools)
   to the first mask: json.loads (tools) + get_model_structural_tag (tools) + compile on a fresh
   compiler with its cache disabled + GrammarMatcher + the first fill_next_token_bitmask,
-  median over reps (capped by --compile-budget-s like compile_ms).
+  median over reps (capped by --compile-budget-s like compile_ms). Where one compile alone
+  took longer than --compile-budget-s, the request is not run again: new_request_ms is then the
+  sum of its parts (structural tag from the text + median compile + median first mask) and
+  "new_request_derived" is true.
 - mask_us: every fill_next_token_bitmask along `tokens` (before each token and once after the
   last, so n = reps * (len(tokens) + 1)); accept_us: every accept_token. With --samples the raw
   per-call samples (µs) are included too, rep after rep.
