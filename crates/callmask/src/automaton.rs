@@ -391,29 +391,9 @@ impl GrammarInner {
     pub(crate) fn as_lexeme(&self, frame: &Frame) -> Option<(LexId, StateId, Option<Frame>)> {
         match frame {
             Frame::Lex { lex, state } => Some((*lex, *state, None)),
-            Frame::Obj {
-                node,
-                phase:
-                    ObjPhase::InKey {
-                        trie: NO_TRIE,
-                        extra,
-                    },
-                seen,
-                ..
-            } => {
-                let o = self.object(*node);
-                let (lex, _) = o.additional?;
-                Some((
-                    lex,
-                    *extra,
-                    Some(Frame::Obj {
-                        node: *node,
-                        phase: after_key(o, ADDITIONAL),
-                        seen: seen.clone(),
-                        ws: 0,
-                    }),
-                ))
-            }
+            // An object key matched by `additionalProperties` alone is not walked as a plain
+            // lexeme: whether its closing byte is allowed depends on the object's other extra
+            // keys (no key twice), which only `advance` checks.
             _ => None,
         }
     }
