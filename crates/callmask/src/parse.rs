@@ -89,6 +89,9 @@ struct Emitted {
     conv: Option<StreamConverter>,
     /// Fields written so far (a [`Capture::Fields`] segment).
     fields: usize,
+    /// A key was written and its value has not started (a [`Capture::Fields`] segment): an
+    /// empty raw value has no segment of its own.
+    value_due: bool,
 }
 
 /// Parses an output incrementally (fed text or tokens), emitting [`Event`]s when certain.
@@ -473,12 +476,20 @@ impl StreamParser {
                             delta.push('"');
                         }
                     }
-                    if seg.kind == Capture::Key && !delta.is_empty() {
-                        if let Some(f) = fields {
-                            if self.emitted[f].fields > 0 {
-                                delta.insert(0, ',');
+                    if let Some(f) = fields {
+                        let fe = &mut self.emitted[f];
+                        if seg.kind == Capture::Key && !delta.is_empty() {
+                            if fe.value_due {
+                                delta.insert_str(0, "\"\"");
                             }
-                            self.emitted[f].fields += 1;
+                            if fe.fields > 0 {
+                                let at = if fe.value_due { 2 } else { 0 };
+                                delta.insert(at, ',');
+                            }
+                            fe.fields += 1;
+                            fe.value_due = true;
+                        } else if matches!(seg.kind, Capture::Value(_)) {
+                            fe.value_due = false;
                         }
                     }
                     if !delta.is_empty() {
@@ -547,9 +558,14 @@ impl StreamParser {
             self.open_fields.remove(i);
             let index = self.enclosing_call(k);
             self.emitted[k].ended = true;
+            let delta = if std::mem::take(&mut self.emitted[k].value_due) {
+                "\"\"}"
+            } else {
+                "}"
+            };
             ev.push(Event::Arguments {
                 index,
-                delta: "}".into(),
+                delta: delta.into(),
             });
             if let Some(ck) = self.enclosing_call_seg(k) {
                 let call_ended = self.paths.iter().all(|p| p.segs[ck].end.is_some());

@@ -519,8 +519,13 @@ fn tagged_arguments() {
     let bad = write("qwen3_coder", "", &[("edit", json!({"path": "a</parameter>b", "code": "x"}))]);
     assert!(g.parse(&bad).is_err());
     // An empty string where the schema allows it, and where it does not.
-    let empty = write("qwen3_coder", "", &[("edit", json!({"path": "", "code": "x"}))]);
-    assert!(g.parse(&empty).is_ok(), "{empty}");
+    for args in [json!({"path": "", "code": "x"}), json!({"code": "x", "path": ""})] {
+        let empty = write("qwen3_coder", "", &[("edit", args.clone())]);
+        let p = g.parse(&empty).unwrap_or_else(|e| panic!("{e}: {empty}"));
+        assert_eq!(p.tool_calls[0].arguments_json().unwrap(), args, "{empty}");
+        let (_, streamed) = stream(&qwen, &g, &empty);
+        assert_eq!(streamed[0].1, args, "{empty}");
+    }
     let empty = write("qwen3_coder", "", &[("edit", json!({"path": "p", "code": ""}))]);
     assert!(g.parse(&empty).is_err(), "{empty}");
     // Unrepresentable names and schemas are refused by name.

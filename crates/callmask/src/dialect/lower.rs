@@ -686,6 +686,7 @@ impl Lowering<'_> {
         let stop = if stop.is_empty() { String::from_utf8_lossy(vs).into_owned() } else { stop };
         let mut fields = Vec::new();
         for (k, p) in &props {
+            self.c.b.check_budget()?;
             let path = format!("/{fname}/properties/{k}");
             let value = match raw_string_schema(p) {
                 Some(obj) => {
