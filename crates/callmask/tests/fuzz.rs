@@ -42,9 +42,15 @@ fn dialect_automaton(d: &str, tools: &Tools, choice: ToolChoice) -> TokenAutomat
         "gpt_oss" => common::npm_vocab("gptoss"),
         // Llama 3.1 with the family's special tokens (the fuzzer's dive into a call follows the
         // grammar's shortest path, through the special token where there is one).
-        "mistral" => common::with_specials(common::llama_vocab(), &["[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"]),
+        "mistral" => common::with_specials(
+            common::llama_vocab(),
+            &["[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"],
+        ),
         "granite" => common::with_specials(common::llama_vocab(), &["<|tool_call|>"]),
-        "llama4" => common::with_specials(common::llama_vocab(), &["<|python_start|>", "<|python_end|>"]),
+        "llama4" => common::with_specials(
+            common::llama_vocab(),
+            &["<|python_start|>", "<|python_end|>"],
+        ),
         "kimi_k2" => common::with_specials(
             common::llama_vocab(),
             &[
@@ -139,7 +145,10 @@ fn every_dialect_finishes_every_output_validly_and_calls_every_function() {
             coverage.record(Coverage::observe(a.grammar(), &s.text), s.checked.as_ref());
         }
         let report = coverage.report();
-        assert!(calls as u64 >= n / 10, "{d}: only {calls} calls in {n} outputs");
+        assert!(
+            calls as u64 >= n / 10,
+            "{d}: only {calls} calls in {n} outputs"
+        );
         assert_eq!(report.functions.reached, 5, "{d}: {report:?}");
         assert_eq!(report.functions.total, 5);
         // Coverage observes the output's text, in which gpt-oss's special tokens are plain

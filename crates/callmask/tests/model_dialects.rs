@@ -49,7 +49,9 @@ fn vocabs(d: &str) -> Vec<(String, Arc<Vocab>)> {
     match d {
         "qwen3" | "qwen3_coder" => vec![("qwen3".into(), common::npm_vocab("qwen3")), llama()],
         "glm45" | "minimax_m2" => vec![("qwen3".into(), common::npm_vocab("qwen3")), llama()],
-        "deepseek_r1" | "deepseek_v31" => vec![("deepseek_v3".into(), common::npm_vocab("deepseek_v3"))],
+        "deepseek_r1" | "deepseek_v31" => {
+            vec![("deepseek_v3".into(), common::npm_vocab("deepseek_v3"))]
+        }
         "gpt_oss" => vec![("gptoss".into(), common::npm_vocab("gptoss"))],
         "llama31" | "functionary_v32" => vec![llama()],
         // Without these tokens, their spelling is text, a plain reply: only Llama 4's tokens.
@@ -161,7 +163,12 @@ fn same_calls(d: &str, parsed: &callmask::Parsed, calls: &[Call]) {
     assert_eq!(parsed.tool_calls.len(), calls.len(), "{d}: {parsed:?}");
     for (c, (n, a)) in parsed.tool_calls.iter().zip(calls) {
         assert_eq!(c.function.name, *n, "{d}");
-        assert_eq!(&c.arguments_json().unwrap(), a, "{d}: {}", c.function.arguments);
+        assert_eq!(
+            &c.arguments_json().unwrap(),
+            a,
+            "{d}: {}",
+            c.function.arguments
+        );
     }
 }
 
@@ -217,7 +224,9 @@ fn round_trips_on_the_families_vocabularies() {
                 continue;
             }
             let text = write(d, "Let me check.", &calls);
-            let parsed = g.parse(&text).unwrap_or_else(|e| panic!("{d}: {e}\n{text}"));
+            let parsed = g
+                .parse(&text)
+                .unwrap_or_else(|e| panic!("{d}: {e}\n{text}"));
             same_calls(d, &parsed, &calls);
             if text_beside_calls(d) {
                 assert_eq!(parsed.text, "Let me check.", "{d}");
@@ -226,14 +235,18 @@ fn round_trips_on_the_families_vocabularies() {
                 assert!(tokens_accept(v, &g, &text), "{d} on {vn} rejects:\n{text}");
                 let (reply, streamed) = stream(v, &g, &text);
                 assert_eq!(reply, parsed.text, "{d} on {vn}");
-                let want: Vec<(String, Value)> =
-                    calls.iter().map(|(n, a)| (n.to_string(), a.clone())).collect();
+                let want: Vec<(String, Value)> = calls
+                    .iter()
+                    .map(|(n, a)| (n.to_string(), a.clone()))
+                    .collect();
                 assert_eq!(streamed, want, "{d} on {vn}:\n{text}");
             }
         }
         // A plain reply, written the dialect's way.
         let text = write(d, "The capital of Poland is Warsaw.", &[]);
-        let p = g.parse(&text).unwrap_or_else(|e| panic!("{d}: {e}\n{text}"));
+        let p = g
+            .parse(&text)
+            .unwrap_or_else(|e| panic!("{d}: {e}\n{text}"));
         assert!(p.tool_calls.is_empty(), "{d}");
         assert_eq!(p.text, "The capital of Poland is Warsaw.", "{d}: {text}");
         for (vn, v) in &vocabs {
@@ -265,10 +278,16 @@ fn markers_are_the_vocabularies_tokens() {
             .iter()
             .filter(|&&t| v.token_bytes(t) == Some(marker.as_bytes()))
             .collect();
-        assert!(!ids.is_empty(), "{d} on {vn}: {marker} is not one token of {tokens:?}");
+        assert!(
+            !ids.is_empty(),
+            "{d} on {vn}: {marker} is not one token of {tokens:?}"
+        );
     }
     // Added special tokens are taken as such, and their spelling in plain tokens is not.
-    let v = common::with_specials(common::llama_vocab(), &["[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"]);
+    let v = common::with_specials(
+        common::llama_vocab(),
+        &["[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"],
+    );
     let g = compile("mistral");
     let auto = TokenAutomaton::new(&g, v.clone()).unwrap();
     let tc = v.special_token("[TOOL_CALLS]").unwrap();
@@ -404,7 +423,10 @@ fn documented_outputs() {
     let p = compile("qwen3").parse(cases[0].1).unwrap();
     assert_eq!(p.reasoning.as_deref(), Some("The user wants the weather."));
     let p = compile("gpt_oss").parse(cases[15].1).unwrap();
-    assert_eq!(p.reasoning.as_deref(), Some("Need to use function get_current_weather."));
+    assert_eq!(
+        p.reasoning.as_deref(),
+        Some("Need to use function get_current_weather.")
+    );
 }
 
 #[test]
@@ -475,9 +497,15 @@ fn tool_choice_and_parallel_calls() {
         assert!(ok(&g, &text_only) && ok(&g, &w1), "{d} auto");
         assert_eq!(ok(&g, &w2), !single_call(d), "{d} auto, two calls");
         let g = compile_with(d, &tools(), &opts(ToolChoice::None, true));
-        assert!(ok(&g, &text_only) && !ok(&g, &w1) && !ok(&g, &w2), "{d} none");
+        assert!(
+            ok(&g, &text_only) && !ok(&g, &w1) && !ok(&g, &w2),
+            "{d} none"
+        );
         let g = compile_with(d, &tools(), &opts(ToolChoice::Required, false));
-        assert!(!ok(&g, &text_only) && ok(&g, &w1) && !ok(&g, &w2), "{d} required, single");
+        assert!(
+            !ok(&g, &text_only) && ok(&g, &w1) && !ok(&g, &w2),
+            "{d} required, single"
+        );
         let g = compile_with(
             d,
             &tools(),
@@ -516,24 +544,47 @@ fn tagged_arguments() {
     let qwen = common::npm_vocab("qwen3");
     assert!(tokens_accept(&qwen, &g, &text));
     // ...and a raw value may not hold its closing tag.
-    let bad = write("qwen3_coder", "", &[("edit", json!({"path": "a</parameter>b", "code": "x"}))]);
+    let bad = write(
+        "qwen3_coder",
+        "",
+        &[("edit", json!({"path": "a</parameter>b", "code": "x"}))],
+    );
     assert!(g.parse(&bad).is_err());
     // An empty string where the schema allows it, and where it does not.
-    for args in [json!({"path": "", "code": "x"}), json!({"code": "x", "path": ""})] {
+    for args in [
+        json!({"path": "", "code": "x"}),
+        json!({"code": "x", "path": ""}),
+    ] {
         let empty = write("qwen3_coder", "", &[("edit", args.clone())]);
         let p = g.parse(&empty).unwrap_or_else(|e| panic!("{e}: {empty}"));
         assert_eq!(p.tool_calls[0].arguments_json().unwrap(), args, "{empty}");
         let (_, streamed) = stream(&qwen, &g, &empty);
         assert_eq!(streamed[0].1, args, "{empty}");
     }
-    let empty = write("qwen3_coder", "", &[("edit", json!({"path": "p", "code": ""}))]);
+    let empty = write(
+        "qwen3_coder",
+        "",
+        &[("edit", json!({"path": "p", "code": ""}))],
+    );
     assert!(g.parse(&empty).is_err(), "{empty}");
     // Unrepresentable names and schemas are refused by name.
     for (params, want) in [
-        (json!({"type": "object", "properties": {"a<b": {"type": "string"}}}), "a<b"),
-        (json!({"type": "object", "properties": {"a": {}}, "minProperties": 1}), "minProperties"),
-        (json!({"type": "object", "anyOf": [{"required": ["a"]}]}), "anyOf"),
-        (json!({"type": "object", "properties": {}, "required": ["zz"]}), "zz"),
+        (
+            json!({"type": "object", "properties": {"a<b": {"type": "string"}}}),
+            "a<b",
+        ),
+        (
+            json!({"type": "object", "properties": {"a": {}}, "minProperties": 1}),
+            "minProperties",
+        ),
+        (
+            json!({"type": "object", "anyOf": [{"required": ["a"]}]}),
+            "anyOf",
+        ),
+        (
+            json!({"type": "object", "properties": {}, "required": ["zz"]}),
+            "zz",
+        ),
     ] {
         let t = Tools::from_openai_json(&json!([{"name": "f", "parameters": params}])).unwrap();
         let e = Dialect::by_name("glm45")
@@ -557,7 +608,10 @@ fn tagged_arguments() {
         g.parse(ok).unwrap().tool_calls[0].arguments_json().unwrap(),
         json!({"p01": 1, "p03": 3})
     );
-    let swapped = ok.replace("p01\">1", "p0x").replace("p03\">3", "p01\">1").replace("p0x", "p03\">3");
+    let swapped = ok
+        .replace("p01\">1", "p0x")
+        .replace("p03\">3", "p01\">1")
+        .replace("p0x", "p03\">3");
     assert!(g.parse(&swapped).is_err(), "{swapped}");
     let missing = ok.replace("<parameter name=\"p03\">3</parameter>\n", "");
     assert!(g.parse(&missing).is_err());
@@ -572,8 +626,15 @@ fn call_id_shapes() {
         assert_eq!(g.parse(&text).is_ok(), ok, "{text}");
     }
     let g = compile("mistral");
-    for (id, ok) in [("abcDEF123", true), ("abcDEF12", false), ("abcDEF1234", false), ("abc-EF123", false)] {
-        let text = format!("[TOOL_CALLS][{{\"name\": \"get_time_utc\", \"arguments\": {{}}, \"id\": \"{id}\"}}]");
+    for (id, ok) in [
+        ("abcDEF123", true),
+        ("abcDEF12", false),
+        ("abcDEF1234", false),
+        ("abc-EF123", false),
+    ] {
+        let text = format!(
+            "[TOOL_CALLS][{{\"name\": \"get_time_utc\", \"arguments\": {{}}, \"id\": \"{id}\"}}]"
+        );
         assert_eq!(g.parse(&text).is_ok(), ok, "{text}");
         let text = format!("[TOOL_CALLS]get_time_utc[CALL_ID]{id}[ARGS]{{}}");
         assert_eq!(g.parse(&text).is_ok(), ok, "{text}");
@@ -595,23 +656,42 @@ fn prompt_templates_show_calls_the_dialect_way() {
     .unwrap();
     for d in DIALECTS {
         let template = callmask::prompt::builtin_template(d).unwrap();
-        let text = callmask::render(template, &messages, &tools(), &callmask::PromptOptions::default())
-            .unwrap_or_else(|e| panic!("{d}: {e}"));
+        let text = callmask::render(
+            template,
+            &messages,
+            &tools(),
+            &callmask::PromptOptions::default(),
+        )
+        .unwrap_or_else(|e| panic!("{d}: {e}"));
         // The history's call, written as the dialect writes calls, is in the prompt.
-        let call = write(d, "", &[("get_current_weather", json!({"location": "Paris"}))]);
+        let call = write(
+            d,
+            "",
+            &[("get_current_weather", json!({"location": "Paris"}))],
+        );
         let g = compile(d);
         let shown = match d {
-            "qwen3" | "qwen3_coder" | "glm45" => call.trim_start_matches("<think>\n\n</think>\n\n").to_string(),
+            "qwen3" | "qwen3_coder" | "glm45" => call
+                .trim_start_matches("<think>\n\n</think>\n\n")
+                .to_string(),
             "deepseek_r1" => call.trim_start_matches("<think>\n</think>\n\n").to_string(),
             "deepseek_v31" => call.trim_start_matches("</think>").to_string(),
             "mistral" => call.replace("000000001", "call_0"),
             "llama31" => call.replace("; ", "\n"),
             "command_r7b" => call.replace("<|START_THINKING|><|END_THINKING|>", ""),
-            "gpt_oss" | "functionary_v32" => call.replace("{\"location\": \"Paris\"}", "{\"location\": \"Paris\"}"),
+            "gpt_oss" | "functionary_v32" => {
+                call.replace("{\"location\": \"Paris\"}", "{\"location\": \"Paris\"}")
+            }
             _ => call.clone(),
         };
-        assert!(text.contains(&shown), "{d}: the prompt lacks {shown:?}:\n{text}");
+        assert!(
+            text.contains(&shown),
+            "{d}: the prompt lacks {shown:?}:\n{text}"
+        );
         assert!(g.parse(&call).is_ok(), "{d}");
-        assert!(text.contains("Be brief.") && text.contains("Thanks") && text.contains("20"), "{d}");
+        assert!(
+            text.contains("Be brief.") && text.contains("Thanks") && text.contains("20"),
+            "{d}"
+        );
     }
 }

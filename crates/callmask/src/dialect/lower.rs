@@ -591,7 +591,11 @@ impl Lowering<'_> {
         let name = self.tools.as_slice()[i].name.clone();
         match e {
             Expr::Name => {
-                if name.is_empty() || name.bytes().any(|b| b.is_ascii_whitespace() || b"<>\"[]{}()".contains(&b)) {
+                if name.is_empty()
+                    || name
+                        .bytes()
+                        .any(|b| b.is_ascii_whitespace() || b"<>\"[]{}()".contains(&b))
+                {
                     return Err(Error::Unrepresentable {
                         what: "function name",
                         name,
@@ -664,11 +668,19 @@ impl Lowering<'_> {
         };
         let required: Vec<String> = match obj.get("required") {
             None => Vec::new(),
-            Some(Value::Array(r)) => r.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect(),
+            Some(Value::Array(r)) => r
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect(),
             Some(_) => return Err(refuse("`required` must be an array".into())),
         };
-        if let Some(r) = required.iter().find(|r| !props.iter().any(|(k, _)| k == *r)) {
-            return Err(refuse(format!("required argument {r:?} is not among the properties")));
+        if let Some(r) = required
+            .iter()
+            .find(|r| !props.iter().any(|(k, _)| k == *r))
+        {
+            return Err(refuse(format!(
+                "required argument {r:?} is not among the properties"
+            )));
         }
         // Keys are written as is: no markup or line breaks in them.
         if let Some((k, _)) = props.iter().find(|(k, _)| {
@@ -683,42 +695,62 @@ impl Lowering<'_> {
         }
         // A raw value ends at the value's closing tag: it may not hold that tag.
         let stop = String::from_utf8_lossy(vs).trim().to_owned();
-        let stop = if stop.is_empty() { String::from_utf8_lossy(vs).into_owned() } else { stop };
+        let stop = if stop.is_empty() {
+            String::from_utf8_lossy(vs).into_owned()
+        } else {
+            stop
+        };
         let mut fields = Vec::new();
         for (k, p) in &props {
             self.c.b.check_budget()?;
             let path = format!("/{fname}/properties/{k}");
             let value = match raw_string_schema(p) {
                 Some(obj) => {
-                    let d = self.c.cached(format!("xmlraw|{stop}|{}", Value::Object(obj.clone())), |c| {
-                        let states = c.opts.max_lexeme_states;
-                        let mut d = c.string_dfa(&obj, &path)?;
-                        let lits: Option<Vec<String>> = ["enum", "const"]
-                            .iter()
-                            .filter_map(|kw| obj.get(*kw))
-                            .map(|v| match v {
-                                Value::Array(a) => a.iter().map(|x| x.as_str().map(str::to_owned)).collect::<Option<Vec<_>>>(),
-                                Value::String(s) => Some(vec![s.clone()]),
-                                _ => None,
-                            })
-                            .try_fold(None::<Vec<String>>, |acc, vals| {
-                                let vals = vals?;
-                                Some(Some(match acc {
-                                    None => vals,
-                                    Some(a) => a.into_iter().filter(|x| vals.contains(x)).collect(),
-                                }))
-                            })
-                            .flatten();
-                        let op = crate::grammar::dfa::Op::And;
-                        if let Some(lits) = lits {
-                            let l = crate::grammar::dfa::Dfa::literals(lits.iter().map(|s| s.as_bytes()), states)
+                    let d = self.c.cached(
+                        format!("xmlraw|{stop}|{}", Value::Object(obj.clone())),
+                        |c| {
+                            let states = c.opts.max_lexeme_states;
+                            let mut d = c.string_dfa(&obj, &path)?;
+                            let lits: Option<Vec<String>> = ["enum", "const"]
+                                .iter()
+                                .filter_map(|kw| obj.get(*kw))
+                                .map(|v| match v {
+                                    Value::Array(a) => a
+                                        .iter()
+                                        .map(|x| x.as_str().map(str::to_owned))
+                                        .collect::<Option<Vec<_>>>(),
+                                    Value::String(s) => Some(vec![s.clone()]),
+                                    _ => None,
+                                })
+                                .try_fold(None::<Vec<String>>, |acc, vals| {
+                                    let vals = vals?;
+                                    Some(Some(match acc {
+                                        None => vals,
+                                        Some(a) => {
+                                            a.into_iter().filter(|x| vals.contains(x)).collect()
+                                        }
+                                    }))
+                                })
+                                .flatten();
+                            let op = crate::grammar::dfa::Op::And;
+                            if let Some(lits) = lits {
+                                let l = crate::grammar::dfa::Dfa::literals(
+                                    lits.iter().map(|s| s.as_bytes()),
+                                    states,
+                                )
                                 .map_err(|e| c.b.dfa_err(e, &path, ""))?;
-                            d = d.product(&l, op, states).map_err(|e| c.b.dfa_err(e, &path, ""))?;
-                        }
-                        let bad = c.b.regex(&format!("(?s:.)*{}(?s:.)*", regex_syntax::escape(&stop)), "")?;
-                        d.product(&bad, crate::grammar::dfa::Op::AndNot, states)
-                            .map_err(|e| c.b.dfa_err(e, &path, ""))
-                    })?;
+                                d = d
+                                    .product(&l, op, states)
+                                    .map_err(|e| c.b.dfa_err(e, &path, ""))?;
+                            }
+                            let bad = c.b.regex(
+                                &format!("(?s:.)*{}(?s:.)*", regex_syntax::escape(&stop)),
+                                "",
+                            )?;
+                            d.product(&bad, crate::grammar::dfa::Op::AndNot, states)
+                                .map_err(|e| c.b.dfa_err(e, &path, ""))
+                        },
+                    )?;
                     self.c.enc = Encoding::Json;
                     let l = self.c.b.lexeme(d)?;
                     self.c.b.push(Node::Capture(Capture::Value(true), l))?
@@ -726,7 +758,10 @@ impl Lowering<'_> {
                 None => {
                     let schema: &Value = &self.params[i];
                     self.c.set_document(schema, Encoding::Json);
-                    let n = self.c.compile(p, &path).map_err(|e| in_function(e, &fname))?;
+                    let n = self
+                        .c
+                        .compile(p, &path)
+                        .map_err(|e| in_function(e, &fname))?;
                     self.c.b.push(Node::Capture(Capture::Value(false), n))?
                 }
             };
@@ -735,7 +770,11 @@ impl Lowering<'_> {
             let key = self.c.b.push(Node::Capture(Capture::Key, key))?;
             let mid = self.lit(ks)?;
             let close = self.lit(vs)?;
-            fields.push(self.c.b.push(Node::Seq(vec![open, key, mid, value, close]))?);
+            fields.push(
+                self.c
+                    .b
+                    .push(Node::Seq(vec![open, key, mid, value, close]))?,
+            );
         }
         let req: Vec<bool> = props.iter().map(|(k, _)| required.contains(k)).collect();
         let body = if fields.len() <= XML_ANY_ORDER_MAX {
@@ -749,7 +788,11 @@ impl Lowering<'_> {
                 items.push(if *r {
                     *f
                 } else {
-                    self.c.b.push(Node::Repeat { item: *f, min: 0, max: 1 })?
+                    self.c.b.push(Node::Repeat {
+                        item: *f,
+                        min: 0,
+                        max: 1,
+                    })?
                 });
             }
             self.c.b.push(Node::Seq(items))?
@@ -813,7 +856,12 @@ fn raw_string_schema(p: &Value) -> Option<serde_json::Map<String, Value>> {
             "type" | "minLength" | "maxLength" | "pattern" | "format" | "enum" | "const"
         ) || crate::schema::is_annotation(k)
     });
-    if !ok || !["enum", "const"].iter().filter_map(|k| o.get(*k)).all(all_str) {
+    if !ok
+        || !["enum", "const"]
+            .iter()
+            .filter_map(|k| o.get(*k))
+            .all(all_str)
+    {
         return None;
     }
     Some(o.clone())

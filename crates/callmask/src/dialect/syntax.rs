@@ -396,7 +396,10 @@ impl Parser {
         let mut pos: Vec<String> = Vec::new();
         let mut kw: Vec<(String, String)> = Vec::new();
         // These take no arguments: a `(` after them groups what follows.
-        let bare = matches!(name, "name" | "name_json" | "ws" | "text" | "python_call" | "paren_call");
+        let bare = matches!(
+            name,
+            "name" | "name_json" | "ws" | "text" | "python_call" | "paren_call"
+        );
         if !bare && self.peek() == Some(&Tok::Punct('(')) {
             self.pos += 1;
             loop {
@@ -507,10 +510,15 @@ impl Parser {
                     "string" => Encoding::JsonInString,
                     o => return Err((line, format!("args={o:?}: expected object or string"))),
                 };
-                let id = match (kw.iter().any(|(k, _)| k == "id_key"), kw.iter().any(|(k, _)| k == "id")) {
+                let id = match (
+                    kw.iter().any(|(k, _)| k == "id_key"),
+                    kw.iter().any(|(k, _)| k == "id"),
+                ) {
                     (false, false) => None,
                     (true, true) => Some((get("id_key", ""), get("id", ""))),
-                    _ => return Err((line, "@json_call: give both id_key and id (a regex)".into())),
+                    _ => {
+                        return Err((line, "@json_call: give both id_key and id (a regex)".into()))
+                    }
                 };
                 Expr::JsonCall {
                     name_key: get("name_key", "name"),

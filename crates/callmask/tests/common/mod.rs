@@ -147,7 +147,12 @@ pub fn with_specials(base: Arc<Vocab>, extra: &[&str]) -> Arc<Vocab> {
         special.push(true);
     }
     Arc::new(
-        Vocab::from_loaded(tokens, special, base.eos_tokens().to_vec(), Box::new(Same(base)))
-            .unwrap(),
+        Vocab::from_loaded(
+            tokens,
+            special,
+            base.eos_tokens().to_vec(),
+            Box::new(Same(base)),
+        )
+        .unwrap(),
     )
 }
