@@ -692,3 +692,50 @@ fn prompt_templates_show_calls_the_dialect_way() {
         );
     }
 }
+
+/// Misused call parts in a dialect file are refused with a message, never a panic.
+#[test]
+fn call_parts_misused() {
+    for (src, want) in [
+        ("root ::= @name", "inside @call"),
+        ("root ::= \"x\" @args", "inside @call"),
+        (
+            "root ::= @xml_args(key_prefix=\"<\", key_suffix=\">\", value_suffix=\"</>\")",
+            "inside @call",
+        ),
+        ("root ::= @call(@name @call(@name))", "a call inside a call"),
+        ("root ::= @call(@name @json_call)", "a call inside a call"),
+        ("root ::= @call(@name @args @args)", "once"),
+        ("root ::= @call(@name (\",\" @args)*)", "once"),
+        (
+            "root ::= @call(@name a)\na ::= @args b\nb ::= @args",
+            "once",
+        ),
+        ("root ::= @call(@name, names=\"(\")", "names"),
+        ("root ::= @call(@name, nomes=\"x\")", "names="),
+        ("root ::= @xml_args(key_prefix=\"\")", "non-empty"),
+        ("root ::= @args(as=yaml)", "expected json, string or python"),
+        ("root ::= @json_call(id_key=\"id\")", "both id_key and id"),
+        ("root ::= @reasoning", "end marker"),
+    ] {
+        let r =
+            Dialect::parse("t", src).and_then(|d| d.compile(&tools(), &DialectOptions::default()));
+        let e = r.expect_err(src).to_string();
+        assert!(e.contains(want), "{src}: {e}");
+    }
+    // Recursion through rules inside a call is fine when each path writes the arguments once.
+    let d = Dialect::parse(
+        "t",
+        "root ::= @call(@name sep @args)\nsep ::= \" \" sep | \":\"",
+    )
+    .unwrap();
+    let g = d.compile(&tools(), &DialectOptions::default()).unwrap();
+    assert_eq!(
+        g.parse("get_stock_price   :{\"ticker\": \"AB\"}")
+            .unwrap()
+            .tool_calls[0]
+            .function
+            .arguments,
+        "{\"ticker\":\"AB\"}"
+    );
+}

@@ -78,7 +78,75 @@ pub(super) fn parse_rules(text: &str) -> LexResult<Vec<(String, Expr)>> {
     for (_, e) in &rules {
         check_refs(e, &rules).map_err(|m| (0, m))?;
     }
+    for (name, e) in &rules {
+        check_calls(e, &rules, false, &mut Vec::new())
+            .map_err(|m| (0, format!("rule {name}: {m}")))?;
+    }
     Ok(rules)
+}
+
+/// Checks the `@call(...)` parts: `@name`, `@args...` and `@xml_args` only inside a call, no
+/// call inside a call, and at most one arguments part on any path through a call.
+fn check_calls<'r>(
+    e: &'r Expr,
+    rules: &'r [(String, Expr)],
+    in_call: bool,
+    seen: &mut Vec<&'r str>,
+) -> std::result::Result<usize, String> {
+    Ok(match e {
+        Expr::Name | Expr::NameJson if !in_call => {
+            return Err("@name and @name_json belong inside @call(...)".into())
+        }
+        Expr::Args(_) | Expr::XmlArgs { .. } if !in_call => {
+            return Err("@args and @xml_args belong inside @call(...)".into())
+        }
+        Expr::Args(_) | Expr::XmlArgs { .. } => 1,
+        Expr::Call(x, _) => {
+            if in_call {
+                return Err("a call inside a call".into());
+            }
+            if check_calls(x, rules, true, &mut Vec::new())? > 1 {
+                return Err("a call writes its arguments once: one @args or @xml_args".into());
+            }
+            0
+        }
+        Expr::JsonCall { .. } | Expr::PythonCall | Expr::ParenCall if in_call => {
+            return Err("a call inside a call".into())
+        }
+        Expr::Seq(v) => {
+            let mut n = 0;
+            for x in v {
+                n += check_calls(x, rules, in_call, seen)?;
+            }
+            n
+        }
+        Expr::Alt(v) => {
+            let mut n = 0;
+            for x in v {
+                n = n.max(check_calls(x, rules, in_call, seen)?);
+            }
+            n
+        }
+        Expr::Repeat(x, _, hi) => {
+            let n = check_calls(x, rules, in_call, seen)?;
+            if n > 0 && *hi > 1 {
+                2
+            } else {
+                n
+            }
+        }
+        Expr::Rule(r) => {
+            if seen.contains(&r.as_str()) {
+                return Ok(0);
+            }
+            seen.push(r);
+            let body = &rules.iter().find(|(n, _)| n == r).expect("checked").1;
+            let n = check_calls(body, rules, in_call, seen)?;
+            seen.pop();
+            n
+        }
+        _ => 0,
+    })
 }
 
 fn check_refs(e: &Expr, rules: &[(String, Expr)]) -> std::result::Result<(), String> {
