@@ -42,6 +42,26 @@ const BUILTIN: &[(&str, &str)] = &[
         "llama31_json",
         include_str!("../grammars/llama31_json.gbnf"),
     ),
+    ("qwen3", include_str!("../grammars/qwen3.gbnf")),
+    ("llama31", include_str!("../grammars/llama31.gbnf")),
+    ("llama4", include_str!("../grammars/llama4.gbnf")),
+    ("mistral", include_str!("../grammars/mistral.gbnf")),
+    ("qwen3_coder", include_str!("../grammars/qwen3_coder.gbnf")),
+    ("deepseek_r1", include_str!("../grammars/deepseek_r1.gbnf")),
+    (
+        "deepseek_v31",
+        include_str!("../grammars/deepseek_v31.gbnf"),
+    ),
+    ("kimi_k2", include_str!("../grammars/kimi_k2.gbnf")),
+    ("glm45", include_str!("../grammars/glm45.gbnf")),
+    ("minimax_m2", include_str!("../grammars/minimax_m2.gbnf")),
+    ("gpt_oss", include_str!("../grammars/gpt_oss.gbnf")),
+    ("command_r7b", include_str!("../grammars/command_r7b.gbnf")),
+    (
+        "functionary_v32",
+        include_str!("../grammars/functionary_v32.gbnf"),
+    ),
+    ("granite", include_str!("../grammars/granite.gbnf")),
 ];
 
 /// Most rules, tokens and nesting in a dialect file (they are small).
@@ -152,7 +172,9 @@ pub struct Dialect {
 
 impl Dialect {
     /// A dialect shipped with callmask: `empower`, `functools`, `pythonic`, `inline`, `hermes`,
-    /// `llama31_json`.
+    /// `llama31_json`, `qwen3`, `llama31`, `llama4`, `mistral`, `qwen3_coder`, `deepseek_r1`,
+    /// `deepseek_v31`, `kimi_k2`, `glm45`, `minimax_m2`, `gpt_oss`, `command_r7b`,
+    /// `functionary_v32`, `granite` (see [`Dialect::builtin_names`]).
     pub fn by_name(name: &str) -> Result<Dialect> {
         match BUILTIN.iter().find(|(n, _)| *n == name) {
             Some((n, src)) => Dialect::parse(n, src),

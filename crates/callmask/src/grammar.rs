@@ -59,6 +59,13 @@ pub(crate) enum Capture {
     Call(u32),
     /// A call's arguments, written in this encoding.
     Args(ArgEncoding),
+    /// A call's arguments written as tagged fields (`@xml_args`): holds [`Capture::Key`] and
+    /// [`Capture::Value`] spans.
+    Fields,
+    /// An argument's name, as is.
+    Key,
+    /// An argument's value: raw text (`true`) or JSON (`false`).
+    Value(bool),
 }
 
 /// How a call's arguments are written.

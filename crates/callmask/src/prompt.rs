@@ -33,6 +33,8 @@
 //! - `fromjson` (filter): parses JSON text (such as a call's `arguments`) into a value.
 //! - `pythonic_call` (filter): a tool call as a Python call, `name(a=1, b='x')` (see
 //!   [`pythonic_call`]).
+//! - `xml_value` (filter): an argument value as the tagged-argument dialects write it: a
+//!   string as is, anything else as JSON text.
 //!
 //! The environment trims blocks and strips leading block whitespace (`trim_blocks` and
 //! `lstrip_blocks`), as Hugging Face renders chat templates. Undefined variables render as empty.
@@ -80,6 +82,20 @@ pub const BUILTIN_DIALECTS: &[&str] = &[
     "inline",
     "hermes",
     "llama31_json",
+    "qwen3",
+    "llama31",
+    "llama4",
+    "mistral",
+    "qwen3_coder",
+    "deepseek_r1",
+    "deepseek_v31",
+    "kimi_k2",
+    "glm45",
+    "minimax_m2",
+    "gpt_oss",
+    "command_r7b",
+    "functionary_v32",
+    "granite",
 ];
 
 /// The built-in prompt template of `dialect` (one of [`BUILTIN_DIALECTS`]), as minijinja
@@ -91,7 +107,20 @@ pub fn builtin_template(dialect: &str) -> Option<&'static str> {
         "pythonic" => include_str!("../grammars/pythonic.jinja"),
         "inline" => include_str!("../grammars/inline.jinja"),
         "hermes" => include_str!("../grammars/hermes.jinja"),
-        "llama31_json" => include_str!("../grammars/llama31_json.jinja"),
+        "llama31_json" | "llama31" => include_str!("../grammars/llama31_json.jinja"),
+        "qwen3" => include_str!("../grammars/hermes.jinja"),
+        "llama4" => include_str!("../grammars/llama4.jinja"),
+        "mistral" => include_str!("../grammars/mistral.jinja"),
+        "qwen3_coder" => include_str!("../grammars/qwen3_coder.jinja"),
+        "deepseek_r1" => include_str!("../grammars/deepseek_r1.jinja"),
+        "deepseek_v31" => include_str!("../grammars/deepseek_v31.jinja"),
+        "kimi_k2" => include_str!("../grammars/kimi_k2.jinja"),
+        "glm45" => include_str!("../grammars/glm45.jinja"),
+        "minimax_m2" => include_str!("../grammars/minimax_m2.jinja"),
+        "gpt_oss" => include_str!("../grammars/gpt_oss.jinja"),
+        "command_r7b" => include_str!("../grammars/command_r7b.jinja"),
+        "functionary_v32" => include_str!("../grammars/functionary_v32.jinja"),
+        "granite" => include_str!("../grammars/granite.jinja"),
         _ => return None,
     })
 }
@@ -106,6 +135,20 @@ pub fn builtin_writer(dialect: &str) -> Option<&'static str> {
         "inline" => include_str!("../grammars/inline.write.jinja"),
         "hermes" => include_str!("../grammars/hermes.write.jinja"),
         "llama31_json" => include_str!("../grammars/llama31_json.write.jinja"),
+        "qwen3" => include_str!("../grammars/qwen3.write.jinja"),
+        "llama31" => include_str!("../grammars/llama31.write.jinja"),
+        "llama4" => include_str!("../grammars/llama4.write.jinja"),
+        "mistral" => include_str!("../grammars/mistral.write.jinja"),
+        "qwen3_coder" => include_str!("../grammars/qwen3_coder.write.jinja"),
+        "deepseek_r1" => include_str!("../grammars/deepseek_r1.write.jinja"),
+        "deepseek_v31" => include_str!("../grammars/deepseek_v31.write.jinja"),
+        "kimi_k2" => include_str!("../grammars/kimi_k2.write.jinja"),
+        "glm45" => include_str!("../grammars/glm45.write.jinja"),
+        "minimax_m2" => include_str!("../grammars/minimax_m2.write.jinja"),
+        "gpt_oss" => include_str!("../grammars/gpt_oss.write.jinja"),
+        "command_r7b" => include_str!("../grammars/command_r7b.write.jinja"),
+        "functionary_v32" => include_str!("../grammars/functionary_v32.write.jinja"),
+        "granite" => include_str!("../grammars/granite.write.jinja"),
         _ => return None,
     })
 }
@@ -203,6 +246,7 @@ fn environment(raised: Arc<Mutex<Option<String>>>) -> Environment<'static> {
     env.add_filter("tojson", tojson_filter);
     env.add_filter("fromjson", fromjson_filter);
     env.add_filter("pythonic_call", pythonic_call_filter);
+    env.add_filter("xml_value", xml_value_filter);
     env
 }
 
@@ -369,6 +413,15 @@ fn tojson_filter(
     to_python_json(value, indent).map_err(|e| filter_error(format!("tojson: {e}")))
 }
 
+/// `xml_value` filter: an argument value as the tagged-argument dialects write it (`@xml_args`):
+/// a string as is, anything else as JSON.
+fn xml_value_filter(value: &Value) -> std::result::Result<String, minijinja::Error> {
+    match value.as_str() {
+        Some(s) => Ok(s.to_owned()),
+        None => to_python_json(value, None).map_err(|e| filter_error(format!("xml_value: {e}"))),
+    }
+}
+
 /// `fromjson` filter: JSON text → value.
 fn fromjson_filter(text: &str) -> std::result::Result<Value, minijinja::Error> {
     let v: Json = serde_json::from_str(text)
@@ -522,7 +575,7 @@ mod tests {
             assert!(text.contains("get_current_weather"), "{dialect}: {text}");
             assert!(text.contains("Thanks"), "{dialect}: {text}");
         }
-        assert!(builtin_template("mistral").is_none());
+        assert!(builtin_template("nope").is_none());
     }
 
     #[test]
