@@ -7,7 +7,7 @@
 pub(crate) mod builder;
 pub(crate) mod dfa;
 
-pub use builder::CompileOptions;
+pub use builder::{CompileOptions, Whitespace};
 use dfa::Dfa;
 use std::sync::Arc;
 
@@ -28,8 +28,12 @@ pub(crate) struct GrammarInner {
     pub(crate) nodes: Vec<Node>,
     pub(crate) lexemes: Vec<Arc<Dfa>>,
     pub(crate) root: NodeId,
-    /// Most whitespace bytes allowed in one gap between JSON tokens.
+    /// Most whitespace bytes allowed in one gap between JSON tokens (with a tidy policy: on
+    /// the gap's first line).
     pub(crate) max_whitespace: u16,
+    /// The tidy whitespace policy's indentation per level; `None`: any whitespace
+    /// ([`crate::grammar::builder::Whitespace`]).
+    pub(crate) indent: Option<u16>,
     /// Most nested objects and arrays.
     pub(crate) max_depth: u32,
     /// What lenient mode dropped, as "keyword at /pointer".

@@ -58,9 +58,12 @@ pub struct PromptOptions {
     pub bos_token: String,
     /// Whether to end the prompt with the header that opens the assistant's turn (default true).
     pub add_generation_prompt: bool,
+    /// The text of the model's end-of-sequence token, for the chat templates that write it
+    /// ([`render_chat_template`]); empty by default.
+    pub eos_token: String,
 }
 
-crate::option_setters!(PromptOptions { datetime: Option<String>, bos_token: String, add_generation_prompt: bool });
+crate::option_setters!(PromptOptions { datetime: Option<String>, bos_token: String, add_generation_prompt: bool, eos_token: String });
 
 impl Default for PromptOptions {
     fn default() -> Self {
@@ -68,6 +71,7 @@ impl Default for PromptOptions {
             datetime: None,
             bos_token: String::new(),
             add_generation_prompt: true,
+            eos_token: String::new(),
         }
     }
 }
@@ -170,6 +174,160 @@ pub fn render(
         add_generation_prompt => opts.add_generation_prompt,
     };
     compiled.render(ctx).map_err(to_error)
+}
+
+/// Renders a model's own chat template (the `tokenizer.chat_template` of its GGUF file or
+/// `tokenizer_config.json`) the way Hugging Face's `apply_chat_template` does: `messages` in
+/// OpenAI's shape (`{role, content}`, with `tool_calls` — each `{id, type, function: {name,
+/// arguments}}`, `arguments` the JSON *object* — only where there are calls, `tool_call_id` and
+/// `name` only where set, `content` `none` when a message has none), `tools` in OpenAI's shape
+/// (`[{"type": "function", "function": {name, description, parameters}}]`, `none` when there are
+/// no tools), `add_generation_prompt`, `bos_token`, `eos_token`, `raise_exception(message)`,
+/// `strftime_now(format)` (which returns [`PromptOptions::datetime`], or `"unknown"`: the crate
+/// reads no clock), Python's string and dict methods (`.strip()`, `.startswith()`, `.items()`,
+/// ... through `minijinja-contrib`'s `pycompat`), and the filters of [`render`] (`tojson` as
+/// Python writes it). Whether the template shows the tools to the model is up to it: see
+/// [`template_uses_tools`] and [`tools_instructions`].
+///
+/// ```
+/// use callmask::{Message, PromptOptions, Tools};
+/// let template = "{{ bos_token }}{% for m in messages %}<start_of_turn>{{ 'model' if m.role == 'assistant' else m.role }}\n{{ m.content | trim }}<end_of_turn>\n{% endfor %}{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}";
+/// let prompt = callmask::prompt::render_chat_template(
+///     template,
+///     &[Message::new("user", " Hi ")],
+///     &Tools::default(),
+///     &PromptOptions::default().bos_token("<bos>".into()),
+/// )?;
+/// assert_eq!(prompt, "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n");
+/// # Ok::<(), callmask::Error>(())
+/// ```
+pub fn render_chat_template(
+    template: &str,
+    messages: &[Message],
+    tools: &Tools,
+    opts: &PromptOptions,
+) -> Result<String> {
+    let raised: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
+    let mut env = environment(raised.clone());
+    env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+    let date = opts.datetime.clone().unwrap_or_else(|| "unknown".to_owned());
+    env.add_function("strftime_now", move |_format: String| date.clone());
+    let to_error = |e: minijinja::Error| -> Error {
+        if let Ok(mut slot) = raised.lock() {
+            if let Some(message) = slot.take() {
+                return Error::Prompt(message);
+            }
+        }
+        Error::Prompt(describe(&e))
+    };
+    let compiled = env.template_from_str(template).map_err(to_error)?;
+    let tool_values: Vec<Json> = tools
+        .as_slice()
+        .iter()
+        .map(|t| json!({"type": "function", "function": tool_value(t)}))
+        .collect();
+    let message_values: Vec<Json> = messages.iter().map(hf_message_value).collect();
+    let ctx = context! {
+        messages => Value::from_serialize(&message_values),
+        tools => if tool_values.is_empty() { Value::from(()) } else { Value::from_serialize(&tool_values) },
+        bos_token => opts.bos_token.clone(),
+        eos_token => opts.eos_token.clone(),
+        add_generation_prompt => opts.add_generation_prompt,
+    };
+    compiled.render(ctx).map_err(to_error)
+}
+
+/// Whether a chat template refers to the `tools` it is given at all (Gemma 3's, for one, does
+/// not: a model so templated has to be told about the tools in a message, see
+/// [`tools_instructions`]).
+pub fn template_uses_tools(template: &str) -> bool {
+    template.contains("tools")
+}
+
+/// A system message telling a model whose chat template does not show tools what it may call
+/// and how: the tools as JSON, one per line, and (given a call writer `writer`, a
+/// `grammars/D.write.jinja` template, see [`write_calls`]) an example call of the first one
+/// with placeholder arguments (each required argument: the first `enum` value, `"..."`, `1`,
+/// `true`, `[]`, or an object of its own required arguments).
+pub fn tools_instructions(tools: &Tools, writer: Option<&str>) -> Result<String> {
+    let mut out = String::from("You can call these functions (JSON Schema of the arguments):\n");
+    for t in tools.as_slice() {
+        let line = to_python_json(&tool_value(t), None)
+            .map_err(|e| Error::Prompt(format!("cannot write the tools as JSON: {e}")))?;
+        out.push_str(&line);
+        out.push('\n');
+    }
+    if let (Some(t), Some(writer)) = (tools.as_slice().first(), writer) {
+        let args = t
+            .parameters
+            .as_ref()
+            .map_or_else(|| json!({}), |p| example_value(p, 0));
+        let example = write_calls(writer, "", &[(t.name.clone(), args)])?;
+        out.push_str("To call a function, answer with the call, written like this:\n");
+        out.push_str(&example);
+    }
+    Ok(out)
+}
+
+/// A placeholder value of `schema` (for an example call).
+fn example_value(schema: &Json, depth: usize) -> Json {
+    if let Some(v) = schema.get("enum").and_then(Json::as_array).and_then(|a| a.first()) {
+        return v.clone();
+    }
+    if let Some(v) = schema.get("const") {
+        return v.clone();
+    }
+    let ty = match schema.get("type") {
+        Some(Json::String(t)) => t.as_str(),
+        Some(Json::Array(a)) => a.iter().find_map(Json::as_str).unwrap_or("string"),
+        _ if schema.get("properties").is_some() => "object",
+        _ => "string",
+    };
+    match ty {
+        "object" if depth < 4 => {
+            let mut o = Map::new();
+            let props = schema.get("properties").and_then(Json::as_object);
+            for k in schema.get("required").and_then(Json::as_array).into_iter().flatten() {
+                if let Some(k) = k.as_str() {
+                    let sub = props.and_then(|p| p.get(k)).unwrap_or(&Json::Null);
+                    o.insert(k.to_owned(), example_value(sub, depth + 1));
+                }
+            }
+            Json::Object(o)
+        }
+        "object" => json!({}),
+        "integer" | "number" => json!(1),
+        "boolean" => json!(true),
+        "array" => json!([]),
+        "null" => Json::Null,
+        _ => json!("..."),
+    }
+}
+
+/// A message as Hugging Face chat templates see it (OpenAI's shape, arguments as objects).
+fn hf_message_value(m: &Message) -> Json {
+    let mut o = Map::new();
+    o.insert("role".into(), json!(m.role));
+    o.insert("content".into(), json!(m.content));
+    if !m.tool_calls.is_empty() {
+        let calls: Vec<Json> = m
+            .tool_calls
+            .iter()
+            .map(|c| {
+                let args = serde_json::from_str::<Json>(&c.function.arguments)
+                    .unwrap_or_else(|_| Json::String(c.function.arguments.clone()));
+                json!({"id": c.id, "type": c.kind, "function": {"name": c.function.name, "arguments": args}})
+            })
+            .collect();
+        o.insert("tool_calls".into(), Json::Array(calls));
+    }
+    if let Some(id) = &m.tool_call_id {
+        o.insert("tool_call_id".into(), json!(id));
+    }
+    if let Some(n) = &m.name {
+        o.insert("name".into(), json!(n));
+    }
+    Json::Object(o)
 }
 
 /// A minijinja error as one line: its own message, then its causes.

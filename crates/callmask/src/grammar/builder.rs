@@ -19,8 +19,14 @@ use std::time::{Duration, Instant};
 pub struct CompileOptions {
     /// Drop keywords that cannot be enforced (listing them) instead of refusing the schema.
     pub lenient: bool,
-    /// Most whitespace bytes in one gap between JSON tokens (0 = compact JSON only).
+    /// Most whitespace bytes in one gap between JSON tokens (0 = compact JSON only). With
+    /// [`Whitespace::Tidy`] (the default) this bounds the spaces and tabs on the gap's line; the
+    /// indentation after a line break has its own, depth-relative bound.
     pub max_whitespace: u16,
+    /// What the whitespace in a gap may look like (between JSON tokens, around a JSON Schema's
+    /// value, and in a dialect's `@ws`): by default compact, `", "`-style and pretty-printed
+    /// output, but no blank lines and no runaway indentation.
+    pub whitespace: Whitespace,
     /// Most nested objects/arrays in an output.
     pub max_depth: u32,
     /// Most nested subschemas while compiling.
@@ -47,6 +53,7 @@ pub struct CompileOptions {
 crate::option_setters!(CompileOptions {
     lenient: bool,
     max_whitespace: u16,
+    whitespace: Whitespace,
     max_depth: u32,
     max_schema_depth: usize,
     max_lexeme_states: usize,
@@ -62,6 +69,7 @@ impl Default for CompileOptions {
         CompileOptions {
             lenient: false,
             max_whitespace: 20,
+            whitespace: Whitespace::default(),
             max_depth: 64,
             max_schema_depth: 200,
             max_lexeme_states: 50_000,
@@ -70,6 +78,54 @@ impl Default for CompileOptions {
             max_compile_time: Duration::from_secs(10),
             max_schema_values: 1_000_000,
             max_memory: 256 << 20,
+        }
+    }
+}
+
+/// The whitespace policy: what a gap between tokens may hold.
+///
+/// A *gap* is the whitespace between two JSON tokens (`{`, a key, `:`, a value, `,`, ...), before
+/// or after a JSON Schema grammar's value, or a dialect's `@ws`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Whitespace {
+    /// Any mix of space, tab, newline and carriage return, at most
+    /// [`CompileOptions::max_whitespace`] bytes per gap (callmask's policy before 0.2: a small
+    /// model could fill it with blank lines).
+    Any,
+    /// The default, with `indent` 4: spaces and tabs (at most
+    /// [`CompileOptions::max_whitespace`]), then at most one line break (`\n`; none when
+    /// `max_whitespace` is 0), then an indentation of spaces and tabs of at most
+    /// `indent × (depth + 1)` bytes, where `depth` is the number of JSON objects and arrays (or
+    /// Python argument lists) the gap is in: 0 around a top-level value and in a dialect's `@ws`,
+    /// 1 between the members of a top-level object. So compact (`{"a":1}`), `", "`-style
+    /// (`{"a": 1, "b": 2}`) and pretty-printed output (`json.dumps(v, indent=2)` or `indent=4`, a
+    /// tab per level, a dialect's list of calls one per line) are all allowed, with one level of
+    /// slack for a dialect's own nesting; a blank line, a carriage return, or indentation
+    /// deeper than the nesting warrants are not.
+    Tidy {
+        /// Most indentation bytes per nesting level.
+        indent: u16,
+    },
+}
+
+impl Default for Whitespace {
+    fn default() -> Self {
+        Whitespace::Tidy { indent: 4 }
+    }
+}
+
+impl CompileOptions {
+    /// The regular expression of one gap at nesting `depth` (a dialect's `@ws`: depth 0).
+    pub(crate) fn whitespace_regex(&self, depth: u32) -> String {
+        let w = self.max_whitespace;
+        match self.whitespace {
+            Whitespace::Any => format!("[ \\t\\n\\r]{{0,{w}}}"),
+            Whitespace::Tidy { .. } if w == 0 => String::new(),
+            Whitespace::Tidy { indent } => {
+                let i = u32::from(indent).saturating_mul(depth + 1);
+                format!("[ \\t]{{0,{w}}}(?:\\n[ \\t]{{0,{i}}})?")
+            }
         }
     }
 }
@@ -236,6 +292,10 @@ impl<'o> GrammarBuilder<'o> {
             lexemes: self.lexemes,
             root,
             max_whitespace: self.opts.max_whitespace,
+            indent: match self.opts.whitespace {
+                Whitespace::Any => None,
+                Whitespace::Tidy { indent } => Some(indent),
+            },
             max_depth: self.opts.max_depth,
             dropped: self.dropped,
             root_ws: json_root,
