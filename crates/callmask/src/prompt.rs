@@ -1106,6 +1106,7 @@ mod tests {
             datetime: Some("2025-01-02".into()),
             bos_token: "<s>".into(),
             add_generation_prompt: false,
+            eos_token: String::new(),
         };
         let text = render(
             "{{ bos_token }}|{{ datetime }}|{{ add_generation_prompt }}|{{ tools[0].description }}|\

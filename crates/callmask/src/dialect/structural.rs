@@ -623,7 +623,10 @@ fn max_ws_counts(f: &Format, out: &mut Vec<u16>) {
 /// Whether the parser reports `schema`'s region as a call: the schema says its value is an
 /// object.
 fn is_object_schema(schema: &Value) -> bool {
-    schema.get("type").and_then(Value::as_str) == Some("object")
+    matches!(
+        schema.get("type").and_then(Value::as_str),
+        Some("object" | "dict")
+    )
 }
 
 /// The function name a tag's begin text names, if it follows one of the common shapes.
