@@ -191,14 +191,6 @@ pub(crate) fn is_ws(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | b'\r')
 }
 
-/// The number of objects and arrays on `stack` (the top one included).
-fn container_depth(stack: &[Frame]) -> usize {
-    stack
-        .iter()
-        .filter(|f| matches!(f, Frame::Obj { .. } | Frame::Arr { .. }))
-        .count()
-}
-
 /// Whitespace allowed between tokens of a container with this spelling.
 #[inline]
 fn is_gap_ws(b: u8, syntax: &Syntax) -> bool {
@@ -214,7 +206,9 @@ const GAP_NL: u16 = 0x8000;
 
 impl GrammarInner {
     /// The gap state after whitespace byte `b` in a gap of a container spelled `syntax` (`None`
-    /// at the top level) at nesting `depth`, or `None` if the policy refuses the byte. The state
+    /// at the top level) at nesting `depth` (the container's [`GrammarInner::depth`]: a property
+    /// of the node, not of the stack below it, so that masks stay a function of the top frame),
+    /// or `None` if the policy refuses the byte. The state
     /// is a byte count, with [`GAP_NL`] set once the gap has had its line break.
     #[inline]
     fn gap_ws(&self, ws: u16, b: u8, syntax: Option<&Syntax>, depth: usize) -> Option<u16> {
@@ -519,7 +513,8 @@ impl GrammarInner {
                         | ObjPhase::AfterValue
                 );
                 if gap && is_gap_ws(byte, syn) {
-                    if let Some(ws) = self.gap_ws(*ws, byte, Some(syn), container_depth(stack)) {
+                    let depth = usize::from(self.depth[node as usize]);
+                    if let Some(ws) = self.gap_ws(*ws, byte, Some(syn), depth) {
                         out.push(replace(frame(*phase, seen, ws)));
                     }
                     return;
@@ -587,7 +582,7 @@ impl GrammarInner {
                     ArrPhase::AfterOpen | ArrPhase::AfterValue | ArrPhase::AfterComma
                 );
                 if gap && is_gap_ws(byte, &a.syntax) {
-                    let depth = container_depth(stack);
+                    let depth = usize::from(self.depth[node as usize]);
                     if let Some(ws) = self.gap_ws(*ws, byte, Some(&a.syntax), depth) {
                         out.push(replace(frame(*phase, count, ws)));
                     }

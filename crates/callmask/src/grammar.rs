@@ -46,6 +46,10 @@ pub(crate) struct GrammarInner {
     pub(crate) pop_any: bool,
     /// Per node: true when it matches the empty output.
     pub(crate) nullable: Vec<bool>,
+    /// Per node: the most objects and arrays on a path from the root to it, itself included
+    /// (capped at `max_depth + 1`, which recursion reaches); bounds the indentation of the
+    /// tidy whitespace policy.
+    pub(crate) depth: Vec<u16>,
     /// The special tokens the grammar refers to, by text; [`Node::Special`] holds the index.
     pub(crate) specials: Vec<String>,
     /// The functions, by index of [`Capture::Call`] (empty for a plain JSON Schema grammar).

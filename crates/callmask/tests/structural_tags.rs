@@ -394,7 +394,8 @@ fn fuzzing_validates_every_call() {
                 _ => 0,
             })
             .sum();
-        assert!(calls >= 100, "{name}: only {calls} calls in 150 outputs");
+        // With auto, half the outputs dive into a call (free text seldom writes a trigger).
+        assert!(calls >= 50, "{name}: only {calls} calls in 150 outputs");
         let report = coverage.report();
         assert!(
             report.functions.total >= 4 && report.functions.reached == report.functions.total,

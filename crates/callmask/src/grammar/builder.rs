@@ -288,6 +288,7 @@ impl<'o> GrammarBuilder<'o> {
     ) -> Result<Grammar> {
         let mut inner = GrammarInner {
             nullable: Vec::new(),
+            depth: Vec::new(),
             nodes: self.nodes,
             lexemes: self.lexemes,
             root,
@@ -415,5 +416,53 @@ fn finalize(g: &mut GrammarInner, _opts: &CompileOptions) -> Result<()> {
         }
     }
     g.nullable = nullable;
+    g.depth = depths(g);
     Ok(())
+}
+
+/// Per node, the most objects and arrays on a path from the root to it (itself included),
+/// capped at `max_depth + 1` (a cycle through a container reaches the cap).
+fn depths(g: &GrammarInner) -> Vec<u16> {
+    let n = g.nodes.len();
+    let cap = u16::try_from(g.max_depth.saturating_add(1)).unwrap_or(u16::MAX);
+    let own = |id: usize| u16::from(matches!(g.nodes[id], Node::Object(_) | Node::Array(_)));
+    let mut depth = vec![0u16; n];
+    let mut reached = vec![false; n];
+    if n == 0 {
+        return depth;
+    }
+    let root = g.root as usize;
+    depth[root] = own(root);
+    reached[root] = true;
+    let children = |id: usize, out: &mut Vec<NodeId>| match &g.nodes[id] {
+        Node::Object(o) => {
+            out.extend(&o.values);
+            out.extend(o.additional.map(|(_, v)| v));
+        }
+        Node::Array(a) => {
+            out.extend(&a.prefix);
+            out.extend(a.items);
+        }
+        Node::Union(v) | Node::Seq(v) => out.extend(v),
+        Node::Repeat { item, .. } | Node::Capture(_, item) => out.push(*item),
+        _ => {}
+    };
+    // Longest paths, by a worklist: a node is revisited only when its depth rose, which
+    // happens at most `cap` times.
+    let mut kids = Vec::new();
+    let mut todo = vec![root];
+    while let Some(id) = todo.pop() {
+        kids.clear();
+        children(id, &mut kids);
+        for &k in &kids {
+            let k = k as usize;
+            let d = depth[id].saturating_add(own(k)).min(cap);
+            if !reached[k] || d > depth[k] {
+                reached[k] = true;
+                depth[k] = d;
+                todo.push(k);
+            }
+        }
+    }
+    depth
 }
