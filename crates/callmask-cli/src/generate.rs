@@ -57,10 +57,13 @@ pub(crate) fn generate(args: &GenerateArgs) -> Result<ExitCode, BadInput> {
         None => crate::fetch::default_model(true)?,
     };
     let engine = Engine::load(&model, args.threads)?;
-    let chat_template = engine.chat_template();
+    // The model's chat template; without one in the GGUF, its family's turn format.
+    let chat_template = engine.chat_template().or_else(|| {
+        callmask::prompt::fallback_chat_template(engine.vocab()).map(str::to_owned)
+    });
     let mut grammar_args = args.grammar.clone();
     if grammar_args.dialect.as_deref() == Some("auto") {
-        let d = Dialect::detect(chat_template.as_deref(), engine.vocab())?;
+        let d = Dialect::detect(engine.chat_template().as_deref(), engine.vocab())?;
         eprintln!("[dialect {d}, told from the model's chat template]");
         grammar_args.dialect = Some(d.to_owned());
     }
@@ -119,6 +122,16 @@ pub(crate) fn generate(args: &GenerateArgs) -> Result<ExitCode, BadInput> {
         }
         _ => dialect_prompt(dialect)?,
     };
+    eprintln!(
+        "[prompt: {}]",
+        match (&args.template, args.dialect_template, &chat_template) {
+            (Some(p), _, _) => format!("{}", p.display()),
+            (None, false, Some(_)) if engine.chat_template().is_some() =>
+                "the model's chat template".to_owned(),
+            (None, false, Some(_)) => "the model family's turn format (no chat template in the GGUF)".to_owned(),
+            _ => format!("the {} dialect's template", dialect.unwrap_or("?")),
+        }
+    );
     let automaton = if args.no_constraint {
         None
     } else {

@@ -237,6 +237,22 @@ pub fn render_chat_template(
     compiled.render(ctx).map_err(to_error)
 }
 
+/// A turn format for a model whose GGUF file carries no chat template (Gemma 3 270M's, for
+/// one), told from its special tokens: Gemma's `<start_of_turn>`, ChatML's `<|im_start|>`, Llama
+/// 3's `<|start_header_id|>` (callmask's own minimal templates, `grammars/chat/*.jinja`, written
+/// for [`render_chat_template`]; they show no tools). `None` when none of them fits.
+pub fn fallback_chat_template(vocab: &crate::vocab::Vocab) -> Option<&'static str> {
+    if vocab.special_token("<start_of_turn>").is_some() {
+        Some(include_str!("../grammars/chat/gemma.jinja"))
+    } else if vocab.special_token("<|im_start|>").is_some() {
+        Some(include_str!("../grammars/chat/chatml.jinja"))
+    } else if vocab.special_token("<|start_header_id|>").is_some() {
+        Some(include_str!("../grammars/chat/llama3.jinja"))
+    } else {
+        None
+    }
+}
+
 /// Whether a chat template refers to the `tools` it is given at all (Gemma 3's, for one, does
 /// not: a model so templated has to be told about the tools in a message, see
 /// [`tools_instructions`]).
@@ -246,9 +262,8 @@ pub fn template_uses_tools(template: &str) -> bool {
 
 /// A system message telling a model whose chat template does not show tools what it may call
 /// and how: the tools as JSON, one per line, and (given a call writer `writer`, a
-/// `grammars/D.write.jinja` template, see [`write_calls`]) an example call of the first one
-/// with placeholder arguments (each required argument: the first `enum` value, `"..."`, `1`,
-/// `true`, `[]`, or an object of its own required arguments).
+/// `grammars/D.write.jinja` template, see [`write_calls`]) the shape of a call,
+/// `function_name` with `{"argument_name": "argument value"}` written by that writer.
 pub fn tools_instructions(tools: &Tools, writer: Option<&str>) -> Result<String> {
     let mut out = String::from("You can call these functions (JSON Schema of the arguments):\n");
     for t in tools.as_slice() {
@@ -257,51 +272,14 @@ pub fn tools_instructions(tools: &Tools, writer: Option<&str>) -> Result<String>
         out.push_str(&line);
         out.push('\n');
     }
-    if let (Some(t), Some(writer)) = (tools.as_slice().first(), writer) {
-        let args = t
-            .parameters
-            .as_ref()
-            .map_or_else(|| json!({}), |p| example_value(p, 0));
-        let example = write_calls(writer, "", &[(t.name.clone(), args)])?;
+    if let (false, Some(writer)) = (tools.is_empty(), writer) {
+        // The shape only: a small model copies an example's values (tried on Gemma 3 270M).
+        let args = json!({"argument_name": "argument value"});
+        let example = write_calls(writer, "", &[("function_name".to_owned(), args)])?;
         out.push_str("To call a function, answer with the call, written like this:\n");
         out.push_str(&example);
     }
     Ok(out)
-}
-
-/// A placeholder value of `schema` (for an example call).
-fn example_value(schema: &Json, depth: usize) -> Json {
-    if let Some(v) = schema.get("enum").and_then(Json::as_array).and_then(|a| a.first()) {
-        return v.clone();
-    }
-    if let Some(v) = schema.get("const") {
-        return v.clone();
-    }
-    let ty = match schema.get("type") {
-        Some(Json::String(t)) => t.as_str(),
-        Some(Json::Array(a)) => a.iter().find_map(Json::as_str).unwrap_or("string"),
-        _ if schema.get("properties").is_some() => "object",
-        _ => "string",
-    };
-    match ty {
-        "object" if depth < 4 => {
-            let mut o = Map::new();
-            let props = schema.get("properties").and_then(Json::as_object);
-            for k in schema.get("required").and_then(Json::as_array).into_iter().flatten() {
-                if let Some(k) = k.as_str() {
-                    let sub = props.and_then(|p| p.get(k)).unwrap_or(&Json::Null);
-                    o.insert(k.to_owned(), example_value(sub, depth + 1));
-                }
-            }
-            Json::Object(o)
-        }
-        "object" => json!({}),
-        "integer" | "number" => json!(1),
-        "boolean" => json!(true),
-        "array" => json!([]),
-        "null" => Json::Null,
-        _ => json!("..."),
-    }
 }
 
 /// A message as Hugging Face chat templates see it (OpenAI's shape, arguments as objects).
@@ -1130,5 +1108,59 @@ mod tests {
         );
         let text = render("{{ functions_yaml }}", &[], &tools, &opts).expect("renders");
         assert_eq!(text, "now: # No parameters");
+    }
+
+    #[test]
+    fn fallback_turn_formats_render_a_conversation() {
+        let tools = Tools::from_json_str(r#"[{"name": "now"}]"#).expect("tools");
+        let call = ToolCall::new("call_0", "now", "{}");
+        let messages = vec![
+            Message::new("system", "Be brief."),
+            Message::new("user", "Time? "),
+            Message {
+                tool_calls: vec![call],
+                ..Message::new("assistant", "")
+            },
+            Message {
+                name: Some("now".into()),
+                tool_call_id: Some("call_0".into()),
+                ..Message::new("tool", "12:00")
+            },
+        ];
+        let opts = PromptOptions::default().bos_token("<bos>".into());
+        let gemma = render_chat_template(
+            include_str!("../grammars/chat/gemma.jinja"),
+            &messages,
+            &tools,
+            &opts,
+        )
+        .expect("renders");
+        assert_eq!(
+            gemma,
+            "<bos><start_of_turn>user\nBe brief.\n\nTime?<end_of_turn>\n\
+             <start_of_turn>model\n{\"name\": \"now\", \"arguments\": {}}<end_of_turn>\n\
+             <start_of_turn>user\nResult of the function call to now:\n12:00<end_of_turn>\n\
+             <start_of_turn>model\n"
+        );
+        let chatml = render_chat_template(
+            include_str!("../grammars/chat/chatml.jinja"),
+            &messages[..2],
+            &tools,
+            &opts,
+        )
+        .expect("renders");
+        assert_eq!(
+            chatml,
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nTime? <|im_end|>\n\
+             <|im_start|>assistant\n"
+        );
+        let instructions = tools_instructions(&tools, builtin_writer("hermes")).expect("writes");
+        assert!(instructions.contains(r#"{"name": "now", "description": "", "parameters""#));
+        assert!(
+            instructions.ends_with(
+                "<tool_call>\n{\"name\": \"function_name\", \"arguments\": {\"argument_name\": \"argument value\"}}\n</tool_call>"
+            ),
+            "{instructions}"
+        );
     }
 }
