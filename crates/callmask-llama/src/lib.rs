@@ -85,6 +85,10 @@ pub struct SamplingParams {
     /// Constrained only: draw first and check that one token, masking only when it is refused
     /// (`true`, the default); `false` masks every token (for comparison).
     pub check_first: bool,
+    /// Constrained only: `max_tokens` is also the matcher's token budget (`true`, the default:
+    /// the output ends complete within `max_tokens`); `false` only cuts the output at
+    /// `max_tokens`, possibly mid-call (for comparison).
+    pub token_budget: bool,
 }
 
 callmask::option_setters!(SamplingParams {
@@ -95,7 +99,8 @@ callmask::option_setters!(SamplingParams {
     repeat_penalty: f32,
     repeat_last_n: i32,
     seed: u32,
-    check_first: bool
+    check_first: bool,
+    token_budget: bool
 });
 
 impl Default for SamplingParams {
@@ -109,6 +114,7 @@ impl Default for SamplingParams {
             repeat_last_n: 64,
             seed: 0,
             check_first: true,
+            token_budget: true,
         }
     }
 }
@@ -649,10 +655,11 @@ impl Engine {
     /// given, at most `max_tokens` tokens; `on_text` sees each token's bytes as they come.
     ///
     /// Constrained, `max_tokens` is also the matcher's token budget
-    /// ([`callmask::Matcher::set_token_budget`], the end-of-generation token included): the
-    /// output ends complete (with its end-of-generation token) within `max_tokens` sampled
-    /// tokens, whatever the model prefers; [`callmask::Error::BudgetTooSmall`] when even the
-    /// shortest complete output does not fit.
+    /// ([`callmask::Matcher::set_token_budget`], the end-of-generation token included; unless
+    /// [`SamplingParams::token_budget`] is off): the output ends complete (with its
+    /// end-of-generation token) within `max_tokens` sampled tokens, whatever the model
+    /// prefers; [`callmask::Error::BudgetTooSmall`] when even the shortest complete output does
+    /// not fit.
     pub fn generate(
         &self,
         prompt: &str,
@@ -701,7 +708,9 @@ impl Engine {
             let matcher = match automaton {
                 Some(a) => {
                     let mut m = a.matcher();
-                    m.set_token_budget(Some(max_tokens))?;
+                    if pr.token_budget {
+                        m.set_token_budget(Some(max_tokens))?;
+                    }
                     Some(m)
                 }
                 None => None,

@@ -17,8 +17,9 @@
 //!   The vocabulary (callmask `Vocab`, llguidance `TokEnv` + `ParserFactory` with its token-slice
 //!   precomputation) is built once, outside all timings, for both engines.
 //! - `per_token/callmask+budget/NAME` and `per_token/callmask+tight_budget/NAME`: the same under
-//!   a token budget that never binds (the cost of the check) and one of the instance's bytes + 1
-//!   (binding near the end; the share of masks it changed is printed).
+//!   a token budget that never binds (the cost of the check) and the smallest one the instance
+//!   fits in (it binds where the instance comes closest to its end; the share of masks it
+//!   changed is printed).
 //! - `per_token/ENGINE/NAME`: mask then accept, token after token, along the tokenized
 //!   `NAME.instance.json`; one criterion iteration is one token, so criterion reports time per
 //!   token. Fresh matchers (matcher reset time excluded) share one warm automaton (callmask) or one
@@ -353,10 +354,11 @@ mod cm {
             })
         }
 
-        /// Like `bench_per_token`, under a token budget: `tight` gives the instance's length in
-        /// bytes plus one (always enough, as the instance is a completion and each token has at
-        /// least one byte, but tight near the end); otherwise a budget that never binds, to
-        /// measure the check alone. Prints how many masks the budget changed.
+        /// Like `bench_per_token`, under a token budget: `tight` gives the smallest budget under
+        /// which the instance's tokens are all allowed (it binds where the instance comes
+        /// closest to its end: the fewest tokens to an end there, as the budget counts them,
+        /// plus the tokens before); otherwise a budget that never binds, to measure the check
+        /// alone. Prints how many masks the budget changed.
         pub fn bench_per_token_budget(
             &self,
             b: &mut criterion::Bencher,
@@ -364,7 +366,17 @@ mod cm {
             a: &TokenAutomaton,
             tight: bool,
         ) {
-            let budget = if tight { case.text.len() + 1 } else { 1 << 20 };
+            let budget = if tight {
+                let mut m = a.matcher();
+                let mut b = m.min_tokens_to_end().unwrap();
+                for (k, &t) in case.tokens.iter().enumerate() {
+                    m.accept(t).unwrap();
+                    b = b.max(m.min_tokens_to_end().unwrap() + k + 1);
+                }
+                b
+            } else {
+                1 << 20
+            };
             let mut mask = TokenMask::new(self.vocab.len());
             let (mut steered, mut masks) = (0, 0);
             b.iter_custom(|iters| {

@@ -24,36 +24,57 @@ pub(crate) const ADDITIONAL: u32 = u32::MAX;
 /// No position in a key trie.
 pub(crate) const NO_TRIE: u32 = u32::MAX;
 
-/// The set of object keys already used (key ids, in sorted-key order).
+/// The keys of an object already used: listed keys by id (in sorted-key order), and the other
+/// keys (`additionalProperties`) by value, so that no key is written twice.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum Seen {
+pub(crate) struct Seen {
+    listed: Listed,
+    /// Keys matched by `additionalProperties` (absent until the first byte of one).
+    extra: Option<Arc<ExtraKeys>>,
+}
+
+/// Listed key ids already used.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Listed {
     Small(u64),
     Large(Arc<[u64]>),
+}
+
+/// The `additionalProperties` keys of one object: those written (decoded, sorted) and the bytes
+/// of the one being written.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub(crate) struct ExtraKeys {
+    done: Vec<Vec<u8>>,
+    current: Vec<u8>,
 }
 
 impl Seen {
     fn initial(o: &ObjectNode) -> Seen {
         let n = o.keys.len();
-        if n <= 64 {
+        let listed = if n <= 64 {
             let mut w = 0u64;
             for &k in &o.unavailable {
                 w |= 1 << k;
             }
-            Seen::Small(w)
+            Listed::Small(w)
         } else {
             let mut v = vec![0u64; n.div_ceil(64)];
             for &k in &o.unavailable {
                 v[k as usize / 64] |= 1 << (k % 64);
             }
-            Seen::Large(v.into())
+            Listed::Large(v.into())
+        };
+        Seen {
+            listed,
+            extra: None,
         }
     }
 
     #[inline]
     fn contains(&self, k: u32) -> bool {
-        match self {
-            Seen::Small(w) => w >> k & 1 == 1,
-            Seen::Large(v) => v[k as usize / 64] >> (k % 64) & 1 == 1,
+        match &self.listed {
+            Listed::Small(w) => w >> k & 1 == 1,
+            Listed::Large(v) => v[k as usize / 64] >> (k % 64) & 1 == 1,
         }
     }
 
@@ -67,14 +88,71 @@ impl Seen {
     }
 
     fn with(&self, k: u32) -> Seen {
-        match self {
-            Seen::Small(w) => Seen::Small(w | 1 << k),
-            Seen::Large(v) => {
+        let listed = match &self.listed {
+            Listed::Small(w) => Listed::Small(w | 1 << k),
+            Listed::Large(v) => {
                 let mut v: Vec<u64> = v.to_vec();
                 v[k as usize / 64] |= 1 << (k % 64);
-                Seen::Large(v.into())
+                Listed::Large(v.into())
             }
+        };
+        Seen {
+            listed,
+            extra: self.without_current(),
         }
+    }
+
+    /// The extra keys with no key in progress.
+    fn without_current(&self) -> Option<Arc<ExtraKeys>> {
+        match &self.extra {
+            Some(x) if !x.current.is_empty() => Some(Arc::new(ExtraKeys {
+                done: x.done.clone(),
+                current: Vec::new(),
+            })),
+            other => other.clone(),
+        }
+    }
+
+    /// The bytes of the extra key being written.
+    pub(crate) fn current_extra(&self) -> &[u8] {
+        self.extra.as_ref().map_or(&[], |x| &x.current)
+    }
+
+    /// True when an extra key spelled `raw` (as written, quotes included) is already used.
+    pub(crate) fn has_extra(&self, raw: &[u8]) -> bool {
+        self.extra
+            .as_ref()
+            .is_some_and(|x| x.done.binary_search(&key_value(raw)).is_ok())
+    }
+
+    /// True when some extra key is already used.
+    pub(crate) fn any_extra(&self) -> bool {
+        self.extra.as_ref().is_some_and(|x| !x.done.is_empty())
+    }
+
+    /// The set with `byte` added to the extra key being written.
+    fn with_extra_byte(&self, byte: u8) -> Seen {
+        let mut x = self.extra.as_deref().cloned().unwrap_or_default();
+        x.current.push(byte);
+        Seen {
+            listed: self.listed.clone(),
+            extra: Some(Arc::new(x)),
+        }
+    }
+
+    /// The set with the extra key being written, ended by `byte`, added; `None` when that key
+    /// is already used.
+    fn with_extra_done(&self, byte: u8) -> Option<Seen> {
+        let mut x = self.extra.as_deref().cloned().unwrap_or_default();
+        x.current.push(byte);
+        let key = key_value(&x.current);
+        let at = x.done.binary_search(&key).err()?;
+        x.done.insert(at, key);
+        x.current.clear();
+        Some(Seen {
+            listed: self.listed.clone(),
+            extra: Some(Arc::new(x)),
+        })
     }
 
     /// True when some key id in `lo..hi` is not seen.
@@ -87,9 +165,9 @@ impl Seen {
             let hi = if b == 64 { u64::MAX } else { (1u64 << b) - 1 };
             hi & !((1u64 << a) - 1)
         };
-        match self {
-            Seen::Small(w) => !w & mask(lo, hi) != 0,
-            Seen::Large(v) => {
+        match &self.listed {
+            Listed::Small(w) => !w & mask(lo, hi) != 0,
+            Listed::Large(v) => {
                 let (wl, wh) = (lo / 64, (hi - 1) / 64);
                 (wl..=wh).any(|wi| {
                     let a = if wi == wl { lo % 64 } else { 0 };
@@ -645,21 +723,31 @@ impl GrammarInner {
                 return Some((after_key(o, k), seen.with_key(o, k)));
             }
         }
+        let mut e = e;
         if e != Dfa::DEAD {
             let d = &self.lexemes[o.additional.unwrap().0 as usize];
             if d.is_accepting(e) && !d.has_out(e) {
-                return Some((after_key(o, ADDITIONAL), seen.clone()));
+                // An extra key is complete: unless it is one already used.
+                match seen.with_extra_done(byte) {
+                    Some(seen) => return Some((after_key(o, ADDITIONAL), seen)),
+                    None => e = Dfa::DEAD,
+                }
             }
         }
         if t.is_none() && e == Dfa::DEAD {
             return None;
         }
+        let seen = if e != Dfa::DEAD {
+            seen.with_extra_byte(byte)
+        } else {
+            seen.clone()
+        };
         Some((
             ObjPhase::InKey {
                 trie: t.unwrap_or(NO_TRIE),
                 extra: e,
             },
-            seen.clone(),
+            seen,
         ))
     }
 
@@ -828,4 +916,55 @@ impl Grammar {
             })
         }
     }
+}
+
+/// What an object key written as `raw` (a JSON or Python string literal with its quotes, or a
+/// Python keyword followed by `=`) stands for, so that two spellings of one key compare equal.
+/// Decodes the escapes the grammar's key automata accept: `\xXX`, `\uXXXX`, `\b`, `\f`, `\n`,
+/// `\r`, `\t`, and a backslash before any other character (`\"`, `\'`, `\\`, `\/`).
+pub(crate) fn key_value(raw: &[u8]) -> Vec<u8> {
+    let body = match raw {
+        [q @ (b'"' | b'\''), body @ .., last] if last == q => body,
+        [body @ .., b'='] => body,
+        _ => raw,
+    };
+    let mut out = Vec::with_capacity(body.len());
+    let mut i = 0;
+    while i < body.len() {
+        let b = body[i];
+        i += 1;
+        if b != b'\\' || i == body.len() {
+            out.push(b);
+            continue;
+        }
+        let e = body[i];
+        i += 1;
+        let hex = match e {
+            b'x' => 2,
+            b'u' => 4,
+            _ => 0,
+        };
+        if hex > 0 {
+            let code = body
+                .get(i..i + hex)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u32::from_str_radix(h, 16).ok())
+                .and_then(char::from_u32);
+            if let Some(c) = code {
+                let mut buf = [0u8; 4];
+                out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+                i += hex;
+                continue;
+            }
+        }
+        out.push(match e {
+            b'b' => 8,
+            b'f' => 12,
+            b'n' => b'\n',
+            b'r' => b'\r',
+            b't' => b'\t',
+            other => other,
+        });
+    }
+    out
 }

@@ -19,7 +19,7 @@ pub use coverage::{Count, Coverage, CoverageReport, Observation};
 
 use crate::automaton::complete::{Completer, Dive};
 use crate::automaton::{Stack, Sym};
-use crate::{Result, TokenAutomaton, TokenId, TokenMask};
+use crate::{Matcher, Result, TokenAutomaton, TokenId, TokenMask};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
@@ -286,23 +286,52 @@ impl Fuzzer {
             if walked >= target {
                 break false;
             }
-            m.fill_mask(&mut mask);
+            // Under a budget the mask is filled only where random tries fail (sparse masks):
+            // `is_allowed` applies the same budget, and most positions have dense masks. That
+            // keeps budgeted walks fast enough to run at scale; the masks that are filled are
+            // still checked for dead ends.
+            let mut filled = o.budget_slack.is_none();
+            if filled {
+                m.fill_mask(&mut mask);
+            }
             // Uniform among the allowed tokens: a few random ids first (most masks are dense or
             // the walk would be short anyway), else an exact count.
             let n = vocab.len() as TokenId;
-            let pick = |rng: &mut StdRng| {
-                for _ in 0..8 {
+            let allowed = |m: &Matcher, mask: &TokenMask, filled: bool, t: TokenId| {
+                if filled {
+                    mask.is_allowed(t)
+                } else {
+                    m.is_allowed(t)
+                }
+            };
+            // More random tries before filling a mask under a budget: `is_allowed` costs
+            // microseconds, a mask where the budget binds costs a walk of the vocabulary.
+            let tries = if filled { 8 } else { 64 };
+            let pick = |rng: &mut StdRng, m: &Matcher, mask: &TokenMask, filled: bool| {
+                for _ in 0..tries {
                     let t = rng.random_range(0..n);
-                    if mask.is_allowed(t) {
+                    if allowed(m, mask, filled, t) {
                         return Some(t);
                     }
+                }
+                if !filled {
+                    return None;
                 }
                 match mask.count() {
                     0 => None,
                     count => mask.iter().nth(rng.random_range(0..count)),
                 }
             };
-            let Some(first) = pick(&mut rng) else {
+            let mut first = pick(&mut rng, &m, &mask, filled);
+            if first.is_none() && !filled {
+                m.fill_mask(&mut mask);
+                filled = true;
+                first = match mask.count() {
+                    0 => None,
+                    count => mask.iter().nth(rng.random_range(0..count)),
+                };
+            }
+            let Some(first) = first else {
                 // Nothing may follow: finished if the output may end here.
                 if !m.can_end() {
                     s.outcome = Outcome::Violation(
@@ -315,16 +344,16 @@ impl Fuzzer {
                 .eos_tokens()
                 .iter()
                 .copied()
-                .find(|&e| mask.is_allowed(e));
+                .find(|&e| allowed(&m, &mask, filled, e));
             let chosen = match eos {
                 Some(e) if bias > 0.0 && rng.random_bool(bias) => Some(e),
                 _ if o.strategy == Strategy::Coverage => {
                     let mut cands: Vec<TokenId> = std::iter::once(first)
-                        .chain((1..16).filter_map(|_| pick(&mut rng)))
+                        .chain((1..16).filter_map(|_| pick(&mut rng, &m, &mask, filled)))
                         .collect();
                     for _ in 0..16 {
                         let t = self.single[rng.random_range(0..self.single.len())];
-                        if mask.is_allowed(t) {
+                        if allowed(&m, &mask, filled, t) {
                             cands.push(t);
                         }
                     }

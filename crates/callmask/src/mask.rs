@@ -414,7 +414,7 @@ impl TokenTrie {
     }
 
     /// Every token below `from` that `start` (full or local stacks) takes, with the fewest
-    /// symbols before an end after it ([`Completer::remaining_any`]). Stacks are never popped
+    /// tokens before an end after it ([`Completer::remaining_any`]). Stacks are never popped
     /// below their bottom frame, as in [`TokenTrie::walk_stacks`].
     fn walk_costs(
         &self,
@@ -512,7 +512,7 @@ struct Local {
 /// Token bitmaps by cost, while a state's costs are gathered.
 type Groups = std::collections::BTreeMap<u32, Vec<u64>>;
 
-/// A top frame's own tokens grouped by the fewest symbols the frame (with what it pushed)
+/// A top frame's own tokens grouped by the fewest tokens the frame (with what it pushed)
 /// needs after each before it is complete.
 #[derive(Debug)]
 struct Costs {
@@ -524,21 +524,18 @@ struct Costs {
 }
 
 impl Costs {
-    fn new(mut list: Vec<(TokenId, u32)>, vocab_len: usize) -> Costs {
-        // A token reached along several paths keeps its cheapest.
-        list.sort_unstable();
-        list.dedup_by_key(|x| x.0);
-        list.sort_unstable_by_key(|x| (x.1, x.0));
-        let max = list.last().map_or(0, |x| x.1);
-        let mut groups = Vec::new();
-        let mut i = 0;
-        while i < list.len() {
-            let c = list[i].1;
-            let j = i + list[i..].partition_point(|x| x.1 == c);
-            let ids = list[i..j].iter().map(|x| x.0).collect();
-            groups.push((c, TokenSet::new(ids, vocab_len)));
-            i = j;
+    fn new(list: Vec<(TokenId, u32)>, vocab_len: usize) -> Costs {
+        // Grouped by cost without sorting the (large) list; a token reached along several paths
+        // may land in several groups, which is what `groups` allows.
+        let mut by_cost: std::collections::BTreeMap<u32, Vec<TokenId>> = Default::default();
+        for (t, c) in list {
+            by_cost.entry(c).or_default().push(t);
         }
+        let max = by_cost.keys().next_back().copied().unwrap_or(0);
+        let groups = by_cost
+            .into_iter()
+            .map(|(c, ids)| (c, TokenSet::new(ids, vocab_len)))
+            .collect();
         Costs { max, groups }
     }
 }
@@ -775,11 +772,15 @@ impl TokenAutomaton {
         })
     }
 
-    /// Shortest completions for this grammar and vocabulary (built on first use).
+    /// Shortest completions in tokens of this vocabulary (built on first use).
     fn completer(&self) -> &Completer {
         self.shared.completer.get_or_init(|| {
             let ok = self.shared.specials.iter().map(Option::is_some).collect();
-            Completer::with_specials(self.shared.grammar.inner.clone(), ok)
+            Completer::in_tokens(
+                self.shared.grammar.inner.clone(),
+                ok,
+                self.shared.vocab.clone(),
+            )
         })
     }
 
@@ -801,7 +802,7 @@ impl TokenAutomaton {
         })
     }
 
-    /// Appends every token `stack` accepts, with the fewest symbols a complete output needs
+    /// Appends every token `stack` accepts, with the fewest tokens a complete output needs
     /// after it.
     fn stack_costs(&self, stack: &[Frame], groups: &mut Groups, out: &mut Vec<(TokenId, u32)>) {
         let n = stack.len();
@@ -843,7 +844,7 @@ impl TokenAutomaton {
     }
 
     /// Every token allowed in `states` (end-of-generation tokens excepted) by the fewest
-    /// symbols a complete output needs after it; cached per state.
+    /// tokens a complete output needs after it; cached per state.
     fn state_costs(&self, states: &[Stack]) -> Arc<Costs> {
         if let Some(c) = read(&self.shared.budget_costs).get(states) {
             return c.clone();
@@ -1069,12 +1070,17 @@ impl Matcher {
     /// end-of-generation token still fit in the tokens left, so that whatever the model
     /// chooses among the allowed tokens, the output ends complete within the budget.
     ///
-    /// Lengths are counted in bytes (special tokens one each), which bounds them in tokens
-    /// because every byte has a single-byte token; [`Error::BudgetUnsupported`] (nothing
-    /// changed) for a vocabulary where one lacks
-    /// ([`TokenAutomaton::bytes_without_token`]), and [`Error::BudgetTooSmall`] (nothing
-    /// changed) when the shortest complete output from here does not fit in `budget`. The
-    /// budget goes down by one per accepted token and back up on [`Matcher::rollback`].
+    /// Lengths are counted in tokens of the vocabulary: from each position, one shortest way to
+    /// finish (in bytes) is spelled with the fewest tokens, each lexeme (string, number,
+    /// literal) and key on its own, special tokens one each. That is an upper bound on what the
+    /// model needs, and a consistent one (the first token of that spelling is always allowed
+    /// and lowers the bound by one), so the mask is never empty before the end. The bound is
+    /// about a third of the byte count on JSON calls with Llama 3 or Gemma 3 vocabularies.
+    /// [`Error::BudgetUnsupported`] (nothing changed) for a vocabulary in which some byte has
+    /// no single-byte token ([`TokenAutomaton::bytes_without_token`]), and
+    /// [`Error::BudgetTooSmall`] (nothing changed) when the shortest complete output from here
+    /// does not fit in `budget`. The budget goes down by one per accepted token and back up on
+    /// [`Matcher::rollback`].
     ///
     /// ```
     /// # use std::sync::Arc;
@@ -1137,7 +1143,8 @@ impl Matcher {
     }
 
     /// The fewest tokens (end-of-generation included) that a complete output needs from here,
-    /// counting a byte or a special token as one (`None`: none is reachable, or finished).
+    /// as the budget counts them (see [`Matcher::set_token_budget`]; `None`: none is
+    /// reachable, or finished).
     pub fn min_tokens_to_end(&self) -> Option<usize> {
         if self.finished {
             return None;

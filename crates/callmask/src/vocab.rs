@@ -324,18 +324,50 @@ impl Vocab {
     /// Qwen3's `<tool_call>`, an added token that is not special. The first call builds a sorted
     /// index (a few milliseconds, 4 bytes per token).
     pub fn token_id(&self, bytes: &[u8]) -> Option<TokenId> {
-        let sorted = self.sorted_normal.get_or_init(|| {
-            let mut ids: Vec<TokenId> = (0..self.len() as TokenId)
-                .filter(|&i| !self.special[i as usize])
-                .collect();
-            ids.sort_unstable_by(|&a, &b| self.bytes_of(a).cmp(self.bytes_of(b)).then(a.cmp(&b)));
-            ids
-        });
+        let sorted = self.sorted_normal();
         let start = sorted.partition_point(|&i| self.bytes_of(i) < bytes);
         sorted
             .get(start)
             .copied()
             .filter(|&i| self.bytes_of(i) == bytes)
+    }
+
+    /// The non-special tokens sorted by their bytes (then id), built on first use.
+    fn sorted_normal(&self) -> &[TokenId] {
+        self.sorted_normal.get_or_init(|| {
+            let mut ids: Vec<TokenId> = (0..self.len() as TokenId)
+                .filter(|&i| !self.special[i as usize])
+                .collect();
+            ids.sort_unstable_by(|&a, &b| self.bytes_of(a).cmp(self.bytes_of(b)).then(a.cmp(&b)));
+            ids
+        })
+    }
+
+    /// Calls `found(k)`, for `k` ascending, for each prefix `bytes[..k]` that is exactly a
+    /// non-special token that does not end generation: the tokens a text may start with.
+    pub(crate) fn token_prefixes(&self, bytes: &[u8], mut found: impl FnMut(usize)) {
+        let sorted = self.sorted_normal();
+        let mut lo = 0;
+        for k in 1..=bytes.len() {
+            let p = &bytes[..k];
+            lo += sorted[lo..].partition_point(|&i| self.bytes_of(i) < p);
+            let mut j = lo;
+            // No token starts with `p`: none starts with a longer prefix either.
+            match sorted.get(j) {
+                Some(&i) if self.bytes_of(i).starts_with(p) => {}
+                _ => return,
+            }
+            while let Some(&i) = sorted.get(j) {
+                if self.bytes_of(i) != p {
+                    break;
+                }
+                if !self.is_eos(i) {
+                    found(k);
+                    break;
+                }
+                j += 1;
+            }
+        }
     }
 
     /// Iterates over `(id, bytes)` of the special tokens.

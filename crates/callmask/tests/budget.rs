@@ -133,6 +133,10 @@ fn a_tight_budget_forces_the_shortest_call_and_counts_special_tokens_as_one() {
         ] {
             let a = automaton(d, &t, choice.clone(), vocab.clone());
             let (used, need, text) = forced_walk(&a);
+            eprintln!(
+                "{d} {choice:?}: {need} tokens (end included), {} bytes: {text:?}",
+                text.len()
+            );
             assert!(
                 used <= need,
                 "{d} {choice:?}: {used} tokens for a budget of {need}"

@@ -3,13 +3,26 @@
 //!
 //! The fuzzer walks the token masks at random for a while, then finishes the output along a
 //! shortest completion, so that every walk ends in a complete output however deep it went.
+//!
+//! Lengths count symbols (a byte or a special token each) by default. A token budget counts
+//! tokens instead ([`Completer::in_tokens`]): each lexeme's and key's rest is spelled with the
+//! fewest vocabulary tokens along one fixed shortest way to write it, and the pieces are added
+//! up. That is an upper bound on the tokens a complete output needs, and a consistent one: from
+//! any position, the first token of its spelling leads to a position whose bound is at least one
+//! lower. So a matcher that allows only tokens after which the bound still fits can always go
+//! on, and ends within its budget (see `mask.rs`).
 
 use super::{
     advance, ArrPhase, Frame, ObjPhase, RootPhase, Seen, Stack, Sym, ADDITIONAL, NO_TRIE, SPECIAL,
 };
 use crate::grammar::dfa::{Dfa, StateId};
 use crate::grammar::{Capture, GrammarInner, Node, NodeId, ObjectNode};
+use crate::vocab::Vocab;
 use std::sync::{Arc, OnceLock};
+
+/// The longest token looked for when spelling a completion in tokens (longer ones are ignored,
+/// which only makes the bound less tight).
+const LOOKAHEAD: usize = 64;
 
 /// Symbols tried first when steering.
 const FIRST: &[u8] = b"\"}]),:[({'";
@@ -26,12 +39,18 @@ pub(crate) struct Completer {
     g: Arc<GrammarInner>,
     /// Per node: fewest symbols of a complete value.
     node_min: Vec<u32>,
-    /// Per lexeme: per state, fewest bytes to an accepting state.
-    lex_dist: Vec<OnceLock<Vec<u32>>>,
+    /// Per lexeme: per state, fewest symbols (or tokens) to an accepting state, and one
+    /// shortest way there.
+    lex_dist: Vec<OnceLock<LexWays>>,
     /// Per node (objects only): the depth of each key-trie node.
     trie_depth: Vec<OnceLock<Vec<u32>>>,
     /// Per special token of the grammar: can it be written (the vocabulary has it)?
     special_ok: Vec<bool>,
+    /// Count tokens of this vocabulary instead of symbols.
+    tokens: Option<Arc<Vocab>>,
+    /// Per node (objects only, when counting tokens): per key, per byte offset, the fewest
+    /// tokens that spell the rest of the key.
+    key_tokens: Vec<OnceLock<Vec<Vec<u32>>>>,
 }
 
 impl Completer {
@@ -44,11 +63,27 @@ impl Completer {
     /// Like [`Completer::new`], but special token `i` counts as writable only if
     /// `special_ok[i]` (a completion never goes through a special token the vocabulary lacks).
     pub(crate) fn with_specials(g: Arc<GrammarInner>, special_ok: Vec<bool>) -> Completer {
+        Completer::build(g, special_ok, None)
+    }
+
+    /// Like [`Completer::with_specials`], but lengths count tokens of `vocab` (a special token
+    /// still counts one): see the module documentation.
+    pub(crate) fn in_tokens(
+        g: Arc<GrammarInner>,
+        special_ok: Vec<bool>,
+        vocab: Arc<Vocab>,
+    ) -> Completer {
+        Completer::build(g, special_ok, Some(vocab))
+    }
+
+    fn build(g: Arc<GrammarInner>, special_ok: Vec<bool>, tokens: Option<Arc<Vocab>>) -> Completer {
         let mut c = Completer {
             special_ok,
             node_min: vec![INF; g.nodes.len()],
             lex_dist: (0..g.lexemes.len()).map(|_| OnceLock::new()).collect(),
             trie_depth: (0..g.nodes.len()).map(|_| OnceLock::new()).collect(),
+            key_tokens: (0..g.nodes.len()).map(|_| OnceLock::new()).collect(),
+            tokens,
             g,
         };
         let n_nodes = c.g.nodes.len();
@@ -75,10 +110,81 @@ impl Completer {
         d.get(state as usize).copied().unwrap_or(u32::MAX).min(INF)
     }
 
-    /// Per state of lexeme `lex`: fewest bytes to an accepting state (computed once).
+    /// Per state of lexeme `lex`: fewest bytes (or tokens) to an accepting state (computed
+    /// once).
     pub(crate) fn lex_distances(&self, lex: u32) -> &[u32] {
+        &self.lex_ways(lex).cost
+    }
+
+    fn lex_ways(&self, lex: u32) -> &LexWays {
         self.lex_dist[lex as usize]
-            .get_or_init(|| self.g.lexemes[lex as usize].distances_to_accept())
+            .get_or_init(|| LexWays::new(&self.g.lexemes[lex as usize], self.tokens.as_deref()))
+    }
+
+    /// Symbols (or tokens) that finish an `additionalProperties` key of `o` from state `state`
+    /// of its lexeme `lex`, the key being neither listed nor one of the extra keys in `seen`
+    /// (whose bytes so far are `seen`'s current extra key).
+    fn extra_key_rest(&self, lex: u32, state: StateId, seen: &Seen) -> u32 {
+        if !seen.any_extra() {
+            return self.lex(lex, state);
+        }
+        self.fresh_key_rest(lex, state, &mut seen.current_extra().to_vec(), seen, 4)
+    }
+
+    /// [`Completer::extra_key_rest`] with the key's bytes so far in `key`: the shortest way,
+    /// if the key it ends with is new; otherwise one more byte (a letter, digit or `_`) and the
+    /// same again, at most `depth` times.
+    fn fresh_key_rest(
+        &self,
+        lex: u32,
+        state: StateId,
+        key: &mut Vec<u8>,
+        seen: &Seen,
+        depth: u32,
+    ) -> u32 {
+        let dfa = &self.g.lexemes[lex as usize];
+        let ways = self.lex_ways(lex);
+        let len = key.len();
+        if ways.finish(dfa, state, key) && !seen.has_extra(key) {
+            key.truncate(len);
+            return self.lex(lex, state);
+        }
+        key.truncate(len);
+        if depth == 0 {
+            return INF;
+        }
+        let mut best = INF;
+        for &b in b"abcdefghijklmnopqrstuvwxyz0123456789_" {
+            let next = dfa.next(state, b);
+            if next == Dfa::DEAD || ways.bytes[next as usize] == u32::MAX {
+                continue;
+            }
+            key.push(b);
+            let c = if ways.bytes[next as usize] == 0 {
+                if seen.has_extra(key) {
+                    INF
+                } else {
+                    0
+                }
+            } else {
+                self.fresh_key_rest(lex, next, key, seen, depth - 1)
+            };
+            key.truncate(len);
+            best = best.min(add(c, 1));
+        }
+        best
+    }
+
+    /// Symbols (or tokens) that write key `k` of object `node` from its byte `from` on.
+    fn key_rest(&self, node: NodeId, o: &ObjectNode, k: u32, from: u32) -> u32 {
+        let key = &o.keys[k as usize];
+        let from = (from as usize).min(key.len());
+        let Some(vocab) = &self.tokens else {
+            return (key.len() - from) as u32;
+        };
+        let costs = self.key_tokens[node as usize]
+            .get_or_init(|| o.keys.iter().map(|k| spell(vocab, k)).collect());
+        costs[k as usize][from]
     }
 
     fn depth(&self, node: NodeId, trie: u32) -> u32 {
@@ -97,11 +203,11 @@ impl Completer {
         d[trie as usize]
     }
 
-    /// Symbols of key `k` with its colon and shortest value.
-    fn entry(&self, o: &ObjectNode, k: u32) -> u32 {
+    /// Symbols of key `k` of object `node` with its colon and shortest value.
+    fn entry(&self, node: NodeId, o: &ObjectNode, k: u32) -> u32 {
         let colon = u32::from(o.syntax.colon.is_some());
         add(
-            o.keys[k as usize].len() as u32 + colon,
+            add(self.key_rest(node, o, k, 0), colon),
             self.node_min[o.values[k as usize] as usize],
         )
     }
@@ -114,7 +220,7 @@ impl Completer {
             Node::Object(o) => {
                 let mut total = 2 + (o.required.len() as u32).saturating_sub(1);
                 for &k in &o.required {
-                    total = add(total, self.entry(o, k));
+                    total = add(total, self.entry(node, o, k));
                 }
                 total
             }
@@ -147,12 +253,12 @@ impl Completer {
     }
 
     /// Symbols needed to close object `o` once the current value is done, with keys `seen`.
-    fn close_object(&self, o: &ObjectNode, seen: &Seen, after_value: bool) -> u32 {
+    fn close_object(&self, node: NodeId, o: &ObjectNode, seen: &Seen, after_value: bool) -> u32 {
         let mut total = 1;
         let mut missing = 0u32;
         for &k in &o.required {
             if !seen.contains(k) {
-                total = add(total, self.entry(o, k));
+                total = add(total, self.entry(node, o, k));
                 missing += 1;
             }
         }
@@ -185,21 +291,21 @@ impl Completer {
                     }
                 };
                 match *phase {
-                    ObjPhase::AfterOpen => self.close_object(o, seen, false),
+                    ObjPhase::AfterOpen => self.close_object(*node, o, seen, false),
                     ObjPhase::AfterComma => {
                         if o.required.iter().any(|&k| !seen.contains(k)) {
-                            return self.close_object(o, seen, false);
+                            return self.close_object(*node, o, seen, false);
                         }
                         let mut best = INF;
                         for k in 0..o.keys.len() as u32 {
                             if !seen.contains(k) {
-                                best = best.min(self.entry(o, k));
+                                best = best.min(self.entry(*node, o, k));
                             }
                         }
                         if let Some((lex, v)) = o.additional {
                             let d = g.lexemes[lex as usize].start();
-                            best = best
-                                .min(add(add(self.lex(lex, d), colon), self.node_min[v as usize]));
+                            let key = self.extra_key_rest(lex, d, seen);
+                            best = best.min(add(add(key, colon), self.node_min[v as usize]));
                         }
                         add(best, 1)
                     }
@@ -212,12 +318,11 @@ impl Completer {
                                 if seen.contains(k) {
                                     continue;
                                 }
-                                let key = o.keys[k as usize].len() as u32
-                                    - depth.min(o.keys[k as usize].len() as u32);
+                                let key = self.key_rest(*node, o, k, depth);
                                 let with = seen.with_key(o, k);
                                 let c = add(
                                     add(key + colon, value(k)),
-                                    self.close_object(o, &with, true),
+                                    self.close_object(*node, o, &with, true),
                                 );
                                 best = best.min(c);
                             }
@@ -225,8 +330,8 @@ impl Completer {
                         if extra != Dfa::DEAD {
                             if let Some((lex, _)) = o.additional {
                                 let c = add(
-                                    add(self.lex(lex, extra), colon),
-                                    add(value(ADDITIONAL), self.close_object(o, seen, true)),
+                                    add(self.extra_key_rest(lex, extra, seen), colon),
+                                    add(value(ADDITIONAL), self.close_object(*node, o, seen, true)),
                                 );
                                 best = best.min(c);
                             }
@@ -234,10 +339,14 @@ impl Completer {
                         best
                     }
                     ObjPhase::AfterKey(k) => {
-                        add(add(1, value(k)), self.close_object(o, seen, true))
+                        add(add(1, value(k)), self.close_object(*node, o, seen, true))
                     }
-                    ObjPhase::AfterColon(k) => add(value(k), self.close_object(o, seen, true)),
-                    ObjPhase::InValue | ObjPhase::AfterValue => self.close_object(o, seen, true),
+                    ObjPhase::AfterColon(k) => {
+                        add(value(k), self.close_object(*node, o, seen, true))
+                    }
+                    ObjPhase::InValue | ObjPhase::AfterValue => {
+                        self.close_object(*node, o, seen, true)
+                    }
                     ObjPhase::Done => 0,
                 }
             }
@@ -557,4 +666,100 @@ pub(crate) struct Dive {
     enter: Vec<u32>,
     /// Per node: is it a target.
     target: Vec<bool>,
+}
+
+/// Per byte offset `i` of `bytes`: the fewest tokens of `vocab` that spell `bytes[i..]` (INF where
+/// none do).
+fn spell(vocab: &Vocab, bytes: &[u8]) -> Vec<u32> {
+    let n = bytes.len();
+    let mut c = vec![INF; n + 1];
+    c[n] = 0;
+    for i in (0..n).rev() {
+        let mut best = INF;
+        vocab.token_prefixes(&bytes[i..n.min(i + LOOKAHEAD)], |k| {
+            best = best.min(add(c[i + k], 1));
+        });
+        c[i] = best;
+    }
+    c
+}
+
+/// Per state of a lexeme automaton: one shortest (in bytes) way to an accepting state, and its
+/// length in symbols or tokens.
+struct LexWays {
+    /// Fewest bytes to an accepting state (`u32::MAX`: none).
+    bytes: Vec<u32>,
+    /// The first byte of the way (for states with `bytes` > 0).
+    way: Vec<u8>,
+    /// Its length in the completer's unit: bytes, or the fewest tokens that spell it.
+    cost: Vec<u32>,
+}
+
+impl LexWays {
+    /// The ways form a tree (each state's way is one byte, then the way of the state after
+    /// it), so the first token of a state's spelling leads to a state whose count is exactly
+    /// one less: the counts are consistent, as the module documentation requires. Among the
+    /// bytes one step nearer, the way takes the one whose state is spelled with the fewest
+    /// tokens (the lowest byte of its class on ties).
+    fn new(dfa: &Dfa, vocab: Option<&Vocab>) -> LexWays {
+        let bytes = dfa.distances_to_accept();
+        let n = bytes.len();
+        let mut order: Vec<usize> = (1..n).filter(|&s| bytes[s] != u32::MAX).collect();
+        order.sort_by_key(|&s| bytes[s]);
+        let reps = dfa.class_representatives();
+        let mut way = vec![0u8; n];
+        let mut cost = vec![INF; n];
+        let mut path = Vec::new();
+        let mut along = Vec::new();
+        for s in order {
+            let d = bytes[s];
+            if d == 0 {
+                cost[s] = 0;
+                continue;
+            }
+            let mut best: Option<(u32, u8)> = None;
+            for &b in &reps {
+                let t = dfa.next(s as StateId, b) as usize;
+                if t != Dfa::DEAD as usize
+                    && bytes[t] == d - 1
+                    && best.is_none_or(|(c, _)| cost[t] < c)
+                {
+                    best = Some((cost[t], b));
+                }
+            }
+            let Some((_, b)) = best else { continue };
+            way[s] = b;
+            let Some(vocab) = vocab else {
+                cost[s] = d.min(INF);
+                continue;
+            };
+            path.clear();
+            along.clear();
+            let mut cur = s;
+            while bytes[cur] > 0 && path.len() < LOOKAHEAD {
+                path.push(way[cur]);
+                cur = dfa.next(cur as StateId, way[cur]) as usize;
+                along.push(cur);
+            }
+            let mut c = INF;
+            vocab.token_prefixes(&path, |k| c = c.min(add(cost[along[k - 1]], 1)));
+            cost[s] = c;
+        }
+        LexWays { bytes, way, cost }
+    }
+
+    /// Appends to `out` the bytes of the way from `state`; false when there is none.
+    fn finish(&self, dfa: &Dfa, mut state: StateId, out: &mut Vec<u8>) -> bool {
+        loop {
+            match self.bytes.get(state as usize) {
+                Some(0) => return true,
+                Some(&d) if d != u32::MAX => {
+                    let b = self.way[state as usize];
+                    out.push(b);
+                    state = dfa.next(state, b);
+                }
+                _ => return false,
+            }
+        }
+    }
 }

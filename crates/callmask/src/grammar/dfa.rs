@@ -84,6 +84,20 @@ impl Dfa {
         self.start == Self::DEAD
     }
 
+    /// The lowest byte of each byte class (bytes of one class lead to the same states).
+    pub(crate) fn class_representatives(&self) -> Vec<u8> {
+        let mut seen = vec![false; self.stride];
+        let mut reps = Vec::new();
+        for b in 0..=255u8 {
+            let c = self.classes[b as usize] as usize;
+            if !seen[c] {
+                seen[c] = true;
+                reps.push(b);
+            }
+        }
+        reps
+    }
+
     /// Per state, the fewest bytes that lead to an accepting state (`u32::MAX`: none do).
     pub(crate) fn distances_to_accept(&self) -> Vec<u32> {
         let n = self.state_count();

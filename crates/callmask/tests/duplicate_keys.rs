@@ -1,0 +1,181 @@
+//! No key twice in one object, also where `additionalProperties` allows keys the schema does not
+//! list: two spellings of one key (`"a/b"` and `"a\/b"`, `"\n"` and `"\u000a"`) count as the
+//! same key, listed keys stay once each, nested objects have keys of their own, and a token
+//! budget still always ends (the shortest way out of a key that would repeat one is longer).
+
+mod common;
+
+use callmask::fuzz::{parse_strict, Checker, FuzzOptions, Fuzzer, Outcome};
+use callmask::{
+    CompileOptions, Dialect, DialectOptions, Grammar, TokenAutomaton, TokenMask, ToolChoice, Tools,
+};
+use serde_json::json;
+
+fn schema_grammar(schema: &serde_json::Value) -> Grammar {
+    Grammar::from_json_schema_str(&schema.to_string(), &CompileOptions::default()).unwrap()
+}
+
+fn open_schema() -> serde_json::Value {
+    json!({
+        "type": "object",
+        "properties": {"p": {"type": "integer"}},
+        "additionalProperties": {"type": ["integer", "object"]}
+    })
+}
+
+#[test]
+fn an_extra_key_is_refused_the_second_time_in_any_spelling() {
+    let g = schema_grammar(&open_schema());
+    for ok in [
+        r#"{"a": 1, "b": 2}"#,
+        r#"{"p": 1, "a": 2, "aa": 3, "": 4}"#,
+        r#"{"a": {"a": 1}, "b": {"a": 2, "b": 3}}"#,
+        r#"{"a/b": 1, "a\\b": 2}"#,
+    ] {
+        g.check_bytes(ok.as_bytes())
+            .unwrap_or_else(|e| panic!("{ok}: {e:?}"));
+    }
+    for (bad, offset) in [
+        (r#"{"a": 1, "a": 2}"#, 11),
+        (r#"{"x": 1, "y": 2, "x": 3}"#, 19),
+        (r#"{"": 1, "": 2}"#, 9),
+        (r#"{"a/b": 1, "a\/b": 2}"#, 16),
+        (r#"{"\n": 1, "\u000a": 2}"#, 17),
+        (r#"{"p": 1, "q": 2, "q": 3}"#, 19),
+        (r#"{"p": 1, "p": 2}"#, 11),
+        (r#"{"a": {"b": 1, "b": 2}}"#, 17),
+    ] {
+        let e = g
+            .check_bytes(bad.as_bytes())
+            .expect_err(&format!("{bad} was accepted"));
+        assert_eq!(e.offset, offset, "{bad}: {e:?}");
+        assert!(parse_strict(bad).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn the_mask_never_offers_a_token_that_repeats_a_key() {
+    let vocab = common::llama_vocab();
+    let g = schema_grammar(&open_schema());
+    let a = TokenAutomaton::new(&g, vocab.clone()).unwrap();
+    let mut m = a.matcher();
+    for t in a.tokenize(r#"{"alpha": 1, "al"#).unwrap() {
+        m.accept(t).unwrap();
+    }
+    let mut mask = TokenMask::new(vocab.len());
+    m.fill_mask(&mut mask);
+    // Whatever the tokenization, `"alpha"` cannot be closed a second time...
+    let rest = a.tokenize(r#"pha": 2}"#).unwrap();
+    assert!(m.validate_tokens(&rest) < rest.len());
+    // ...while a longer key that starts the same way can.
+    let longer = a.tokenize(r#"phabet": 2}"#).unwrap();
+    assert_eq!(m.validate_tokens(&longer), longer.len());
+    // Every allowed token keeps the output one that parses without a repeated key.
+    for t in mask.iter().filter(|&t| !vocab.is_special(t)) {
+        let mut m2 = m.clone();
+        m2.accept(t).unwrap();
+        let text = String::from_utf8_lossy(&vocab.decode(m2.accepted_tokens())).into_owned();
+        assert_eq!(text.matches(r#""alpha""#).count(), 1, "{text}");
+    }
+}
+
+#[test]
+fn python_keyword_arguments_are_not_repeated_either() {
+    let tools = Tools::from_json_str(
+        &json!([{"type": "function", "function": {
+            "name": "f",
+            "strict": false,
+            "parameters": {"type": "object", "properties": {"x": {"type": "integer"}}}
+        }}])
+        .to_string(),
+    )
+    .unwrap();
+    let g = Dialect::by_name("pythonic")
+        .unwrap()
+        .compile(&tools, &DialectOptions::default())
+        .unwrap();
+    g.check_bytes(b"[f(x=1, y=2, z=3)]").unwrap();
+    assert!(g.check_bytes(b"[f(x=1, x=2)]").is_err());
+    assert!(g.check_bytes(b"[f(y=1, z=2, y=3)]").is_err());
+}
+
+#[test]
+fn budgets_still_end_when_the_shortest_key_is_taken() {
+    let vocab = common::llama_vocab();
+    let schema = open_schema();
+    let g = schema_grammar(&schema);
+    let a = TokenAutomaton::new(&g, vocab.clone()).unwrap();
+    // After `{"": 1, "`, closing the key at once would repeat `""`: the shortest way out is
+    // longer, and a budget of exactly that must still end, whatever is chosen under it.
+    for (prefix, pick_last) in [(r#"{"": 1, ""#, true), (r#"{"": 1, "a": 2, ""#, false)] {
+        let mut m = a.matcher();
+        for t in a.tokenize(prefix).unwrap() {
+            m.accept(t).unwrap();
+        }
+        let need = m.min_tokens_to_end().unwrap();
+        m.set_token_budget(Some(need)).unwrap();
+        let mut mask = TokenMask::new(vocab.len());
+        let start = m.accepted_tokens().len();
+        loop {
+            m.fill_mask(&mut mask);
+            let t = if pick_last {
+                mask.iter().last()
+            } else {
+                mask.iter().next()
+            }
+            .expect("a dead end under the budget");
+            m.accept(t).unwrap();
+            if vocab.is_eos(t) {
+                break;
+            }
+        }
+        assert!(m.accepted_tokens().len() - start <= need);
+        let toks = m.accepted_tokens();
+        let text = String::from_utf8(vocab.decode(&toks[..toks.len() - 1])).unwrap();
+        g.check_bytes(text.as_bytes()).unwrap();
+        parse_strict(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+    }
+    // Random walks under random budgets over objects with extra keys: all end within their
+    // budget and parse without a repeated key (the checker refuses one).
+    let checker = Checker::for_schema(&schema).unwrap();
+    let mut o = FuzzOptions::default();
+    o.budget_slack = Some((0, 40));
+    let fuzzer = Fuzzer::new(&a, o).unwrap();
+    let mut n = 0;
+    fuzzer.run(
+        &checker,
+        300,
+        |_| (),
+        |s, ()| {
+            assert!(
+                matches!(s.outcome, Outcome::Valid),
+                "{:?}: {:?}",
+                s.outcome,
+                String::from_utf8_lossy(&s.text)
+            );
+            n += 1;
+            true
+        },
+    );
+    assert_eq!(n, 300);
+}
+
+#[test]
+fn strict_tool_arguments_stay_strict() {
+    // The default for tools: no extra keys at all, so no repeats to track.
+    let tools = Tools::from_json_str(
+        &json!([{"type": "function", "function": {
+            "name": "f",
+            "parameters": {"type": "object", "properties": {"x": {"type": "integer"}}}
+        }}])
+        .to_string(),
+    )
+    .unwrap();
+    let mut o = DialectOptions::default();
+    o.tool_choice = ToolChoice::Required;
+    let g = Dialect::by_name("pythonic")
+        .unwrap()
+        .compile(&tools, &o)
+        .unwrap();
+    assert!(g.check_bytes(b"[f(x=1, y=2)]").is_err());
+}
