@@ -58,9 +58,9 @@ pub(crate) fn generate(args: &GenerateArgs) -> Result<ExitCode, BadInput> {
     };
     let engine = Engine::load(&model, args.threads)?;
     // The model's chat template; without one in the GGUF, its family's turn format.
-    let chat_template = engine.chat_template().or_else(|| {
-        callmask::prompt::fallback_chat_template(engine.vocab()).map(str::to_owned)
-    });
+    let chat_template = engine
+        .chat_template()
+        .or_else(|| callmask::prompt::fallback_chat_template(engine.vocab()).map(str::to_owned));
     let mut grammar_args = args.grammar.clone();
     if grammar_args.dialect.as_deref() == Some("auto") {
         let d = Dialect::detect(engine.chat_template().as_deref(), engine.vocab())?;
@@ -128,7 +128,8 @@ pub(crate) fn generate(args: &GenerateArgs) -> Result<ExitCode, BadInput> {
             (Some(p), _, _) => format!("{}", p.display()),
             (None, false, Some(_)) if engine.chat_template().is_some() =>
                 "the model's chat template".to_owned(),
-            (None, false, Some(_)) => "the model family's turn format (no chat template in the GGUF)".to_owned(),
+            (None, false, Some(_)) =>
+                "the model family's turn format (no chat template in the GGUF)".to_owned(),
             _ => format!("the {} dialect's template", dialect.unwrap_or("?")),
         }
     );

@@ -185,7 +185,10 @@ impl Dialect {
     /// assert!(Dialect::detect(Some("{{ bos_token }}{% for m in messages %}..."), &vocab).is_err());
     /// # Ok::<(), callmask::Error>(())
     /// ```
-    pub fn detect(chat_template: Option<&str>, vocab: &crate::vocab::Vocab) -> Result<&'static str> {
+    pub fn detect(
+        chat_template: Option<&str>,
+        vocab: &crate::vocab::Vocab,
+    ) -> Result<&'static str> {
         let t = chat_template.unwrap_or("");
         let found = if t.contains("<tool_call>") {
             Some("hermes")

@@ -210,7 +210,10 @@ pub fn render_chat_template(
     let raised: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
     let mut env = environment(raised.clone());
     env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
-    let date = opts.datetime.clone().unwrap_or_else(|| "unknown".to_owned());
+    let date = opts
+        .datetime
+        .clone()
+        .unwrap_or_else(|| "unknown".to_owned());
     env.add_function("strftime_now", move |_format: String| date.clone());
     let to_error = |e: minijinja::Error| -> Error {
         if let Ok(mut slot) = raised.lock() {

@@ -184,7 +184,10 @@ fn token(vocab: &Vocab, text: &str) -> TokenId {
 
 /// The calls of the writers' call sets.
 fn weather(city: &str) -> (&'static str, Value) {
-    ("get_current_weather", json!({"location": city, "unit": "celsius"}))
+    (
+        "get_current_weather",
+        json!({"location": city, "unit": "celsius"}),
+    )
 }
 
 #[test]
@@ -195,7 +198,10 @@ fn vllm_hermes_tags_on_qwen3() {
     let two = writer::write(
         "hermes",
         "",
-        &[weather("Oslo"), ("get_stock_price", json!({"ticker": "NVDA"}))],
+        &[
+            weather("Oslo"),
+            ("get_stock_price", json!({"ticker": "NVDA"})),
+        ],
     );
     let required = compile(&vllm_hermes(&tools, "required"), &vocab);
     let auto = compile(&vllm_hermes(&tools, "auto"), &vocab);
@@ -222,9 +228,17 @@ fn vllm_hermes_tags_on_qwen3() {
     // calls is free text, which only auto (triggered_tags) allows.
     assert!(!accepts(&required, &vocab, &two));
     assert!(accepts(&auto, &vocab, &two));
-    assert!(accepts(&required, &vocab, &two.replace("</tool_call>\n<tool_call>", "</tool_call><tool_call>")));
+    assert!(accepts(
+        &required,
+        &vocab,
+        &two.replace("</tool_call>\n<tool_call>", "</tool_call><tool_call>")
+    ));
     // Forced: exactly one call.
-    assert!(!accepts(&forced, &vocab, &two.replace("</tool_call>\n<tool_call>", "</tool_call><tool_call>")));
+    assert!(!accepts(
+        &forced,
+        &vocab,
+        &two.replace("</tool_call>\n<tool_call>", "</tool_call><tool_call>")
+    ));
     // Text: auto only, and the first call parses back.
     let text = format!("Let me check.\n{one}");
     assert!(accepts(&auto, &vocab, &text));
@@ -252,10 +266,18 @@ fn vllm_hermes_tags_on_qwen3() {
         .iter()
         .map(|t| String::from_utf8_lossy(vocab.token_bytes(t).unwrap()).into_owned())
         .collect();
-    assert!(allowed.iter().any(|t| t.starts_with("current")), "{allowed:?}");
-    assert!(allowed.iter().all(|t| ["current_weather", "user_info", "stock_price", "time_utc"]
-        .iter()
-        .any(|n| n.starts_with(t.as_str()) || t.starts_with(n))), "{allowed:?}");
+    assert!(
+        allowed.iter().any(|t| t.starts_with("current")),
+        "{allowed:?}"
+    );
+    assert!(
+        allowed.iter().all(
+            |t| ["current_weather", "user_info", "stock_price", "time_utc"]
+                .iter()
+                .any(|n| n.starts_with(t.as_str()) || t.starts_with(n))
+        ),
+        "{allowed:?}"
+    );
     let m = mask_after(&required, &vocab, &one);
     assert!(m.is_allowed(eos) && m.is_allowed(tc) && !m.is_allowed(hello));
     let m = mask_after(&required, &vocab, &one[..one.len() - 3]);
@@ -273,18 +295,40 @@ fn xgrammar_llama_preset_on_llama31() {
     let forced = compile(&xgrammar_llama(&tools, "forced"), &vocab);
     for g in [&auto, &required] {
         assert!(accepts(g, &vocab, &call), "{call}");
-        assert!(!accepts(g, &vocab, &call.replace("Paris", "") .replace("\"location\": \"\", ", "")));
+        assert!(!accepts(
+            g,
+            &vocab,
+            &call
+                .replace("Paris", "")
+                .replace("\"location\": \"\", ", "")
+        ));
     }
     // forced: the first tool (get_current_weather) only.
     assert!(accepts(&forced, &vocab, &call));
-    assert!(!accepts(&forced, &vocab, "{\"name\": \"get_time_utc\", \"parameters\": {}}"));
+    assert!(!accepts(
+        &forced,
+        &vocab,
+        "{\"name\": \"get_time_utc\", \"parameters\": {}}"
+    ));
     // auto: text around calls; `<think>` is excluded from text.
-    assert!(accepts(&auto, &vocab, "Sure. {\"name\": \"get_time_utc\", \"parameters\": {}} Done."));
+    assert!(accepts(
+        &auto,
+        &vocab,
+        "Sure. {\"name\": \"get_time_utc\", \"parameters\": {}} Done."
+    ));
     assert!(accepts(&auto, &vocab, "Just text."));
     assert!(!accepts(&auto, &vocab, "a <think> b"));
     // required (at_least_one): a call first, text after it allowed.
-    assert!(!accepts(&required, &vocab, "Sure. {\"name\": \"get_time_utc\", \"parameters\": {}}"));
-    assert!(accepts(&required, &vocab, "{\"name\": \"get_time_utc\", \"parameters\": {}} Done."));
+    assert!(!accepts(
+        &required,
+        &vocab,
+        "Sure. {\"name\": \"get_time_utc\", \"parameters\": {}}"
+    ));
+    assert!(accepts(
+        &required,
+        &vocab,
+        "{\"name\": \"get_time_utc\", \"parameters\": {}} Done."
+    ));
     let parsed = auto.parse(&format!("Sure. {call}")).unwrap();
     assert_eq!(parsed.tool_calls[0].function.name, "get_current_weather");
     assert_eq!(
@@ -298,8 +342,16 @@ fn qwen3_reasoning_preset() {
     let vocab = qwen_vocab();
     let g = compile(&xgrammar_qwen3_reasoning(&mixed_tools()), &vocab);
     let call = writer::write("hermes", "", &[weather("Rome")]);
-    assert!(accepts(&g, &vocab, &format!("<think>\nRome, so weather.\n</think>\n\n{call}")));
-    assert!(accepts(&g, &vocab, "Thinking without the opening tag</think>\n\nNo call."));
+    assert!(accepts(
+        &g,
+        &vocab,
+        &format!("<think>\nRome, so weather.\n</think>\n\n{call}")
+    ));
+    assert!(accepts(
+        &g,
+        &vocab,
+        "Thinking without the opening tag</think>\n\nNo call."
+    ));
     // The reasoning must end, and be followed by the blank line.
     assert!(!accepts(&g, &vocab, &call));
     assert!(!accepts(&g, &vocab, &format!("</think>\n{call}")));
@@ -323,7 +375,10 @@ fn legacy_structures_and_special_tokens() {
         assert!(accepts(g, &vocab, out));
         let parsed = g.parse(out).unwrap();
         assert_eq!(parsed.tool_calls[0].function.name, "get_stock_price");
-        assert_eq!(parsed.tool_calls[0].function.arguments, r#"{"ticker":"NVDA"}"#);
+        assert_eq!(
+            parsed.tool_calls[0].function.arguments,
+            r#"{"ticker":"NVDA"}"#
+        );
     }
     // Without the vocabulary's specials, the literal is plain bytes only.
     let plain = Grammar::from_structural_tag(
@@ -351,21 +406,27 @@ fn legacy_structures_and_special_tokens() {
 /// with the `jsonschema` crate; returns the samples.
 fn fuzz(tag: &Value, vocab: &Arc<Vocab>, n: u64) -> (Vec<Sample>, Coverage) {
     let st = StructuralTag::from_json(tag).unwrap();
-    let g = st
-        .compile(&StructuralTagOptions::for_vocab(vocab))
-        .unwrap();
+    let g = st.compile(&StructuralTagOptions::for_vocab(vocab)).unwrap();
     let calls = st.calls();
     let checker = Checker::for_calls(&calls).unwrap();
     let mut coverage = Coverage::for_calls(&g, &calls);
     let a = TokenAutomaton::new(&g, vocab.clone()).unwrap();
     let fuzzer = Fuzzer::new(&a, FuzzOptions::default().seed(5)).unwrap();
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
     let mut out = Vec::new();
     pool.install(|| {
-        fuzzer.run(&checker, n, |_| (), |s, ()| {
-            out.push(s);
-            true
-        })
+        fuzzer.run(
+            &checker,
+            n,
+            |_| (),
+            |s, ()| {
+                out.push(s);
+                true
+            },
+        )
     });
     for s in &out {
         let text = String::from_utf8_lossy(&s.text);
@@ -381,10 +442,22 @@ fn fuzzing_validates_every_call() {
     let qwen = qwen_vocab();
     let llama = common::llama_vocab();
     for (name, tag, vocab) in [
-        ("vllm hermes required", vllm_hermes(&tools, "required"), &qwen),
+        (
+            "vllm hermes required",
+            vllm_hermes(&tools, "required"),
+            &qwen,
+        ),
         ("vllm hermes auto", vllm_hermes(&tools, "auto"), &qwen),
-        ("xgrammar llama required", xgrammar_llama(&tools, "required"), &llama),
-        ("sglang llama32 legacy", sglang_llama32_legacy(&tools, true), &llama),
+        (
+            "xgrammar llama required",
+            xgrammar_llama(&tools, "required"),
+            &llama,
+        ),
+        (
+            "sglang llama32 legacy",
+            sglang_llama32_legacy(&tools, true),
+            &llama,
+        ),
     ] {
         let (samples, coverage) = fuzz(&tag, vocab, 150);
         let calls: usize = samples
@@ -409,7 +482,9 @@ fn format_semantics() {
     let vocab = common::llama_vocab();
     let g = |format: Value| compile(&json!({"type": "structural_tag", "format": format}), &vocab);
     // any_text inside a tag stops at the tag's end; max_chars bounds it.
-    let t = g(json!({"type": "tag", "begin": "<a>", "content": {"type": "any_text", "max_chars": 5}, "end": ["</a>", "</b>"]}));
+    let t = g(
+        json!({"type": "tag", "begin": "<a>", "content": {"type": "any_text", "max_chars": 5}, "end": ["</a>", "</b>"]}),
+    );
     assert!(accepts(&t, &vocab, "<a>hello</b>"));
     assert!(!accepts(&t, &vocab, "<a>hello!</a>"));
     assert!(!accepts(&t, &vocab, "<a>x</a>y</a>"));
@@ -428,7 +503,9 @@ fn format_semantics() {
     }
     // triggered_tags with stop_after_first: text, then at most one tag, then nothing.
     let tag = json!({"begin": "<f=x>", "content": {"type": "json_schema", "json_schema": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}, "end": "</f>"});
-    let once = g(json!({"type": "triggered_tags", "triggers": ["<f="], "tags": [tag.clone()], "stop_after_first": true}));
+    let once = g(
+        json!({"type": "triggered_tags", "triggers": ["<f="], "tags": [tag.clone()], "stop_after_first": true}),
+    );
     assert!(accepts(&once, &vocab, "hi <f=x>{\"a\": 1}</f>"));
     assert!(accepts(&once, &vocab, "just text"));
     assert!(!accepts(&once, &vocab, "hi <f=x>{\"a\": 1}</f> more"));
@@ -436,22 +513,30 @@ fn format_semantics() {
     // Strict JSON, as XGrammar's strict mode: no undeclared key.
     assert!(!accepts(&once, &vocab, "<f=x>{\"a\": 1, \"b\": 2}</f>"));
     // dispatch, looping: free text with rules.
-    let d = g(json!({"type": "dispatch", "rules": [["<n>", {"type": "regex", "pattern": "[0-9]+</n>"}]]}));
+    let d = g(
+        json!({"type": "dispatch", "rules": [["<n>", {"type": "regex", "pattern": "[0-9]+</n>"}]]}),
+    );
     assert!(accepts(&d, &vocab, "a<n>12</n> b <n>3</n>"));
     assert!(!accepts(&d, &vocab, "a<n>x</n>"));
     // tags_with_separator.
-    let sep = g(json!({"type": "tags_with_separator", "separator": ", ", "tags": [
-        {"begin": "[", "content": {"type": "const_string", "value": "x"}, "end": "]"}]}));
+    let sep = g(
+        json!({"type": "tags_with_separator", "separator": ", ", "tags": [
+        {"begin": "[", "content": {"type": "const_string", "value": "x"}, "end": "]"}]}),
+    );
     for ok in ["", "[x]", "[x], [x], [x]"] {
         assert!(accepts(&sep, &vocab, ok), "{ok:?}");
     }
     assert!(!accepts(&sep, &vocab, "[x],[x]"));
     // A token begin is the vocabulary's special token, never its spelling.
-    let tok = g(json!({"type": "tag", "begin": {"type": "token", "token": "<|python_tag|>"},
-                       "content": {"type": "const_string", "value": "x"}, "end": "y"}));
+    let tok = g(
+        json!({"type": "tag", "begin": {"type": "token", "token": "<|python_tag|>"},
+                       "content": {"type": "const_string", "value": "x"}, "end": "y"}),
+    );
     let a = TokenAutomaton::new(&tok, vocab.clone()).unwrap();
     let mut m = a.matcher();
-    assert!(m.accept(vocab.special_token("<|python_tag|>").unwrap()).is_ok());
+    assert!(m
+        .accept(vocab.special_token("<|python_tag|>").unwrap())
+        .is_ok());
     let mut m = a.matcher();
     assert!(m.accept(token(&vocab, "<")).is_err());
 }
@@ -467,18 +552,38 @@ fn refusals_are_typed_and_named() {
     };
     let schema = json!({"type": "object"});
     for (format, name) in [
-        (json!({"type": "grammar", "grammar": "root ::= \"a\""}), "grammar"),
-        (json!({"type": "json_schema", "json_schema": schema, "style": "qwen_xml"}), "style: qwen_xml"),
-        (json!({"type": "qwen_xml_parameter", "json_schema": schema}), "style: qwen_xml"),
+        (
+            json!({"type": "grammar", "grammar": "root ::= \"a\""}),
+            "grammar",
+        ),
+        (
+            json!({"type": "json_schema", "json_schema": schema, "style": "qwen_xml"}),
+            "style: qwen_xml",
+        ),
+        (
+            json!({"type": "qwen_xml_parameter", "json_schema": schema}),
+            "style: qwen_xml",
+        ),
         (json!({"type": "any_text", "max_tokens": 10}), "max_tokens"),
         (json!({"type": "token", "token": 42}), "token"),
-        (json!({"type": "exclude_token", "exclude_tokens": []}), "exclude_token"),
+        (
+            json!({"type": "exclude_token", "exclude_tokens": []}),
+            "exclude_token",
+        ),
         (json!({"type": "any_tokens"}), "any_tokens"),
-        (json!({"type": "token_triggered_tags", "trigger_tokens": [1], "tags": []}), "token_triggered_tags"),
-        (json!({"type": "token_dispatch", "rules": []}), "token_dispatch"),
+        (
+            json!({"type": "token_triggered_tags", "trigger_tokens": [1], "tags": []}),
+            "token_triggered_tags",
+        ),
+        (
+            json!({"type": "token_dispatch", "rules": []}),
+            "token_dispatch",
+        ),
     ] {
         match f(format.clone()) {
-            Error::UnsupportedFormat { format: got, path, .. } => {
+            Error::UnsupportedFormat {
+                format: got, path, ..
+            } => {
                 assert_eq!(got, name);
                 assert_eq!(path, "#/format");
             }
@@ -488,14 +593,32 @@ fn refusals_are_typed_and_named() {
     for (format, needle) in [
         (json!({"type": "nope"}), "unknown format type"),
         (json!({"type": "const_string"}), "missing `value`"),
-        (json!({"type": "sequence", "elements": []}), "must not be empty"),
-        (json!({"type": "repeat", "min": 3, "max": 2, "content": {"type": "any_text"}}), "at most"),
-        (json!({"type": "triggered_tags", "triggers": ["<a"], "tags": [
-            {"begin": "<b>", "content": {"type": "any_text"}, "end": "</b>"}]}), "matches 0 triggers"),
-        (json!({"type": "triggered_tags", "triggers": ["<a", "<ab"], "tags": [
-            {"begin": "<abc>", "content": {"type": "any_text"}, "end": "</b>"}]}), "matches 2 triggers"),
-        (json!({"type": "json_schema", "json_schema": 3}), "object or a boolean"),
-        (json!({"type": "or", "elements": [{"type": "const_string", "value": 1}]}), "/format/elements/0"),
+        (
+            json!({"type": "sequence", "elements": []}),
+            "must not be empty",
+        ),
+        (
+            json!({"type": "repeat", "min": 3, "max": 2, "content": {"type": "any_text"}}),
+            "at most",
+        ),
+        (
+            json!({"type": "triggered_tags", "triggers": ["<a"], "tags": [
+            {"begin": "<b>", "content": {"type": "any_text"}, "end": "</b>"}]}),
+            "matches 0 triggers",
+        ),
+        (
+            json!({"type": "triggered_tags", "triggers": ["<a", "<ab"], "tags": [
+            {"begin": "<abc>", "content": {"type": "any_text"}, "end": "</b>"}]}),
+            "matches 2 triggers",
+        ),
+        (
+            json!({"type": "json_schema", "json_schema": 3}),
+            "object or a boolean",
+        ),
+        (
+            json!({"type": "or", "elements": [{"type": "const_string", "value": 1}]}),
+            "/format/elements/0",
+        ),
     ] {
         let e = f(format.clone());
         assert!(
@@ -505,11 +628,16 @@ fn refusals_are_typed_and_named() {
     }
     // Not a structural tag at all, and a schema error inside one.
     assert!(matches!(
-        Grammar::from_structural_tag(&json!({"type": "structural_tag"}), &StructuralTagOptions::default()),
+        Grammar::from_structural_tag(
+            &json!({"type": "structural_tag"}),
+            &StructuralTagOptions::default()
+        ),
         Err(Error::StructuralTag { .. })
     ));
     assert!(matches!(
-        f(json!({"type": "json_schema", "json_schema": {"type": "object", "uniqueItems": true, "properties": {"a": {"type": "array", "uniqueItems": true}}}})),
+        f(
+            json!({"type": "json_schema", "json_schema": {"type": "object", "uniqueItems": true, "properties": {"a": {"type": "array", "uniqueItems": true}}}})
+        ),
         Error::UnsupportedKeyword { .. }
     ));
     // Hostile nesting is a limit, not a stack overflow.

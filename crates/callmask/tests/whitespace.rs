@@ -57,7 +57,10 @@ fn tidy_allows_the_usual_layouts() {
     }
     // Indentation deeper than `max_whitespace` (20) is fine where the nesting warrants it.
     let deep = pretty(&v, b"    ");
-    assert!(deep.lines().any(|l| l.len() - l.trim_start().len() > 20), "{deep}");
+    assert!(
+        deep.lines().any(|l| l.len() - l.trim_start().len() > 20),
+        "{deep}"
+    );
 }
 
 #[test]
@@ -87,7 +90,9 @@ fn tidy_refuses_blank_lines_cr_and_runaway_indentation() {
     assert!(two.check_bytes(pretty(&v, b"  ").as_bytes()).is_ok());
     assert!(two.check_bytes(pretty(&v, b"     ").as_bytes()).is_err());
     let compact = grammar(&CompileOptions::default().max_whitespace(0));
-    assert!(compact.check_bytes(serde_json::to_string(&v).unwrap().as_bytes()).is_ok());
+    assert!(compact
+        .check_bytes(serde_json::to_string(&v).unwrap().as_bytes())
+        .is_ok());
     assert!(compact.check_bytes(pretty(&v, b"  ").as_bytes()).is_err());
 }
 
@@ -108,7 +113,9 @@ fn the_demo_blank_lines_are_refused_in_pythonic() {
         .unwrap();
     let good = "[\n    get_current_weather(\n        location=\"San Francisco\",\n        unit=\"celsius\"\n    )\n]";
     assert!(g.parse(good).is_ok());
-    assert!(g.parse("[get_current_weather(location='SF', unit='celsius')]").is_ok());
+    assert!(g
+        .parse("[get_current_weather(location='SF', unit='celsius')]")
+        .is_ok());
     // What Gemma 3 270M wrote in the README's demo: blank lines of indentation before `]`.
     let demo = "[\n    get_current_weather(\n        location=\"San Francisco\",\n        unit=\"celsius\"\n    )\n    \n    \n    \n    ]";
     assert!(g.parse(demo).is_err());

@@ -223,7 +223,8 @@ pub(super) fn text_node(
             return Ok(any);
         }
         let alts: Vec<String> = markers.iter().map(|m| regex_syntax::escape(m)).collect();
-        let bad = c.b.regex(&format!("(?s:.)*(?:{})(?s:.)*", alts.join("|")), "")?;
+        let bad =
+            c.b.regex(&format!("(?s:.)*(?:{})(?s:.)*", alts.join("|")), "")?;
         any.product(&bad, crate::grammar::dfa::Op::AndNot, states)
             .map_err(|e| c.b.dfa_err(e, "", ""))
     })?;

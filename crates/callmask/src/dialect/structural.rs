@@ -364,10 +364,8 @@ impl Reader {
                 }
                 // XGrammar's strict mode.
                 strict_objects(&mut schema);
-                let max_ws = match Self::count(o, "max_whitespace_cnt", path)? {
-                    None => None,
-                    Some(n) => Some(u16::try_from(n).unwrap_or(u16::MAX)),
-                };
+                let max_ws = Self::count(o, "max_whitespace_cnt", path)?
+                    .map(|n| u16::try_from(n).unwrap_or(u16::MAX));
                 Format::Json { schema, max_ws }
             }
             "any_text" => {
@@ -812,7 +810,9 @@ impl<'a> StLower<'a> {
             Format::Const(s) => self.lit(s),
             Format::Token(t) => self.special(t),
             Format::Regex(r, path) => regex_node(&mut self.c, r).map_err(|e| match e {
-                Error::InvalidPattern { pattern, message, .. } => Error::InvalidPattern {
+                Error::InvalidPattern {
+                    pattern, message, ..
+                } => Error::InvalidPattern {
                     pattern,
                     path: format!("#{path}"),
                     message,
@@ -825,7 +825,10 @@ impl<'a> StLower<'a> {
                 if !is_object_schema(schema) {
                     return Ok(node);
                 }
-                let args = self.c.b.push(Node::Capture(Capture::Args(ArgEncoding::Json), node))?;
+                let args = self
+                    .c
+                    .b
+                    .push(Node::Capture(Capture::Args(ArgEncoding::Json), node))?;
                 self.functions.push(label(begin));
                 let i = self.functions.len() as u32 - 1;
                 self.c.b.push(Node::Capture(Capture::Call(i), args))
@@ -864,7 +867,12 @@ impl<'a> StLower<'a> {
                 excludes,
             } => {
                 let g = self.tags(tags)?;
-                let markers: Vec<String> = triggers.iter().chain(excludes).chain(ends).cloned().collect();
+                let markers: Vec<String> = triggers
+                    .iter()
+                    .chain(excludes)
+                    .chain(ends)
+                    .cloned()
+                    .collect();
                 match (*at_least_one, *stop_after_first) {
                     // Exactly one tag, nothing around it.
                     (true, true) => Ok(g),
