@@ -646,4 +646,8 @@ fn refusals_are_typed_and_named() {
         deep = json!({"type": "optional", "content": deep});
     }
     assert!(matches!(f(deep), Error::LimitExceeded { .. }));
+    // So is a repeat count that would make every output huge.
+    let huge = json!({"type": "repeat", "min": 2_000_000_000u64, "max": -1,
+                      "content": {"type": "const_string", "value": "x"}});
+    assert!(matches!(f(huge), Error::LimitExceeded { .. }));
 }

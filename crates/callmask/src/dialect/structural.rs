@@ -41,6 +41,8 @@ use serde_json::{Map, Value};
 
 /// Deepest nesting of format objects.
 const MAX_NESTING: usize = 64;
+/// Most repetitions a `repeat` may ask for (other than unbounded).
+const MAX_REPEAT: u32 = 1 << 16;
 
 /// How to compile a structural tag.
 #[derive(Debug, Clone, Default)]
@@ -401,6 +403,13 @@ impl Reader {
                 };
                 if min > max {
                     return Err(bad(path, "`min` must be at most `max`"));
+                }
+                // A huge count would make the shortest output (and any completion) huge.
+                if min > MAX_REPEAT || (max != u32::MAX && max > MAX_REPEAT) {
+                    return Err(Error::LimitExceeded {
+                        what: "structural tag repeat count",
+                        limit: MAX_REPEAT as usize,
+                    });
                 }
                 Format::Repeat(Box::new(Self::content(o, path, depth)?), min, max)
             }
