@@ -186,23 +186,67 @@ pub(super) fn in_function(e: Error, name: &str) -> Error {
     }
 }
 
+/// A literal lexeme (shared process-wide).
+pub(super) fn lit_node(c: &mut Compiler, bytes: &[u8]) -> Result<NodeId> {
+    let d = c.cached(format!("lit|{bytes:?}"), |c| {
+        crate::grammar::dfa::Dfa::literals([bytes], c.opts.max_lexeme_states)
+            .map_err(|e| c.b.dfa_err(e, "", ""))
+    })?;
+    c.lexeme(d)
+}
+
+/// A regex lexeme (shared process-wide, so its token walks are too).
+pub(super) fn regex_node(c: &mut Compiler, re: &str) -> Result<NodeId> {
+    let d = c.cached(format!("re|{re}"), |c| c.b.regex(re, ""))?;
+    c.lexeme(d)
+}
+
+/// Whitespace between a dialect's tokens (`@ws`), as [`CompileOptions::whitespace`] allows it.
+pub(super) fn ws_node(c: &mut Compiler) -> Result<NodeId> {
+    let re = c.opts.whitespace_regex(0);
+    regex_node(c, &re)
+}
+
+/// Free text (valid UTF-8) holding none of `markers`, at most `max` characters, captured as
+/// `cap`.
+pub(super) fn text_node(
+    c: &mut Compiler,
+    markers: &[String],
+    max: Option<u32>,
+    cap: Capture,
+) -> Result<NodeId> {
+    let d = c.cached(format!("text|{markers:?}|{max:?}"), |c| {
+        let mut any = c.b.regex("(?s:.)*", "")?;
+        let states = c.opts.max_lexeme_states;
+        if let Some(m) = max {
+            any = crate::grammar::dfa::Dfa::char_count(0, Some(u64::from(m)), states)
+                .map_err(|e| c.b.dfa_err(e, "", ""))?;
+        }
+        if markers.is_empty() {
+            return Ok(any);
+        }
+        let alts: Vec<String> = markers.iter().map(|m| regex_syntax::escape(m)).collect();
+        let bad =
+            c.b.regex(&format!("(?s:.)*(?:{})(?s:.)*", alts.join("|")), "")?;
+        any.product(&bad, crate::grammar::dfa::Op::AndNot, states)
+            .map_err(|e| c.b.dfa_err(e, "", ""))
+    })?;
+    let l = c.lexeme(d)?;
+    c.b.push(Node::Capture(cap, l))
+}
+
 impl<'a> Lowering<'a> {
     pub(super) fn never(&mut self) -> Result<NodeId> {
         self.c.b.push(Node::Never)
     }
 
     pub(super) fn lit(&mut self, bytes: &[u8]) -> Result<NodeId> {
-        let d = self.c.cached(format!("lit|{bytes:?}"), |c| {
-            crate::grammar::dfa::Dfa::literals([bytes], c.opts.max_lexeme_states)
-                .map_err(|e| c.b.dfa_err(e, "", ""))
-        })?;
-        self.c.lexeme(d)
+        lit_node(&mut self.c, bytes)
     }
 
     /// A regex lexeme (shared process-wide, so its token walks are too).
     pub(super) fn regex(&mut self, re: &str) -> Result<NodeId> {
-        let d = self.c.cached(format!("re|{re}"), |c| c.b.regex(re, ""))?;
-        self.c.lexeme(d)
+        regex_node(&mut self.c, re)
     }
 
     pub(super) fn special(&mut self, name: &str) -> Result<NodeId> {
@@ -224,8 +268,7 @@ impl<'a> Lowering<'a> {
     }
 
     pub(super) fn ws(&mut self) -> Result<NodeId> {
-        let re = format!("[ \\t\\n\\r]{{0,{}}}", self.c.opts.max_whitespace);
-        self.regex(&re)
+        ws_node(&mut self.c)
     }
 
     /// Free text (valid UTF-8) holding none of `markers`, captured as `cap`.
@@ -235,24 +278,7 @@ impl<'a> Lowering<'a> {
         } else {
             None
         };
-        let d = self.c.cached(format!("text|{markers:?}|{max:?}"), |c| {
-            let mut any = c.b.regex("(?s:.)*", "")?;
-            let states = c.opts.max_lexeme_states;
-            if let Some(m) = max {
-                any = crate::grammar::dfa::Dfa::char_count(0, Some(u64::from(m)), states)
-                    .map_err(|e| c.b.dfa_err(e, "", ""))?;
-            }
-            if markers.is_empty() {
-                return Ok(any);
-            }
-            let alts: Vec<String> = markers.iter().map(|m| regex_syntax::escape(m)).collect();
-            let bad =
-                c.b.regex(&format!("(?s:.)*(?:{})(?s:.)*", alts.join("|")), "")?;
-            any.product(&bad, crate::grammar::dfa::Op::AndNot, states)
-                .map_err(|e| c.b.dfa_err(e, "", ""))
-        })?;
-        let l = self.c.lexeme(d)?;
-        self.c.b.push(Node::Capture(cap, l))
+        text_node(&mut self.c, markers, max, cap)
     }
 
     pub(super) fn lower(&mut self, e: &'a Expr, v: V, depth: usize) -> Result<NodeId> {
