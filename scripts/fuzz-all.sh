@@ -4,7 +4,7 @@
 # and its arguments validated with the jsonschema crate. Stops at the first violation (the
 # reproducer is written to target/fuzz-all/repro-*.json) and exits non-zero.
 #
-#   scripts/fuzz-all.sh [SCALE]     SCALE=1 (default): 1,020,000 outputs; 0.01: a quick pass
+#   scripts/fuzz-all.sh [SCALE]     SCALE=1 (default): 1,440,000 outputs; 0.01: a quick pass
 #   CALLMASK_BIN=path/to/callmask scripts/fuzz-all.sh    (use a binary already built)
 #
 # Needs the data of scripts/fetch-data.sh; prints one summary block per run and a total.
@@ -37,6 +37,18 @@ for d in empower functools pythonic inline hermes llama31_json; do
   run "$d-mixed-required" "$(n 40000)" --dialect "$d" --tools examples/tools/mixed.json --tokenizer "$llama" --tool-choice required
   run "$d-weather-auto" "$(n 30000)" --dialect "$d" --tools examples/tools/weather.json --tokenizer "$llama"
   run "$d-mixed-gemma" "$(n 20000)" --dialect "$d" --tools examples/tools/mixed.json --model "$gemma"
+done
+# The model-family dialects, each on its family's tokenizer where npm has one.
+for d in qwen3 qwen3_coder llama31 llama4 mistral deepseek_r1 deepseek_v31 kimi_k2 glm45 \
+         minimax_m2 gpt_oss command_r7b functionary_v32 granite; do
+  case "$d" in
+    qwen3|qwen3_coder|glm45|minimax_m2) tok="$cache/tokenizers/qwen3-3.7.2/tokenizer.json" ;;
+    deepseek_r1|deepseek_v31) tok="$cache/tokenizers/deepseek_v3-3.7.2/tokenizer.json" ;;
+    gpt_oss) tok="$cache/tokenizers/gptoss-3.7.2/tokenizer.json" ;;
+    *) tok="$llama" ;;
+  esac
+  run "$d-mixed-auto" "$(n 20000)" --dialect "$d" --tools examples/tools/mixed.json --tokenizer "$tok"
+  run "$d-mixed-required" "$(n 10000)" --dialect "$d" --tools examples/tools/mixed.json --tokenizer "$tok" --tool-choice required
 done
 for s in crates/callmask/benches/schemas/*.schema.json; do
   name=$(basename "$s" .schema.json)

@@ -109,7 +109,10 @@ impl From<Error> for Failure {
             Error::Json(_) => S::Json,
             Error::InvalidOptions(_) => S::InvalidOptions,
             Error::InvalidTools(_) => S::InvalidTools,
-            Error::Dialect { .. } | Error::Unrepresentable { .. } => S::Dialect,
+            Error::Dialect { .. }
+            | Error::Unrepresentable { .. }
+            | Error::StructuralTag { .. }
+            | Error::UnsupportedFormat { .. } => S::Dialect,
             Error::InvalidSchema { .. }
             | Error::UnsupportedKeyword { .. }
             | Error::UnresolvedRef { .. }

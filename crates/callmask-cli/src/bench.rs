@@ -41,7 +41,7 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<ExitCode, BadInput> {
     let t = Instant::now();
     let vocab = load_vocab(&args.vocab)?;
     let load_ms = t.elapsed().as_secs_f64() * 1e3;
-    let loaded = load_grammar(&args.grammar)?;
+    let loaded = load_grammar(&args.grammar, Some(&vocab))?;
     let t = Instant::now();
     let automaton = TokenAutomaton::new(&loaded.grammar, vocab.clone())?;
     let mut mask = callmask::TokenMask::new(vocab.len());

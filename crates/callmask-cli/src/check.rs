@@ -15,8 +15,8 @@ pub(crate) struct CheckArgs {
 
 /// `callmask check`.
 pub(crate) fn check(args: &CheckArgs) -> Result<ExitCode, BadInput> {
-    let grammar = load_grammar(&args.grammar)?.grammar;
     let vocab = load_vocab(&args.vocab)?;
+    let grammar = load_grammar(&args.grammar, Some(&vocab))?.grammar;
     let mut input = Vec::new();
     std::io::stdin()
         .read_to_end(&mut input)

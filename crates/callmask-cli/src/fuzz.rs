@@ -74,8 +74,8 @@ pub(crate) enum StrategyArg {
 
 /// `callmask fuzz`.
 pub(crate) fn fuzz(args: &FuzzArgs) -> Result<ExitCode, BadInput> {
-    let loaded = load_grammar(&args.grammar)?;
     let vocab = load_vocab(&args.vocab)?;
+    let loaded = load_grammar(&args.grammar, Some(&vocab))?;
     let automaton = TokenAutomaton::new(&loaded.grammar, vocab.clone())?;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(args.jobs)
@@ -116,6 +116,7 @@ pub(crate) fn reproducer(
         "seed": args.seed,
         "schema": loaded.schema,
         "dialect": g.dialect,
+        "structural_tag": g.structural_tag,
         "tools": loaded.tools.as_ref().map(|t| t.as_slice().iter().map(|t| serde_json::json!({
             "type": "function",
             "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
@@ -153,6 +154,13 @@ pub(crate) fn fuzz_run(
 ) -> Result<ExitCode, BadInput> {
     let grammar = &loaded.grammar;
     let (checker, mut coverage) = match (&loaded.schema, &loaded.tools) {
+        _ if loaded.calls.is_some() => {
+            let calls = loaded.calls.as_deref().unwrap_or_default();
+            (
+                Checker::for_calls(calls)?,
+                Coverage::for_calls(grammar, calls),
+            )
+        }
         (Some(schema), _) => (
             Checker::for_schema(schema)?,
             Coverage::for_schema(grammar, schema),

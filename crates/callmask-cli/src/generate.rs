@@ -16,9 +16,14 @@ pub(crate) struct GenerateArgs {
     /// conversation with tool results; the positional message, if any, is added as a user turn.
     #[arg(long, value_name = "FILE")]
     pub(crate) messages: Option<PathBuf>,
-    /// A minijinja prompt template instead of the dialect's.
-    #[arg(long, value_name = "FILE")]
+    /// A minijinja prompt template (callmask's variables, as `callmask prompt`) instead of the
+    /// model's chat template.
+    #[arg(long, value_name = "FILE", conflicts_with = "dialect_template")]
     pub(crate) template: Option<PathBuf>,
+    /// Render the prompt with the dialect's own template (`grammars/D.jinja`) instead of the
+    /// model's chat template.
+    #[arg(long)]
+    pub(crate) dialect_template: bool,
     /// Sampling temperature (0: greedy).
     #[arg(long, default_value_t = 0.0)]
     pub(crate) temp: f32,
@@ -47,24 +52,29 @@ pub(crate) struct GenerateArgs {
 #[cfg(feature = "llama")]
 pub(crate) fn generate(args: &GenerateArgs) -> Result<ExitCode, BadInput> {
     use callmask_llama::{Engine, SamplingParams};
-    let loaded = load_grammar(&args.grammar)?;
-    let dialect = args
-        .grammar
-        .dialect
-        .as_deref()
-        .ok_or_else(|| BadInput("generate needs --dialect and --tools".into()))?;
-    let tools = loaded.tools.clone().unwrap_or_default();
-    let template = match &args.template {
-        Some(path) => std::fs::read_to_string(path)
-            .map_err(|e| BadInput(format!("cannot read {}: {e}", path.display())))?,
-        None => callmask::prompt::builtin_template(dialect)
-            .ok_or_else(|| {
-                BadInput(format!(
-                    "no built-in prompt for {dialect:?}: give --template"
-                ))
-            })?
-            .to_owned(),
+    let model = match &args.model {
+        Some(p) => p.clone(),
+        None => crate::fetch::default_model(true)?,
     };
+    let engine = Engine::load(&model, args.threads)?;
+    // The model's chat template; without one in the GGUF, its family's turn format.
+    let chat_template = engine
+        .chat_template()
+        .or_else(|| callmask::prompt::fallback_chat_template(engine.vocab()).map(str::to_owned));
+    let mut grammar_args = args.grammar.clone();
+    if grammar_args.dialect.as_deref() == Some("auto") {
+        let d = Dialect::detect(engine.chat_template().as_deref(), engine.vocab())?;
+        eprintln!("[dialect {d}, told from the model's chat template]");
+        grammar_args.dialect = Some(d.to_owned());
+    }
+    let loaded = load_grammar(&grammar_args, Some(engine.vocab()))?;
+    let dialect = grammar_args.dialect.as_deref();
+    if dialect.is_none() && args.grammar.structural_tag.is_none() {
+        return Err(BadInput(
+            "generate needs --dialect and --tools, or --structural-tag".into(),
+        ));
+    }
+    let tools = loaded.tools.clone().unwrap_or_default();
     let mut messages = match &args.messages {
         Some(path) => Message::list_from_json(&read_json(path)?)
             .map_err(|e| BadInput(format!("{}: {e}", path.display())))?,
@@ -76,15 +86,53 @@ pub(crate) fn generate(args: &GenerateArgs) -> Result<ExitCode, BadInput> {
     if messages.is_empty() {
         return Err(BadInput("give a message (or --messages)".into()));
     }
-    let model = match &args.model {
-        Some(p) => p.clone(),
-        None => crate::fetch::default_model(true)?,
-    };
-    let engine = Engine::load(&model, args.threads)?;
     let options = PromptOptions::default()
         .datetime(args.datetime.clone())
-        .bos_token(engine.bos_text());
-    let prompt = callmask::render(&template, &messages, &tools, &options)?;
+        .bos_token(engine.bos_text())
+        .eos_token(engine.eos_text());
+    let dialect_prompt = |d: Option<&str>| -> Result<String, BadInput> {
+        let d = d.ok_or_else(|| {
+            BadInput("a structural tag has no prompt template of its own: give --template".into())
+        })?;
+        let t = callmask::prompt::builtin_template(d)
+            .ok_or_else(|| BadInput(format!("no built-in prompt for {d:?}: give --template")))?;
+        Ok(callmask::render(t, &messages, &tools, &options)?)
+    };
+    let prompt = match (&args.template, args.dialect_template, &chat_template) {
+        (Some(path), _, _) => {
+            let t = std::fs::read_to_string(path)
+                .map_err(|e| BadInput(format!("cannot read {}: {e}", path.display())))?;
+            callmask::render(&t, &messages, &tools, &options)?
+        }
+        (None, false, Some(t)) => {
+            // The model's own template; one that shows no tools gets them in a system message.
+            let mut msgs = messages.clone();
+            if !tools.is_empty() && !callmask::prompt::template_uses_tools(t) {
+                let writer = dialect.and_then(callmask::prompt::builtin_writer);
+                let text = callmask::prompt::tools_instructions(&tools, writer)?;
+                match msgs.first_mut() {
+                    Some(m) if m.role == "system" => {
+                        let c = m.content.take().unwrap_or_default();
+                        m.content = Some(format!("{c}\n\n{text}"));
+                    }
+                    _ => msgs.insert(0, Message::new("system", text)),
+                }
+            }
+            callmask::prompt::render_chat_template(t, &msgs, &tools, &options)?
+        }
+        _ => dialect_prompt(dialect)?,
+    };
+    eprintln!(
+        "[prompt: {}]",
+        match (&args.template, args.dialect_template, &chat_template) {
+            (Some(p), _, _) => format!("{}", p.display()),
+            (None, false, Some(_)) if engine.chat_template().is_some() =>
+                "the model's chat template".to_owned(),
+            (None, false, Some(_)) =>
+                "the model family's turn format (no chat template in the GGUF)".to_owned(),
+            _ => format!("the {} dialect's template", dialect.unwrap_or("?")),
+        }
+    );
     let automaton = if args.no_constraint {
         None
     } else {

@@ -4,17 +4,22 @@
 use crate::*;
 
 /// Where the grammar comes from: a JSON Schema, or a dialect and a tool set.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub(crate) struct GrammarArgs {
     /// JSON Schema file the output must satisfy (instead of --dialect/--tools).
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["dialect", "tools"], required_unless_present = "dialect")]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["dialect", "tools", "structural_tag"], required_unless_present_any = ["dialect", "structural_tag"])]
     pub(crate) schema: Option<PathBuf>,
+    /// XGrammar structural tag file (`{"type": "structural_tag", "format": {...}}`, or the
+    /// older `structures`/`triggers` form) the output must follow, as vLLM and SGLang send it
+    /// (instead of --schema or --dialect; --tools then only feeds the prompt of `generate`).
+    #[arg(long, value_name = "FILE", conflicts_with = "dialect")]
+    pub(crate) structural_tag: Option<PathBuf>,
     /// Tool-call dialect: empower, functools, pythonic, inline, hermes, llama31_json, or the path
     /// of a grammar file.
     #[arg(long, value_name = "D", requires = "tools")]
     pub(crate) dialect: Option<String>,
     /// Tools file: a list of tools, or an object with a `tools` list (OpenAI shape).
-    #[arg(long, value_name = "FILE", requires = "dialect")]
+    #[arg(long, value_name = "FILE")]
     pub(crate) tools: Option<PathBuf>,
     /// auto, required, none, or a function name.
     #[arg(long, value_name = "C", default_value = "auto")]
@@ -32,9 +37,18 @@ pub(crate) struct GrammarArgs {
     /// schema.
     #[arg(long)]
     pub(crate) lenient: bool,
-    /// Most whitespace bytes in one gap between JSON tokens.
+    /// Most whitespace bytes in one gap between JSON tokens (with the tidy policy: spaces and
+    /// tabs on the gap's first line).
     #[arg(long, value_name = "N", default_value_t = 20)]
     pub(crate) max_whitespace: u16,
+    /// Whitespace policy: `tidy` (compact, `", "`-style or pretty-printed; at most one line
+    /// break per gap, indentation bounded by the nesting) or `any` (any whitespace up to
+    /// --max-whitespace bytes).
+    #[arg(long, value_name = "P", default_value = "tidy")]
+    pub(crate) whitespace: WhitespaceArg,
+    /// The tidy policy's most indentation bytes per nesting level.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub(crate) indent: u16,
     /// Most memory of the compiled grammar, in MiB (default 256).
     #[arg(long, value_name = "MIB")]
     pub(crate) max_memory_mib: Option<usize>,
@@ -43,10 +57,18 @@ pub(crate) struct GrammarArgs {
     pub(crate) max_compile_secs: Option<u64>,
 }
 
+/// `--whitespace`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum WhitespaceArg {
+    Tidy,
+    Any,
+}
+
 /// How to compile the grammar again.
 pub(crate) enum Source {
     Schema(CompileOptions),
     Dialect(Dialect, DialectOptions),
+    StructuralTag(StructuralTag, StructuralTagOptions),
 }
 
 /// A compiled grammar and what it was compiled from.
@@ -56,8 +78,10 @@ pub(crate) struct Loaded {
     pub(crate) source: Source,
     /// The schema (with --schema).
     pub(crate) schema: Option<Value>,
-    /// The tools (with --dialect).
+    /// The tools (with --dialect; with --structural-tag, for the prompt only).
     pub(crate) tools: Option<Tools>,
+    /// The calls a structural tag's outputs hold (name, arguments schema).
+    pub(crate) calls: Option<Vec<(String, Value)>>,
 }
 
 /// Where the vocabulary comes from: exactly one of a tokenizer file or a model file.
@@ -80,11 +104,25 @@ pub(crate) fn read_json(path: &Path) -> Result<Value, BadInput> {
         .map_err(|e| BadInput(format!("{}: invalid JSON: {e}", path.display())))
 }
 
-/// Compiles the grammar from a schema, or from a dialect and tools.
-pub(crate) fn load_grammar(args: &GrammarArgs) -> Result<Loaded, BadInput> {
+/// Reads a tools file.
+fn read_tools(path: &Path) -> Result<Tools, BadInput> {
+    Tools::from_openai_json(&read_json(path)?)
+        .map_err(|e| BadInput(format!("{}: {e}", path.display())))
+}
+
+/// Compiles the grammar from a schema, from a dialect and tools, or from a structural tag
+/// (whose literals may hold `vocab`'s special tokens).
+pub(crate) fn load_grammar(args: &GrammarArgs, vocab: Option<&Vocab>) -> Result<Loaded, BadInput> {
+    let whitespace = match args.whitespace {
+        WhitespaceArg::Any => Whitespace::Any,
+        WhitespaceArg::Tidy => Whitespace::Tidy {
+            indent: args.indent,
+        },
+    };
     let mut compile = CompileOptions::default()
         .lenient(args.lenient)
-        .max_whitespace(args.max_whitespace);
+        .max_whitespace(args.max_whitespace)
+        .whitespace(whitespace);
     if let Some(mib) = args.max_memory_mib {
         compile.max_memory = mib.saturating_mul(1 << 20);
     }
@@ -92,6 +130,26 @@ pub(crate) fn load_grammar(args: &GrammarArgs) -> Result<Loaded, BadInput> {
         compile.max_compile_time = std::time::Duration::from_secs(secs);
     }
     let loaded = match (&args.schema, &args.dialect, &args.tools) {
+        _ if args.structural_tag.is_some() => {
+            let path = args.structural_tag.as_ref().expect("checked");
+            let tag = StructuralTag::from_json(&read_json(path)?)
+                .map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
+            let options = match vocab {
+                Some(v) => StructuralTagOptions::for_vocab(v),
+                None => StructuralTagOptions::default(),
+            }
+            .compile(compile);
+            let grammar = tag
+                .compile(&options)
+                .map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
+            Loaded {
+                grammar,
+                schema: None,
+                tools: args.tools.as_deref().map(read_tools).transpose()?,
+                calls: Some(tag.calls()),
+                source: Source::StructuralTag(tag, options),
+            }
+        }
         (Some(path), _, _) => {
             let schema = read_json(path)?;
             let grammar = Grammar::from_json_schema(&schema, &compile)
@@ -100,12 +158,12 @@ pub(crate) fn load_grammar(args: &GrammarArgs) -> Result<Loaded, BadInput> {
                 grammar,
                 schema: Some(schema),
                 tools: None,
+                calls: None,
                 source: Source::Schema(compile),
             }
         }
         (None, Some(dialect), Some(tools_path)) => {
-            let tools = Tools::from_openai_json(&read_json(tools_path)?)
-                .map_err(|e| BadInput(format!("{}: {e}", tools_path.display())))?;
+            let tools = read_tools(tools_path)?;
             let reasoning = match &args.reasoning {
                 None => None,
                 Some(m) => match m.split_once(',') {
@@ -128,10 +186,15 @@ pub(crate) fn load_grammar(args: &GrammarArgs) -> Result<Loaded, BadInput> {
                 grammar,
                 schema: None,
                 tools: Some(tools),
+                calls: None,
                 source: Source::Dialect(d, options),
             }
         }
-        _ => return Err(BadInput("give --schema, or --dialect and --tools".into())),
+        _ => {
+            return Err(BadInput(
+                "give --schema, --dialect and --tools, or --structural-tag".into(),
+            ))
+        }
     };
     let dropped = loaded.grammar.dropped_keywords();
     if !dropped.is_empty() {
@@ -214,6 +277,7 @@ impl Loaded {
         match (&self.source, &self.schema, &self.tools) {
             (Source::Schema(o), Some(schema), _) => Grammar::from_json_schema(schema, o),
             (Source::Dialect(d, o), _, Some(tools)) => d.compile(tools, o),
+            (Source::StructuralTag(t, o), _, _) => t.compile(o),
             _ => Ok(self.grammar.clone()),
         }
     }

@@ -12,7 +12,7 @@ pub(crate) struct ParseArgs {
 
 /// `callmask parse`.
 pub(crate) fn parse(args: &ParseArgs) -> Result<ExitCode, BadInput> {
-    let grammar = load_grammar(&args.grammar)?.grammar;
+    let grammar = load_grammar(&args.grammar, None)?.grammar;
     let mut input = String::new();
     std::io::stdin()
         .read_to_string(&mut input)

@@ -605,6 +605,24 @@ impl Engine {
             .unwrap_or_default()
     }
 
+    /// The text of the model's end-of-sequence token (for chat templates), empty if unknown.
+    pub fn eos_text(&self) -> String {
+        let eos = self.model.vocab().eos();
+        self.vocab
+            .token_bytes(eos.0 as TokenId)
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// The model's own chat template (`tokenizer.chat_template` in the GGUF metadata), if it
+    /// has one.
+    pub fn chat_template(&self) -> Option<String> {
+        let t = catch_unwind(AssertUnwindSafe(|| self.model.chat_template(None))).ok()?;
+        t.ok()
+            .and_then(|t| t.as_c_str().to_str().ok().map(str::to_owned))
+            .filter(|t| !t.is_empty())
+    }
+
     /// Tokenizes a rendered prompt: special-token spellings become special tokens; a BOS token
     /// is added unless the prompt starts with it.
     pub fn tokenize_prompt(&self, prompt: &str) -> Result<Vec<TokenId>> {

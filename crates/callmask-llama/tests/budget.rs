@@ -50,7 +50,12 @@ fn every_generation_ends_with_a_valid_call_within_the_budget() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(1)
         .clamp(1, PROMPTS.len());
-    let engine = Engine::load(common::gemma_gguf(), None).expect("loading Gemma");
+    // `CALLMASK_THREADS`: llama.cpp threads (default: one per core; 1 avoids llama.cpp's
+    // spinning barriers on a machine busy with other work).
+    let threads = std::env::var("CALLMASK_THREADS")
+        .ok()
+        .and_then(|s| s.parse().ok());
+    let engine = Engine::load(common::gemma_gguf(), threads).expect("loading Gemma");
     let tools = tools("travel.json");
     let (mut runs, mut ok, mut tokens, mut steered, mut secs) = (0, 0, 0u64, 0u64, 0.0);
     let mut failures = Vec::new();
@@ -87,6 +92,12 @@ fn every_generation_ends_with_a_valid_call_within_the_budget() {
                             &mut |_| {},
                         )
                         .unwrap_or_else(|e| panic!("{d} {choice:?} max {max_tokens}: {e}"));
+                    eprintln!(
+                        "{d} {choice:?} max {max_tokens}: {} tokens, {} steered: {:?}",
+                        g.tokens.len() + 1,
+                        g.stats.budget_steered,
+                        g.text
+                    );
                     runs += 1;
                     tokens += g.tokens.len() as u64 + 1;
                     steered += g.stats.budget_steered;

@@ -109,9 +109,11 @@ fn err(e: Error) -> PyErr {
         Error::BitmaskSize { .. } => BitmaskError::new_err(msg),
         Error::Rollback { .. } => RollbackError::new_err(msg),
         Error::InvalidTools(_) => ToolsError::new_err(msg),
-        Error::Dialect { .. } | Error::Unrepresentable { .. } | Error::MissingSpecialToken(_) => {
-            DialectError::new_err(msg)
-        }
+        Error::Dialect { .. }
+        | Error::Unrepresentable { .. }
+        | Error::MissingSpecialToken(_)
+        | Error::StructuralTag { .. }
+        | Error::UnsupportedFormat { .. } => DialectError::new_err(msg),
         Error::Parse(_) => ParseError::new_err(msg),
         Error::Vocab(_) | Error::Io { .. } | Error::Fetch(_) => VocabError::new_err(msg),
         _ => CallmaskError::new_err(msg),

@@ -8,8 +8,9 @@
 //! containers only take a byte that keeps a completion possible, so the token mask never leads
 //! the model into a dead end.
 //!
-//! Whitespace policy: between JSON tokens (and before/after the top-level value) any of
-//! space, tab, newline and carriage return, at most `max_whitespace` bytes per gap.
+//! Whitespace policy: between JSON tokens (and before/after the top-level value), as
+//! [`crate::grammar::Whitespace`] says: by default spaces and tabs, at most one line break, and
+//! an indentation bounded by the nesting depth ([`GrammarInner::gap_ws`]).
 
 pub(crate) mod complete;
 
@@ -278,7 +279,40 @@ fn is_gap_ws(b: u8, syntax: &Syntax) -> bool {
     }
 }
 
+/// Gap state bit: the gap has had its line break (the count is then the indentation).
+const GAP_NL: u16 = 0x8000;
+
 impl GrammarInner {
+    /// The gap state after whitespace byte `b` in a gap of a container spelled `syntax` (`None`
+    /// at the top level) at nesting `depth` (the container's [`GrammarInner::depth`]: a property
+    /// of the node, not of the stack below it, so that masks stay a function of the top frame),
+    /// or `None` if the policy refuses the byte. The state
+    /// is a byte count, with [`GAP_NL`] set once the gap has had its line break.
+    #[inline]
+    fn gap_ws(&self, ws: u16, b: u8, syntax: Option<&Syntax>, depth: usize) -> Option<u16> {
+        let ok = match syntax {
+            Some(s) => is_gap_ws(b, s),
+            None => is_ws(b),
+        };
+        if !ok {
+            return None;
+        }
+        let max = self.max_whitespace;
+        let Some(indent) = self.indent else {
+            return (ws < max).then_some(ws + 1);
+        };
+        let count = ws & !GAP_NL;
+        match b {
+            b' ' | b'\t' if ws & GAP_NL != 0 => {
+                let limit = usize::from(indent).saturating_mul(depth + 1);
+                (usize::from(count) < limit).then_some(ws + 1)
+            }
+            b' ' | b'\t' => (count < max).then_some(ws + 1),
+            b'\n' if ws & GAP_NL == 0 && max > 0 => Some(GAP_NL),
+            _ => None,
+        }
+    }
+
     fn object(&self, node: NodeId) -> &ObjectNode {
         match &self.nodes[node as usize] {
             Node::Object(o) => o,
@@ -391,29 +425,9 @@ impl GrammarInner {
     pub(crate) fn as_lexeme(&self, frame: &Frame) -> Option<(LexId, StateId, Option<Frame>)> {
         match frame {
             Frame::Lex { lex, state } => Some((*lex, *state, None)),
-            Frame::Obj {
-                node,
-                phase:
-                    ObjPhase::InKey {
-                        trie: NO_TRIE,
-                        extra,
-                    },
-                seen,
-                ..
-            } => {
-                let o = self.object(*node);
-                let (lex, _) = o.additional?;
-                Some((
-                    lex,
-                    *extra,
-                    Some(Frame::Obj {
-                        node: *node,
-                        phase: after_key(o, ADDITIONAL),
-                        seen: seen.clone(),
-                        ws: 0,
-                    }),
-                ))
-            }
+            // An object key matched by `additionalProperties` alone is not walked as a plain
+            // lexeme: whether its closing byte is allowed depends on the object's other extra
+            // keys (no key twice), which only `advance` checks.
             _ => None,
         }
     }
@@ -462,7 +476,6 @@ impl GrammarInner {
             s[n - 1] = f;
             s
         };
-        let max_ws = self.max_whitespace;
         // Only dialect-level frames (root, sequences, repetitions, captures) take special tokens.
         let byte = if sym < SPECIAL { sym as u8 } else { 0 };
         let is_byte = sym < SPECIAL;
@@ -486,14 +499,12 @@ impl GrammarInner {
                     if is_byte
                         && self.root_ws
                         && is_ws(byte)
-                        && *ws < max_ws
                         && !(*phase == RootPhase::Before
                             && matches!(self.nodes[self.root as usize], Node::Never)) =>
                 {
-                    out.push(replace(Frame::Root {
-                        phase: *phase,
-                        ws: ws + 1,
-                    }));
+                    if let Some(ws) = self.gap_ws(*ws, byte, None, 0) {
+                        out.push(replace(Frame::Root { phase: *phase, ws }));
+                    }
                 }
                 RootPhase::Before if is_byte && self.root_ws && is_ws(byte) => {}
                 RootPhase::Before => {
@@ -560,8 +571,9 @@ impl GrammarInner {
                         | ObjPhase::AfterValue
                 );
                 if gap && is_gap_ws(byte, syn) {
-                    if *ws < max_ws {
-                        out.push(replace(frame(*phase, seen, ws + 1)));
+                    let depth = usize::from(self.depth[node as usize]);
+                    if let Some(ws) = self.gap_ws(*ws, byte, Some(syn), depth) {
+                        out.push(replace(frame(*phase, seen, ws)));
                     }
                     return;
                 }
@@ -628,8 +640,9 @@ impl GrammarInner {
                     ArrPhase::AfterOpen | ArrPhase::AfterValue | ArrPhase::AfterComma
                 );
                 if gap && is_gap_ws(byte, &a.syntax) {
-                    if *ws < max_ws {
-                        out.push(replace(frame(*phase, count, ws + 1)));
+                    let depth = usize::from(self.depth[node as usize]);
+                    if let Some(ws) = self.gap_ws(*ws, byte, Some(&a.syntax), depth) {
+                        out.push(replace(frame(*phase, count, ws)));
                     }
                     return;
                 }

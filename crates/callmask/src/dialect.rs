@@ -14,7 +14,10 @@
 //! call-free paths, `required` only paths with a call, and `parallel_calls: false` exactly one.
 
 mod lower;
+mod structural;
 mod syntax;
+
+pub use structural::{StructuralTag, StructuralTagOptions};
 
 use crate::error::{Error, Result};
 use crate::grammar::{Capture, Grammar, Node, NodeId};
@@ -42,6 +45,26 @@ const BUILTIN: &[(&str, &str)] = &[
         "llama31_json",
         include_str!("../grammars/llama31_json.gbnf"),
     ),
+    ("qwen3", include_str!("../grammars/qwen3.gbnf")),
+    ("llama31", include_str!("../grammars/llama31.gbnf")),
+    ("llama4", include_str!("../grammars/llama4.gbnf")),
+    ("mistral", include_str!("../grammars/mistral.gbnf")),
+    ("qwen3_coder", include_str!("../grammars/qwen3_coder.gbnf")),
+    ("deepseek_r1", include_str!("../grammars/deepseek_r1.gbnf")),
+    (
+        "deepseek_v31",
+        include_str!("../grammars/deepseek_v31.gbnf"),
+    ),
+    ("kimi_k2", include_str!("../grammars/kimi_k2.gbnf")),
+    ("glm45", include_str!("../grammars/glm45.gbnf")),
+    ("minimax_m2", include_str!("../grammars/minimax_m2.gbnf")),
+    ("gpt_oss", include_str!("../grammars/gpt_oss.gbnf")),
+    ("command_r7b", include_str!("../grammars/command_r7b.gbnf")),
+    (
+        "functionary_v32",
+        include_str!("../grammars/functionary_v32.gbnf"),
+    ),
+    ("granite", include_str!("../grammars/granite.gbnf")),
 ];
 
 /// Most rules, tokens and nesting in a dialect file (they are small).
@@ -152,7 +175,9 @@ pub struct Dialect {
 
 impl Dialect {
     /// A dialect shipped with callmask: `empower`, `functools`, `pythonic`, `inline`, `hermes`,
-    /// `llama31_json`.
+    /// `llama31_json`, `qwen3`, `llama31`, `llama4`, `mistral`, `qwen3_coder`, `deepseek_r1`,
+    /// `deepseek_v31`, `kimi_k2`, `glm45`, `minimax_m2`, `gpt_oss`, `command_r7b`,
+    /// `functionary_v32`, `granite` (see [`Dialect::builtin_names`]).
     pub fn by_name(name: &str) -> Result<Dialect> {
         match BUILTIN.iter().find(|(n, _)| *n == name) {
             Some((n, src)) => Dialect::parse(n, src),
@@ -164,6 +189,56 @@ impl Dialect {
                 ),
             }),
         }
+    }
+
+    /// The built-in dialect a model writes its calls in, told from its chat template (the
+    /// `tokenizer.chat_template` of its GGUF file or `tokenizer_config.json`) and its
+    /// vocabulary: `<tool_call>` in the template → `hermes`; `functools[` → `functools`;
+    /// `<FUNCTION_CALL>` → `inline`; a pythonic call list (`[func_name1(`) → `pythonic`;
+    /// Llama 3.1's JSON instruction (`"parameters": dictionary`) or, without a template, a
+    /// `<|python_tag|>` special token → `llama31_json`. Anything else (Gemma 3's template says
+    /// nothing of tools) is [`Error::Dialect`]: give the dialect.
+    ///
+    /// ```
+    /// # use callmask::{Dialect, Vocab};
+    /// let vocab = Vocab::from_parts(vec![b"a".to_vec(), b"<eos>".to_vec()], vec![false, true], vec![1])?;
+    /// let qwen = "{%- if tools %}...<tool_call>\n{\"name\": <function-name>, ...}\n</tool_call>{% endif %}";
+    /// assert_eq!(Dialect::detect(Some(qwen), &vocab)?, "hermes");
+    /// assert!(Dialect::detect(Some("{{ bos_token }}{% for m in messages %}..."), &vocab).is_err());
+    /// # Ok::<(), callmask::Error>(())
+    /// ```
+    pub fn detect(
+        chat_template: Option<&str>,
+        vocab: &crate::vocab::Vocab,
+    ) -> Result<&'static str> {
+        let t = chat_template.unwrap_or("");
+        let found = if t.contains("<tool_call>") {
+            Some("hermes")
+        } else if t.contains("functools[") {
+            Some("functools")
+        } else if t.contains("<FUNCTION_CALL>") {
+            Some("inline")
+        } else if t.contains("[func_name1(") || t.contains("[func_name(") {
+            Some("pythonic")
+        } else if t.contains("\"parameters\": dictionary")
+            || (t.is_empty() && vocab.special_token("<|python_tag|>").is_some())
+        {
+            Some("llama31_json")
+        } else {
+            None
+        };
+        found.ok_or_else(|| Error::Dialect {
+            dialect: "auto".into(),
+            message: if t.is_empty() {
+                "the model has no chat template and its vocabulary does not tell the tool-call \
+                 format: give the dialect"
+                    .into()
+            } else {
+                "the model's chat template does not show a tool-call format callmask knows: \
+                 give the dialect"
+                    .into()
+            },
+        })
     }
 
     /// The names of the built-in dialects.

@@ -114,6 +114,26 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// A structural tag (XGrammar's `{"type": "structural_tag", ...}`) that is malformed: a
+    /// missing or mistyped field, a tag that matches no trigger, ...
+    #[error("structural tag at {path}: {message}")]
+    StructuralTag {
+        /// JSON pointer of the offending format object.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A structural-tag format (or a field of one) that callmask does not compile, refused by
+    /// name: e.g. `grammar` (XGrammar's EBNF engine) or the token-id formats.
+    #[error("structural tag at {path}: `{format}` is not supported: {reason}")]
+    UnsupportedFormat {
+        /// The format type or field, e.g. `token_triggered_tags` or `style: qwen_xml`.
+        format: String,
+        /// JSON pointer of the format object.
+        path: String,
+        /// Why.
+        reason: String,
+    },
     /// The grammar needs a special token that the vocabulary does not have.
     #[error("the vocabulary has no special token {0:?}, which the grammar requires")]
     MissingSpecialToken(String),

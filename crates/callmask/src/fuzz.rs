@@ -470,12 +470,19 @@ impl Fuzzer {
         let vocab = self.automaton.vocab();
         for &sym in syms {
             let t = self.symbol_tokens[sym as usize].unwrap_or_default();
-            m.fill_mask(mask);
-            if !mask.is_allowed(t) && m.tokens_left().is_some() && m.is_allowed_by_grammar(t) {
+            // Under a budget, `is_allowed` (the same budget, no mask walk) keeps budgeted walks
+            // fast; without one, the mask itself is checked against the grammar.
+            let allowed = if m.tokens_left().is_some() {
+                m.is_allowed(t)
+            } else {
+                m.fill_mask(mask);
+                mask.is_allowed(t)
+            };
+            if !allowed && m.tokens_left().is_some() && m.is_allowed_by_grammar(t) {
                 // The budget no longer leaves room for this path: walk on at random.
                 return true;
             }
-            if !mask.is_allowed(t) {
+            if !allowed {
                 s.outcome = Outcome::Violation(format!(
                     "the mask forbids token {t} ({:?}), which the grammar allows here",
                     String::from_utf8_lossy(&vocab.decode(&[t]))

@@ -7,7 +7,7 @@
 pub(crate) mod builder;
 pub(crate) mod dfa;
 
-pub use builder::CompileOptions;
+pub use builder::{CompileOptions, Whitespace};
 use dfa::Dfa;
 use std::sync::Arc;
 
@@ -28,8 +28,12 @@ pub(crate) struct GrammarInner {
     pub(crate) nodes: Vec<Node>,
     pub(crate) lexemes: Vec<Arc<Dfa>>,
     pub(crate) root: NodeId,
-    /// Most whitespace bytes allowed in one gap between JSON tokens.
+    /// Most whitespace bytes allowed in one gap between JSON tokens (with a tidy policy: on
+    /// the gap's first line).
     pub(crate) max_whitespace: u16,
+    /// The tidy whitespace policy's indentation per level; `None`: any whitespace
+    /// ([`crate::grammar::builder::Whitespace`]).
+    pub(crate) indent: Option<u16>,
     /// Most nested objects and arrays.
     pub(crate) max_depth: u32,
     /// What lenient mode dropped, as "keyword at /pointer".
@@ -42,6 +46,10 @@ pub(crate) struct GrammarInner {
     pub(crate) pop_any: bool,
     /// Per node: true when it matches the empty output.
     pub(crate) nullable: Vec<bool>,
+    /// Per node: the most objects and arrays on a path from the root to it, itself included
+    /// (capped at `max_depth + 1`, which recursion reaches); bounds the indentation of the
+    /// tidy whitespace policy.
+    pub(crate) depth: Vec<u16>,
     /// The special tokens the grammar refers to, by text; [`Node::Special`] holds the index.
     pub(crate) specials: Vec<String>,
     /// The functions, by index of [`Capture::Call`] (empty for a plain JSON Schema grammar).
@@ -59,6 +67,13 @@ pub(crate) enum Capture {
     Call(u32),
     /// A call's arguments, written in this encoding.
     Args(ArgEncoding),
+    /// A call's arguments written as tagged fields (`@xml_args`): holds [`Capture::Key`] and
+    /// [`Capture::Value`] spans.
+    Fields,
+    /// An argument's name, as is.
+    Key,
+    /// An argument's value: raw text (`true`) or JSON (`false`).
+    Value(bool),
 }
 
 /// How a call's arguments are written.

@@ -96,9 +96,12 @@ mod schema;
 mod tools;
 pub mod vocab;
 
-pub use dialect::{Dialect, DialectOptions, Reasoning, ToolChoice, DEFAULT_REQUIRED_TEXT_CHARS};
+pub use dialect::{
+    Dialect, DialectOptions, Reasoning, StructuralTag, StructuralTagOptions, ToolChoice,
+    DEFAULT_REQUIRED_TEXT_CHARS,
+};
 pub use error::{Error, Rejection, Result};
-pub use grammar::{ArgEncoding, CompileOptions, Grammar};
+pub use grammar::{ArgEncoding, CompileOptions, Grammar, Whitespace};
 pub use mask::{Matcher, TokenAutomaton, TokenMask};
 pub use parse::{Event, Parsed, StreamParser};
 pub use prompt::{render, PromptOptions};

@@ -1376,59 +1376,72 @@ impl Matcher {
         (r < INF).then_some(r as usize + 1)
     }
 
-    /// Applies the budget to a mask of what the grammar allows.
-    fn apply_budget(&mut self, left: usize, mask: &mut TokenMask) {
-        if left == 0 {
-            mask.clear();
-            return;
-        }
+    /// Fills `mask` under the budget where it binds (tokens the grammar allows but after which
+    /// no complete output fits); returns false, leaving `mask` alone, where it does not.
+    fn fill_budget_mask(&mut self, left: usize, mask: &mut TokenMask) -> bool {
+        let auto = self.auto.clone();
+        let eos = auto.shared.vocab.eos_tokens();
         let can_end = self.can_end();
-        let eos = self.auto.shared.vocab.eos_tokens();
-        if left == 1 {
-            mask.clear();
+        let set_eos = |mask: &mut TokenMask| {
             if can_end {
-                eos.iter().for_each(|&t| {
+                for &t in eos {
                     if (t as usize) < mask.len {
-                        mask.set(t)
+                        mask.set(t);
                     }
-                });
+                }
             }
-            return;
+        };
+        if left <= 1 {
+            // Room for the end only (or for nothing): rare, so the grammar's mask is computed
+            // to count whether the budget steered.
+            self.fill_grammar_mask(mask);
+            let before = mask.count();
+            mask.clear();
+            if left == 1 {
+                set_eos(mask);
+            }
+            if mask.count() < before {
+                self.steered += 1;
+            }
+            return true;
         }
         let limit = (left - 2).min(INF as usize - 1) as u32;
         let costs = self.auto.state_costs(&self.states);
         if costs.max <= limit {
-            return;
+            return false;
         }
-        let before = mask.count();
+        // The groups hold every token the grammar allows (end-of-generation aside), so the
+        // grammar's own mask is not needed: the groups within the limit are the mask, and the
+        // others tell whether the budget removed anything.
+        let vocab_len = self.auto.shared.vocab.len();
+        if mask.len != vocab_len {
+            *mask = TokenMask::new(vocab_len);
+        }
         mask.clear();
+        let mut over = TokenMask::new(vocab_len);
         for (c, set) in &costs.groups {
-            if *c > limit {
-                break;
+            if *c <= limit {
+                set.or_into(mask);
+            } else {
+                set.or_into(&mut over);
             }
-            set.or_into(mask);
         }
-        if can_end {
-            eos.iter().for_each(|&t| {
-                if (t as usize) < mask.len {
-                    mask.set(t)
-                }
-            });
-        }
-        if mask.count() < before {
+        if over.words.iter().zip(&mask.words).any(|(o, m)| o & !m != 0) {
             self.steered += 1;
         }
+        set_eos(mask);
+        true
     }
 
     /// Sets `mask` to the tokens allowed next (end-of-generation tokens only where the output
     /// may end; nothing once finished).
     pub fn fill_mask(&mut self, mask: &mut TokenMask) {
-        self.fill_grammar_mask(mask);
         if let Some(left) = self.tokens_left() {
-            if !self.finished {
-                self.apply_budget(left, mask);
+            if !self.finished && self.fill_budget_mask(left, mask) {
+                return;
             }
         }
+        self.fill_grammar_mask(mask);
     }
 
     /// [`Matcher::fill_mask`] without the budget.

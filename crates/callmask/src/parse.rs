@@ -87,6 +87,11 @@ struct Emitted {
     upto: usize,
     call: Option<usize>,
     conv: Option<StreamConverter>,
+    /// Fields written so far (a [`Capture::Fields`] segment).
+    fields: usize,
+    /// A key was written and its value has not started (a [`Capture::Fields`] segment): an
+    /// empty raw value has no segment of its own.
+    value_due: bool,
 }
 
 /// Parses an output incrementally (fed text or tokens), emitting [`Event`]s when certain.
@@ -97,6 +102,8 @@ pub struct StreamParser {
     emitted: Vec<Emitted>,
     calls: usize,
     failed: Option<Rejection>,
+    /// Tagged-field argument segments started and not yet closed.
+    open_fields: Vec<usize>,
 }
 
 /// Cap frames of a stack: (position, node).
@@ -127,6 +134,7 @@ impl StreamParser {
             emitted: Vec::new(),
             calls: 0,
             failed: None,
+            open_fields: Vec::new(),
         }
     }
 
@@ -307,6 +315,9 @@ impl StreamParser {
         }
         let g = self.grammar.inner.clone();
         for k in 0..common {
+            if !self.open_fields.is_empty() {
+                self.close_fields(k, &mut ev);
+            }
             let seg = self.paths[0].segs[k].clone();
             // Certain content end: the earliest end (or the present) over interpretations.
             let end_of = |p: &Path| p.segs[k].end.unwrap_or(now);
@@ -338,7 +349,8 @@ impl StreamParser {
                         let index = self.emitted[k].call.unwrap_or(0);
                         // A call without an arguments capture has no arguments.
                         let has_args = self.paths[0].segs[k + 1..].iter().any(|s| {
-                            matches!(s.kind, Capture::Args(_)) && s.start < seg.end.unwrap_or(now)
+                            matches!(s.kind, Capture::Args(_) | Capture::Fields)
+                                && s.start < seg.end.unwrap_or(now)
                         });
                         if !has_args {
                             ev.push(Event::Arguments {
@@ -396,6 +408,94 @@ impl StreamParser {
                         }
                     }
                 }
+                Capture::Fields => {
+                    let index = self.enclosing_call(k);
+                    if !self.emitted[k].started {
+                        self.emitted[k].started = true;
+                        self.open_fields.push(k);
+                        ev.push(Event::Arguments {
+                            index,
+                            delta: "{".into(),
+                        });
+                    }
+                    // Closed below, once the fields inside it are out.
+                }
+                Capture::Key | Capture::Value(_) => {
+                    let index = self.enclosing_call(k);
+                    let fields = (0..k)
+                        .rev()
+                        .find(|&f| self.paths[0].segs[f].kind == Capture::Fields);
+                    let e = &mut self.emitted[k];
+                    let mut delta = String::new();
+                    if !e.started {
+                        e.started = true;
+                        e.upto = seg.start;
+                        if seg.kind == Capture::Value(true) {
+                            delta.push('"');
+                        }
+                    }
+                    let stop = if ended {
+                        seg.end.unwrap_or(now)
+                    } else {
+                        certain
+                    };
+                    // A key is written whole, once it is complete.
+                    let stop = if seg.kind == Capture::Key && !ended {
+                        e.upto
+                    } else {
+                        stop
+                    };
+                    if stop > e.upto {
+                        let bytes = &self.buf[e.upto..stop];
+                        let valid = match std::str::from_utf8(bytes) {
+                            Ok(_) => bytes.len(),
+                            Err(err) if ended => return Err(parse_err(e.upto, err.to_string())),
+                            Err(err) => err.valid_up_to(),
+                        };
+                        let piece = String::from_utf8_lossy(&bytes[..valid]).into_owned();
+                        e.upto += valid;
+                        match seg.kind {
+                            Capture::Value(false) => delta.push_str(&piece),
+                            _ => {
+                                let quoted = serde_json::to_string(&piece)
+                                    .map_err(|m| parse_err(seg.start, m.to_string()))?;
+                                let inner = &quoted[1..quoted.len() - 1];
+                                if seg.kind == Capture::Key {
+                                    delta.push('"');
+                                    delta.push_str(inner);
+                                    delta.push_str("\":");
+                                } else {
+                                    delta.push_str(inner);
+                                }
+                            }
+                        }
+                    }
+                    if ended {
+                        e.ended = true;
+                        if seg.kind == Capture::Value(true) {
+                            delta.push('"');
+                        }
+                    }
+                    if let Some(f) = fields {
+                        let fe = &mut self.emitted[f];
+                        if seg.kind == Capture::Key && !delta.is_empty() {
+                            if fe.value_due {
+                                delta.insert_str(0, "\"\"");
+                            }
+                            if fe.fields > 0 {
+                                let at = if fe.value_due { 2 } else { 0 };
+                                delta.insert(at, ',');
+                            }
+                            fe.fields += 1;
+                            fe.value_due = true;
+                        } else if matches!(seg.kind, Capture::Value(_)) {
+                            fe.value_due = false;
+                        }
+                    }
+                    if !delta.is_empty() {
+                        ev.push(Event::Arguments { index, delta });
+                    }
+                }
                 Capture::Text | Capture::Reasoning => {
                     let e = &mut self.emitted[k];
                     if !e.started {
@@ -430,7 +530,51 @@ impl StreamParser {
                 }
             }
         }
+        self.close_fields(common, &mut ev);
         Ok(ev)
+    }
+
+    /// Closes the open tagged-field arguments (among segments `..upto`) whose end is certain and
+    /// whose fields are all out, then their calls.
+    fn close_fields(&mut self, upto: usize, ev: &mut Vec<Event>) {
+        let mut i = 0;
+        while i < self.open_fields.len() {
+            let k = self.open_fields[i];
+            i += 1;
+            if k >= upto {
+                continue;
+            }
+            let Some(end) = self.paths[0].segs[k].end else {
+                continue;
+            };
+            let ended = self.paths.iter().all(|p| p.segs[k].end == Some(end));
+            let inner_done = (k + 1..self.paths[0].segs.len())
+                .filter(|&j| self.paths[0].segs[j].start < end)
+                .all(|j| self.emitted.get(j).is_some_and(|e| e.ended));
+            if !ended || !inner_done {
+                continue;
+            }
+            i -= 1;
+            self.open_fields.remove(i);
+            let index = self.enclosing_call(k);
+            self.emitted[k].ended = true;
+            let delta = if std::mem::take(&mut self.emitted[k].value_due) {
+                "\"\"}"
+            } else {
+                "}"
+            };
+            ev.push(Event::Arguments {
+                index,
+                delta: delta.into(),
+            });
+            if let Some(ck) = self.enclosing_call_seg(k) {
+                let call_ended = self.paths.iter().all(|p| p.segs[ck].end.is_some());
+                if call_ended && !self.emitted[ck].ended {
+                    self.emitted[ck].ended = true;
+                    ev.push(Event::CallEnd { index });
+                }
+            }
+        }
     }
 
     /// The call index of the call segment enclosing argument segment `k`.
@@ -453,7 +597,7 @@ impl StreamParser {
         segs.iter()
             .enumerate()
             .skip(k + 1)
-            .find(|(_, s)| matches!(s.kind, Capture::Args(_)))
+            .find(|(_, s)| matches!(s.kind, Capture::Args(_) | Capture::Fields))
             .is_some_and(|(i, _)| self.emitted.get(i).is_some_and(|e| e.ended))
     }
 }

@@ -33,6 +33,8 @@
 //! - `fromjson` (filter): parses JSON text (such as a call's `arguments`) into a value.
 //! - `pythonic_call` (filter): a tool call as a Python call, `name(a=1, b='x')` (see
 //!   [`pythonic_call`]).
+//! - `xml_value` (filter): an argument value as the tagged-argument dialects write it: a
+//!   string as is, anything else as JSON text.
 //!
 //! The environment trims blocks and strips leading block whitespace (`trim_blocks` and
 //! `lstrip_blocks`), as Hugging Face renders chat templates. Undefined variables render as empty.
@@ -58,9 +60,12 @@ pub struct PromptOptions {
     pub bos_token: String,
     /// Whether to end the prompt with the header that opens the assistant's turn (default true).
     pub add_generation_prompt: bool,
+    /// The text of the model's end-of-sequence token, for the chat templates that write it
+    /// ([`render_chat_template`]); empty by default.
+    pub eos_token: String,
 }
 
-crate::option_setters!(PromptOptions { datetime: Option<String>, bos_token: String, add_generation_prompt: bool });
+crate::option_setters!(PromptOptions { datetime: Option<String>, bos_token: String, add_generation_prompt: bool, eos_token: String });
 
 impl Default for PromptOptions {
     fn default() -> Self {
@@ -68,6 +73,7 @@ impl Default for PromptOptions {
             datetime: None,
             bos_token: String::new(),
             add_generation_prompt: true,
+            eos_token: String::new(),
         }
     }
 }
@@ -80,6 +86,20 @@ pub const BUILTIN_DIALECTS: &[&str] = &[
     "inline",
     "hermes",
     "llama31_json",
+    "qwen3",
+    "llama31",
+    "llama4",
+    "mistral",
+    "qwen3_coder",
+    "deepseek_r1",
+    "deepseek_v31",
+    "kimi_k2",
+    "glm45",
+    "minimax_m2",
+    "gpt_oss",
+    "command_r7b",
+    "functionary_v32",
+    "granite",
 ];
 
 /// The built-in prompt template of `dialect` (one of [`BUILTIN_DIALECTS`]), as minijinja
@@ -91,7 +111,20 @@ pub fn builtin_template(dialect: &str) -> Option<&'static str> {
         "pythonic" => include_str!("../grammars/pythonic.jinja"),
         "inline" => include_str!("../grammars/inline.jinja"),
         "hermes" => include_str!("../grammars/hermes.jinja"),
-        "llama31_json" => include_str!("../grammars/llama31_json.jinja"),
+        "llama31_json" | "llama31" => include_str!("../grammars/llama31_json.jinja"),
+        "qwen3" => include_str!("../grammars/hermes.jinja"),
+        "llama4" => include_str!("../grammars/llama4.jinja"),
+        "mistral" => include_str!("../grammars/mistral.jinja"),
+        "qwen3_coder" => include_str!("../grammars/qwen3_coder.jinja"),
+        "deepseek_r1" => include_str!("../grammars/deepseek_r1.jinja"),
+        "deepseek_v31" => include_str!("../grammars/deepseek_v31.jinja"),
+        "kimi_k2" => include_str!("../grammars/kimi_k2.jinja"),
+        "glm45" => include_str!("../grammars/glm45.jinja"),
+        "minimax_m2" => include_str!("../grammars/minimax_m2.jinja"),
+        "gpt_oss" => include_str!("../grammars/gpt_oss.jinja"),
+        "command_r7b" => include_str!("../grammars/command_r7b.jinja"),
+        "functionary_v32" => include_str!("../grammars/functionary_v32.jinja"),
+        "granite" => include_str!("../grammars/granite.jinja"),
         _ => return None,
     })
 }
@@ -106,6 +139,20 @@ pub fn builtin_writer(dialect: &str) -> Option<&'static str> {
         "inline" => include_str!("../grammars/inline.write.jinja"),
         "hermes" => include_str!("../grammars/hermes.write.jinja"),
         "llama31_json" => include_str!("../grammars/llama31_json.write.jinja"),
+        "qwen3" => include_str!("../grammars/qwen3.write.jinja"),
+        "llama31" => include_str!("../grammars/llama31.write.jinja"),
+        "llama4" => include_str!("../grammars/llama4.write.jinja"),
+        "mistral" => include_str!("../grammars/mistral.write.jinja"),
+        "qwen3_coder" => include_str!("../grammars/qwen3_coder.write.jinja"),
+        "deepseek_r1" => include_str!("../grammars/deepseek_r1.write.jinja"),
+        "deepseek_v31" => include_str!("../grammars/deepseek_v31.write.jinja"),
+        "kimi_k2" => include_str!("../grammars/kimi_k2.write.jinja"),
+        "glm45" => include_str!("../grammars/glm45.write.jinja"),
+        "minimax_m2" => include_str!("../grammars/minimax_m2.write.jinja"),
+        "gpt_oss" => include_str!("../grammars/gpt_oss.write.jinja"),
+        "command_r7b" => include_str!("../grammars/command_r7b.write.jinja"),
+        "functionary_v32" => include_str!("../grammars/functionary_v32.write.jinja"),
+        "granite" => include_str!("../grammars/granite.write.jinja"),
         _ => return None,
     })
 }
@@ -172,6 +219,141 @@ pub fn render(
     compiled.render(ctx).map_err(to_error)
 }
 
+/// Renders a model's own chat template (the `tokenizer.chat_template` of its GGUF file or
+/// `tokenizer_config.json`) the way Hugging Face's `apply_chat_template` does: `messages` in
+/// OpenAI's shape (`{role, content}`, with `tool_calls` — each `{id, type, function: {name,
+/// arguments}}`, `arguments` the JSON *object* — only where there are calls, `tool_call_id` and
+/// `name` only where set, `content` `none` when a message has none), `tools` in OpenAI's shape
+/// (`[{"type": "function", "function": {name, description, parameters}}]`, `none` when there are
+/// no tools), `add_generation_prompt`, `bos_token`, `eos_token`, `raise_exception(message)`,
+/// `strftime_now(format)` (which returns [`PromptOptions::datetime`], or `"unknown"`: the crate
+/// reads no clock), Python's string and dict methods (`.strip()`, `.startswith()`, `.items()`,
+/// ... through `minijinja-contrib`'s `pycompat`), and the filters of [`render`] (`tojson` as
+/// Python writes it). Whether the template shows the tools to the model is up to it: see
+/// [`template_uses_tools`] and [`tools_instructions`].
+///
+/// ```
+/// use callmask::{Message, PromptOptions, Tools};
+/// let template = "{{ bos_token }}{% for m in messages %}<start_of_turn>{{ 'model' if m.role == 'assistant' else m.role }}\n{{ m.content | trim }}<end_of_turn>\n{% endfor %}{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}";
+/// let prompt = callmask::prompt::render_chat_template(
+///     template,
+///     &[Message::new("user", " Hi ")],
+///     &Tools::default(),
+///     &PromptOptions::default().bos_token("<bos>".into()),
+/// )?;
+/// assert_eq!(prompt, "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n");
+/// # Ok::<(), callmask::Error>(())
+/// ```
+pub fn render_chat_template(
+    template: &str,
+    messages: &[Message],
+    tools: &Tools,
+    opts: &PromptOptions,
+) -> Result<String> {
+    let raised: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
+    let mut env = environment(raised.clone());
+    env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+    let date = opts
+        .datetime
+        .clone()
+        .unwrap_or_else(|| "unknown".to_owned());
+    env.add_function("strftime_now", move |_format: String| date.clone());
+    let to_error = |e: minijinja::Error| -> Error {
+        if let Ok(mut slot) = raised.lock() {
+            if let Some(message) = slot.take() {
+                return Error::Prompt(message);
+            }
+        }
+        Error::Prompt(describe(&e))
+    };
+    let compiled = env.template_from_str(template).map_err(to_error)?;
+    let tool_values: Vec<Json> = tools
+        .as_slice()
+        .iter()
+        .map(|t| json!({"type": "function", "function": tool_value(t)}))
+        .collect();
+    let message_values: Vec<Json> = messages.iter().map(hf_message_value).collect();
+    let ctx = context! {
+        messages => Value::from_serialize(&message_values),
+        tools => if tool_values.is_empty() { Value::from(()) } else { Value::from_serialize(&tool_values) },
+        bos_token => opts.bos_token.clone(),
+        eos_token => opts.eos_token.clone(),
+        add_generation_prompt => opts.add_generation_prompt,
+    };
+    compiled.render(ctx).map_err(to_error)
+}
+
+/// A turn format for a model whose GGUF file carries no chat template (Gemma 3 270M's, for
+/// one), told from its special tokens: Gemma's `<start_of_turn>`, ChatML's `<|im_start|>`, Llama
+/// 3's `<|start_header_id|>` (callmask's own minimal templates, `grammars/chat/*.jinja`, written
+/// for [`render_chat_template`]; they show no tools). `None` when none of them fits.
+pub fn fallback_chat_template(vocab: &crate::vocab::Vocab) -> Option<&'static str> {
+    if vocab.special_token("<start_of_turn>").is_some() {
+        Some(include_str!("../grammars/chat/gemma.jinja"))
+    } else if vocab.special_token("<|im_start|>").is_some() {
+        Some(include_str!("../grammars/chat/chatml.jinja"))
+    } else if vocab.special_token("<|start_header_id|>").is_some() {
+        Some(include_str!("../grammars/chat/llama3.jinja"))
+    } else {
+        None
+    }
+}
+
+/// Whether a chat template refers to the `tools` it is given at all (Gemma 3's, for one, does
+/// not: a model so templated has to be told about the tools in a message, see
+/// [`tools_instructions`]).
+pub fn template_uses_tools(template: &str) -> bool {
+    template.contains("tools")
+}
+
+/// A system message telling a model whose chat template does not show tools what it may call
+/// and how: the tools as JSON, one per line, and (given a call writer `writer`, a
+/// `grammars/D.write.jinja` template, see [`write_calls`]) the shape of a call,
+/// `function_name` with `{"argument_name": "argument value"}` written by that writer.
+pub fn tools_instructions(tools: &Tools, writer: Option<&str>) -> Result<String> {
+    let mut out = String::from("You can call these functions (JSON Schema of the arguments):\n");
+    for t in tools.as_slice() {
+        let line = to_python_json(&tool_value(t), None)
+            .map_err(|e| Error::Prompt(format!("cannot write the tools as JSON: {e}")))?;
+        out.push_str(&line);
+        out.push('\n');
+    }
+    if let (false, Some(writer)) = (tools.is_empty(), writer) {
+        // The shape only: a small model copies an example's values (tried on Gemma 3 270M).
+        let args = json!({"argument_name": "argument value"});
+        let example = write_calls(writer, "", &[("function_name".to_owned(), args)])?;
+        out.push_str("To call a function, answer with the call, written like this:\n");
+        out.push_str(&example);
+    }
+    Ok(out)
+}
+
+/// A message as Hugging Face chat templates see it (OpenAI's shape, arguments as objects).
+fn hf_message_value(m: &Message) -> Json {
+    let mut o = Map::new();
+    o.insert("role".into(), json!(m.role));
+    o.insert("content".into(), json!(m.content));
+    if !m.tool_calls.is_empty() {
+        let calls: Vec<Json> = m
+            .tool_calls
+            .iter()
+            .map(|c| {
+                let args = serde_json::from_str::<Json>(&c.function.arguments)
+                    .unwrap_or_else(|_| Json::String(c.function.arguments.clone()));
+                json!({"id": c.id, "type": c.kind, "function": {"name": c.function.name, "arguments": args}})
+            })
+            .collect();
+        o.insert("tool_calls".into(), Json::Array(calls));
+    }
+    if let Some(id) = &m.tool_call_id {
+        o.insert("tool_call_id".into(), json!(id));
+    }
+    if let Some(n) = &m.name {
+        o.insert("name".into(), json!(n));
+    }
+    Json::Object(o)
+}
+
 /// A minijinja error as one line: its own message, then its causes.
 fn describe(e: &minijinja::Error) -> String {
     let mut text = e.to_string();
@@ -203,6 +385,7 @@ fn environment(raised: Arc<Mutex<Option<String>>>) -> Environment<'static> {
     env.add_filter("tojson", tojson_filter);
     env.add_filter("fromjson", fromjson_filter);
     env.add_filter("pythonic_call", pythonic_call_filter);
+    env.add_filter("xml_value", xml_value_filter);
     env
 }
 
@@ -369,6 +552,15 @@ fn tojson_filter(
     to_python_json(value, indent).map_err(|e| filter_error(format!("tojson: {e}")))
 }
 
+/// `xml_value` filter: an argument value as the tagged-argument dialects write it (`@xml_args`):
+/// a string as is, anything else as JSON.
+fn xml_value_filter(value: &Value) -> std::result::Result<String, minijinja::Error> {
+    match value.as_str() {
+        Some(s) => Ok(s.to_owned()),
+        None => to_python_json(value, None).map_err(|e| filter_error(format!("xml_value: {e}"))),
+    }
+}
+
 /// `fromjson` filter: JSON text → value.
 fn fromjson_filter(text: &str) -> std::result::Result<Value, minijinja::Error> {
     let v: Json = serde_json::from_str(text)
@@ -522,7 +714,7 @@ mod tests {
             assert!(text.contains("get_current_weather"), "{dialect}: {text}");
             assert!(text.contains("Thanks"), "{dialect}: {text}");
         }
-        assert!(builtin_template("mistral").is_none());
+        assert!(builtin_template("nope").is_none());
     }
 
     #[test]
@@ -948,6 +1140,7 @@ mod tests {
             datetime: Some("2025-01-02".into()),
             bos_token: "<s>".into(),
             add_generation_prompt: false,
+            eos_token: String::new(),
         };
         let text = render(
             "{{ bos_token }}|{{ datetime }}|{{ add_generation_prompt }}|{{ tools[0].description }}|\
@@ -971,5 +1164,59 @@ mod tests {
         );
         let text = render("{{ functions_yaml }}", &[], &tools, &opts).expect("renders");
         assert_eq!(text, "now: # No parameters");
+    }
+
+    #[test]
+    fn fallback_turn_formats_render_a_conversation() {
+        let tools = Tools::from_json_str(r#"[{"name": "now"}]"#).expect("tools");
+        let call = ToolCall::new("call_0", "now", "{}");
+        let messages = vec![
+            Message::new("system", "Be brief."),
+            Message::new("user", "Time? "),
+            Message {
+                tool_calls: vec![call],
+                ..Message::new("assistant", "")
+            },
+            Message {
+                name: Some("now".into()),
+                tool_call_id: Some("call_0".into()),
+                ..Message::new("tool", "12:00")
+            },
+        ];
+        let opts = PromptOptions::default().bos_token("<bos>".into());
+        let gemma = render_chat_template(
+            include_str!("../grammars/chat/gemma.jinja"),
+            &messages,
+            &tools,
+            &opts,
+        )
+        .expect("renders");
+        assert_eq!(
+            gemma,
+            "<bos><start_of_turn>user\nBe brief.\n\nTime?<end_of_turn>\n\
+             <start_of_turn>model\n{\"name\": \"now\", \"arguments\": {}}<end_of_turn>\n\
+             <start_of_turn>user\nResult of the function call to now:\n12:00<end_of_turn>\n\
+             <start_of_turn>model\n"
+        );
+        let chatml = render_chat_template(
+            include_str!("../grammars/chat/chatml.jinja"),
+            &messages[..2],
+            &tools,
+            &opts,
+        )
+        .expect("renders");
+        assert_eq!(
+            chatml,
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nTime? <|im_end|>\n\
+             <|im_start|>assistant\n"
+        );
+        let instructions = tools_instructions(&tools, builtin_writer("hermes")).expect("writes");
+        assert!(instructions.contains(r#"{"name": "now", "description": "", "parameters""#));
+        assert!(
+            instructions.ends_with(
+                "<tool_call>\n{\"name\": \"function_name\", \"arguments\": {\"argument_name\": \"argument value\"}}\n</tool_call>"
+            ),
+            "{instructions}"
+        );
     }
 }

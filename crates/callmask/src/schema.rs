@@ -128,7 +128,7 @@ const KEYWORDS: &[&str] = &[
 /// True for a keyword that does not constrain values: an annotation (`title`, `$defs`, ...) or a
 /// keyword callmask does not know (`x-...`, vendor extensions). Such keywords never change the
 /// language, wherever they stand.
-fn is_annotation(k: &str) -> bool {
+pub(crate) fn is_annotation(k: &str) -> bool {
     !KEYWORDS.contains(&k) && !UNSUPPORTED.iter().any(|(u, _)| *u == k)
 }
 

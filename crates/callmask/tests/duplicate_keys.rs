@@ -80,6 +80,35 @@ fn the_mask_never_offers_a_token_that_repeats_a_key() {
 }
 
 #[test]
+fn masks_agree_with_accept_inside_extra_keys() {
+    // Found by the token-mask consistency test: an extra key's closing token was in the mask
+    // (walked as a plain string lexeme) though it repeated a key.
+    let vocab = common::llama_vocab();
+    let schema = json!({
+        "type": "object",
+        "properties": {"d": {"type": "integer"}, "e": {"type": "integer"}},
+        "additionalProperties": {"type": "integer"}
+    });
+    let g = schema_grammar(&schema);
+    let a = TokenAutomaton::new(&g, vocab.clone()).unwrap();
+    let mut mask = TokenMask::new(vocab.len());
+    for prefix in [r#"{", ":12, ""#, r#"{"ab": 1, "a"#, r#"{"x": 1, "y": 2, ""#] {
+        let mut m = a.matcher();
+        for t in a.tokenize(prefix).unwrap() {
+            m.accept(t).unwrap();
+        }
+        m.fill_mask(&mut mask);
+        for t in 0..vocab.len() as u32 {
+            assert_eq!(
+                mask.is_allowed(t),
+                m.is_allowed(t),
+                "{prefix} then token {t}"
+            );
+        }
+    }
+}
+
+#[test]
 fn python_keyword_arguments_are_not_repeated_either() {
     let tools = Tools::from_json_str(
         &json!([{"type": "function", "function": {

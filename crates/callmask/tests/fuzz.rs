@@ -35,7 +35,46 @@ fn dialect_automaton(d: &str, tools: &Tools, choice: ToolChoice) -> TokenAutomat
         .unwrap()
         .compile(tools, &options)
         .unwrap();
-    TokenAutomaton::new(&g, common::llama_vocab()).unwrap()
+    // The family's own vocabulary where npm has it, else Llama 3.1's.
+    let vocab = match d {
+        "qwen3" | "qwen3_coder" => common::npm_vocab("qwen3"),
+        "deepseek_r1" | "deepseek_v31" => common::npm_vocab("deepseek_v3"),
+        "gpt_oss" => common::npm_vocab("gptoss"),
+        // Llama 3.1 with the family's special tokens (the fuzzer's dive into a call follows the
+        // grammar's shortest path, through the special token where there is one).
+        "mistral" => common::with_specials(
+            common::llama_vocab(),
+            &["[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"],
+        ),
+        "granite" => common::with_specials(common::llama_vocab(), &["<|tool_call|>"]),
+        "llama4" => common::with_specials(
+            common::llama_vocab(),
+            &["<|python_start|>", "<|python_end|>"],
+        ),
+        "kimi_k2" => common::with_specials(
+            common::llama_vocab(),
+            &[
+                "<|tool_calls_section_begin|>",
+                "<|tool_calls_section_end|>",
+                "<|tool_call_begin|>",
+                "<|tool_call_argument_begin|>",
+                "<|tool_call_end|>",
+            ],
+        ),
+        "command_r7b" => common::with_specials(
+            common::llama_vocab(),
+            &[
+                "<|START_THINKING|>",
+                "<|END_THINKING|>",
+                "<|START_ACTION|>",
+                "<|END_ACTION|>",
+                "<|START_RESPONSE|>",
+                "<|END_RESPONSE|>",
+            ],
+        ),
+        _ => common::llama_vocab(),
+    };
+    TokenAutomaton::new(&g, vocab).unwrap()
 }
 
 /// Runs `count` outputs on a pool of `threads`, collecting them.
@@ -59,6 +98,16 @@ fn collect(fuzzer: &Fuzzer, checker: &Checker, count: u64, threads: usize) -> Ve
     out
 }
 
+/// The dialects shipped before issue 15.
+const ORIGINAL: [&str; 6] = [
+    "empower",
+    "functools",
+    "pythonic",
+    "inline",
+    "hermes",
+    "llama31_json",
+];
+
 #[test]
 fn every_dialect_finishes_every_output_validly_and_calls_every_function() {
     let tools = mixed_tools();
@@ -67,8 +116,10 @@ fn every_dialect_finishes_every_output_validly_and_calls_every_function() {
         let a = dialect_automaton(d, &tools, ToolChoice::Auto);
         let fuzzer = Fuzzer::new(&a, FuzzOptions::default().seed(3)).unwrap();
         let mut coverage = Coverage::for_tools(a.grammar(), &tools);
-        let samples = collect(&fuzzer, &checker, 400, 2);
-        assert_eq!(samples.len(), 400);
+        // The model-family dialects (issue 15) with fewer outputs, to keep CI lean.
+        let n = if ORIGINAL.contains(&d) { 400 } else { 200 };
+        let samples = collect(&fuzzer, &checker, n, 2);
+        assert_eq!(samples.len() as u64, n);
         let mut calls = 0;
         for s in &samples {
             assert_eq!(
@@ -94,11 +145,16 @@ fn every_dialect_finishes_every_output_validly_and_calls_every_function() {
             coverage.record(Coverage::observe(a.grammar(), &s.text), s.checked.as_ref());
         }
         let report = coverage.report();
-        assert!(calls >= 40, "{d}: only {calls} calls in 400 outputs");
+        assert!(
+            calls as u64 >= n / 10,
+            "{d}: only {calls} calls in {n} outputs"
+        );
         assert_eq!(report.functions.reached, 5, "{d}: {report:?}");
         assert_eq!(report.functions.total, 5);
+        // Coverage observes the output's text, in which gpt-oss's special tokens are plain
+        // text: its grammar positions are not observed.
         assert!(
-            report.grammar_states.reached > 0
+            (report.grammar_states.reached > 0 || d == "gpt_oss")
                 && report.grammar_states.reached <= report.grammar_states.total,
             "{d}: {report:?}"
         );
@@ -230,7 +286,8 @@ fn a_prefix_the_grammar_refuses_is_an_error() {
 #[test]
 fn email_domains_without_reserved_hyphens() {
     let (schema, g) = bench_schema("meeting");
-    let found = " {\n\n\n\"attendees\":\n\n[\"+@n-------------mur.less\",\"time@interface.props\"],\"duration_minutes\":15,\"start\":\"0000-01-01T00:00:00Z\",\"title\":\"}\"}";
+    // (Its blank lines, which the default whitespace policy now refuses, taken out.)
+    let found = " {\n\"attendees\":\n[\"+@n-------------mur.less\",\"time@interface.props\"],\"duration_minutes\":15,\"start\":\"0000-01-01T00:00:00Z\",\"title\":\"}\"}";
     assert!(g.check_bytes(found.as_bytes()).is_err());
     let fixed = found.replace("n-------------mur", "n-m-u-r");
     g.check_bytes(fixed.as_bytes()).unwrap();

@@ -94,6 +94,7 @@ pub(super) fn lower(
         tools,
         allowed,
         memo: HashMap::new(),
+        cur: None,
         specials: Vec::new(),
         calls: HashMap::new(),
         params: &params,
@@ -154,7 +155,9 @@ pub(super) struct Lowering<'a> {
     dialect: &'a Dialect,
     tools: &'a Tools,
     allowed: Vec<usize>,
-    memo: HashMap<(String, V), NodeId>,
+    memo: HashMap<(String, V, Option<usize>), NodeId>,
+    /// The function whose call is being lowered (inside `@call(...)`).
+    cur: Option<usize>,
     specials: Vec<String>,
     /// Call nodes by builtin (a builtin's union of calls is built once).
     calls: HashMap<String, NodeId>,
@@ -183,23 +186,67 @@ pub(super) fn in_function(e: Error, name: &str) -> Error {
     }
 }
 
+/// A literal lexeme (shared process-wide).
+pub(super) fn lit_node(c: &mut Compiler, bytes: &[u8]) -> Result<NodeId> {
+    let d = c.cached(format!("lit|{bytes:?}"), |c| {
+        crate::grammar::dfa::Dfa::literals([bytes], c.opts.max_lexeme_states)
+            .map_err(|e| c.b.dfa_err(e, "", ""))
+    })?;
+    c.lexeme(d)
+}
+
+/// A regex lexeme (shared process-wide, so its token walks are too).
+pub(super) fn regex_node(c: &mut Compiler, re: &str) -> Result<NodeId> {
+    let d = c.cached(format!("re|{re}"), |c| c.b.regex(re, ""))?;
+    c.lexeme(d)
+}
+
+/// Whitespace between a dialect's tokens (`@ws`), as [`CompileOptions::whitespace`] allows it.
+pub(super) fn ws_node(c: &mut Compiler) -> Result<NodeId> {
+    let re = c.opts.whitespace_regex(0);
+    regex_node(c, &re)
+}
+
+/// Free text (valid UTF-8) holding none of `markers`, at most `max` characters, captured as
+/// `cap`.
+pub(super) fn text_node(
+    c: &mut Compiler,
+    markers: &[String],
+    max: Option<u32>,
+    cap: Capture,
+) -> Result<NodeId> {
+    let d = c.cached(format!("text|{markers:?}|{max:?}"), |c| {
+        let mut any = c.b.regex("(?s:.)*", "")?;
+        let states = c.opts.max_lexeme_states;
+        if let Some(m) = max {
+            any = crate::grammar::dfa::Dfa::char_count(0, Some(u64::from(m)), states)
+                .map_err(|e| c.b.dfa_err(e, "", ""))?;
+        }
+        if markers.is_empty() {
+            return Ok(any);
+        }
+        let alts: Vec<String> = markers.iter().map(|m| regex_syntax::escape(m)).collect();
+        let bad =
+            c.b.regex(&format!("(?s:.)*(?:{})(?s:.)*", alts.join("|")), "")?;
+        any.product(&bad, crate::grammar::dfa::Op::AndNot, states)
+            .map_err(|e| c.b.dfa_err(e, "", ""))
+    })?;
+    let l = c.lexeme(d)?;
+    c.b.push(Node::Capture(cap, l))
+}
+
 impl<'a> Lowering<'a> {
     pub(super) fn never(&mut self) -> Result<NodeId> {
         self.c.b.push(Node::Never)
     }
 
     pub(super) fn lit(&mut self, bytes: &[u8]) -> Result<NodeId> {
-        let d = self.c.cached(format!("lit|{bytes:?}"), |c| {
-            crate::grammar::dfa::Dfa::literals([bytes], c.opts.max_lexeme_states)
-                .map_err(|e| c.b.dfa_err(e, "", ""))
-        })?;
-        self.c.lexeme(d)
+        lit_node(&mut self.c, bytes)
     }
 
     /// A regex lexeme (shared process-wide, so its token walks are too).
     pub(super) fn regex(&mut self, re: &str) -> Result<NodeId> {
-        let d = self.c.cached(format!("re|{re}"), |c| c.b.regex(re, ""))?;
-        self.c.lexeme(d)
+        regex_node(&mut self.c, re)
     }
 
     pub(super) fn special(&mut self, name: &str) -> Result<NodeId> {
@@ -221,8 +268,7 @@ impl<'a> Lowering<'a> {
     }
 
     pub(super) fn ws(&mut self) -> Result<NodeId> {
-        let re = format!("[ \\t\\n\\r]{{0,{}}}", self.c.opts.max_whitespace);
-        self.regex(&re)
+        ws_node(&mut self.c)
     }
 
     /// Free text (valid UTF-8) holding none of `markers`, captured as `cap`.
@@ -232,24 +278,7 @@ impl<'a> Lowering<'a> {
         } else {
             None
         };
-        let d = self.c.cached(format!("text|{markers:?}|{max:?}"), |c| {
-            let mut any = c.b.regex("(?s:.)*", "")?;
-            let states = c.opts.max_lexeme_states;
-            if let Some(m) = max {
-                any = crate::grammar::dfa::Dfa::char_count(0, Some(u64::from(m)), states)
-                    .map_err(|e| c.b.dfa_err(e, "", ""))?;
-            }
-            if markers.is_empty() {
-                return Ok(any);
-            }
-            let alts: Vec<String> = markers.iter().map(|m| regex_syntax::escape(m)).collect();
-            let bad =
-                c.b.regex(&format!("(?s:.)*(?:{})(?s:.)*", alts.join("|")), "")?;
-            any.product(&bad, crate::grammar::dfa::Op::AndNot, states)
-                .map_err(|e| c.b.dfa_err(e, "", ""))
-        })?;
-        let l = self.c.lexeme(d)?;
-        self.c.b.push(Node::Capture(cap, l))
+        text_node(&mut self.c, markers, max, cap)
     }
 
     pub(super) fn lower(&mut self, e: &'a Expr, v: V, depth: usize) -> Result<NodeId> {
@@ -274,6 +303,15 @@ impl<'a> Lowering<'a> {
             Expr::Special(s) => leaf(self, &mut |t| t.special(s)),
             Expr::Ws => leaf(self, &mut |t| t.ws()),
             Expr::Text(m) => leaf(self, &mut |t| t.text(m, Capture::Text)),
+            Expr::Reasoning(m) => leaf(self, &mut |t| t.text(m, Capture::Reasoning)),
+            Expr::Marker(m) => leaf(self, &mut |t| t.marker(m)),
+            Expr::Name | Expr::NameJson | Expr::Args(_) | Expr::XmlArgs { .. } => {
+                leaf(self, &mut |t| t.call_part(e))
+            }
+            Expr::Call(..) => match v {
+                V::Zero => self.never(),
+                _ => self.calls(e),
+            },
             Expr::TextMatching(r) => leaf(self, &mut |t| {
                 // The regex, and at most `max_text` characters.
                 let max = t.max_text;
@@ -304,11 +342,11 @@ impl<'a> Lowering<'a> {
                 _ => self.calls(e),
             },
             Expr::Rule(name) => {
-                if let Some(&id) = self.memo.get(&(name.clone(), v)) {
+                if let Some(&id) = self.memo.get(&(name.clone(), v, self.cur)) {
                     return Ok(id);
                 }
                 let id = self.never()?;
-                self.memo.insert((name.clone(), v), id);
+                self.memo.insert((name.clone(), v, self.cur), id);
                 let body = self.dialect.rule(name).expect("checked at parse time");
                 let b = self.lower(body, v, depth + 1)?;
                 self.c.b.nodes[id as usize] = Node::Union(vec![b]);
@@ -396,13 +434,29 @@ impl<'a> Lowering<'a> {
     }
 
     /// The union of one call per allowed function, as the builtin `e` writes it.
-    pub(super) fn calls(&mut self, e: &Expr) -> Result<NodeId> {
+    pub(super) fn calls(&mut self, e: &'a Expr) -> Result<NodeId> {
         let key = format!("{e:?}");
         if let Some(&id) = self.calls.get(&key) {
             return Ok(id);
         }
         let mut alts = Vec::new();
+        let only = match e {
+            Expr::Call(_, Some(re)) => Some(
+                regex_automata::meta::Regex::new(&format!("^(?:{re})$")).map_err(|err| {
+                    Error::Dialect {
+                        dialect: self.dialect.name.clone(),
+                        message: format!("@call names={re:?}: {err}"),
+                    }
+                })?,
+            ),
+            _ => None,
+        };
         for i in self.allowed.clone() {
+            if let Some(only) = &only {
+                if !only.is_match(self.tools.as_slice()[i].name.as_str()) {
+                    continue;
+                }
+            }
             let call = self.call(e, i)?;
             alts.push(
                 self.c
@@ -431,13 +485,20 @@ impl<'a> Lowering<'a> {
     }
 
     /// One call of function `i` as builtin `e` writes it.
-    pub(super) fn call(&mut self, e: &Expr, i: usize) -> Result<NodeId> {
+    pub(super) fn call(&mut self, e: &'a Expr, i: usize) -> Result<NodeId> {
         let name = self.tools.as_slice()[i].name.clone();
         match e {
+            Expr::Call(inner, _) => {
+                let saved = self.cur.replace(i);
+                let r = self.lower(inner, V::Zero, 1);
+                self.cur = saved;
+                r
+            }
             Expr::JsonCall {
                 name_key,
                 args_key,
                 enc,
+                id,
             } => {
                 let name_node = {
                     self.c.enc = Encoding::Json;
@@ -459,8 +520,19 @@ impl<'a> Lowering<'a> {
                 };
                 let args = self.c.b.push(Node::Capture(Capture::Args(*enc), args))?;
                 self.c.enc = Encoding::Json;
-                let entries = vec![(name_key.clone(), name_node), (args_key.clone(), args)];
-                let required = vec![name_key.clone(), args_key.clone()];
+                let mut entries = vec![(name_key.clone(), name_node), (args_key.clone(), args)];
+                let mut required = vec![name_key.clone(), args_key.clone()];
+                if let Some((key, re)) = id {
+                    let d = self.c.cached(format!("id|{re}"), |c| {
+                        let d = c.b.regex(re, "")?;
+                        d.json_string(c.opts.max_lexeme_states)
+                            .map_err(|e| c.b.dfa_err(e, "", ""))
+                    })?;
+                    self.c.enc = Encoding::Json;
+                    let id_node = self.c.lexeme(d)?;
+                    entries.push((key.clone(), id_node));
+                    required.push(key.clone());
+                }
                 let o = self.c.object_node(
                     entries,
                     &required,
@@ -523,4 +595,300 @@ impl<'a> Lowering<'a> {
             _ => unreachable!("not a call builtin"),
         }
     }
+}
+
+/// Most listed arguments for which `@xml_args` allows any order (it tracks which were written,
+/// one grammar node per subset); with more, they come in the schema's order.
+pub(super) const XML_ANY_ORDER_MAX: usize = 8;
+
+/// Top-level keywords of a parameters schema that `@xml_args` can honour (besides annotations).
+const XML_TOP_KEYWORDS: &[&str] = &["type", "properties", "required", "additionalProperties"];
+
+impl Lowering<'_> {
+    /// `@name`, `@name_json`, `@args(...)` or `@xml_args(...)` for the function of the
+    /// enclosing `@call`.
+    fn call_part(&mut self, e: &Expr) -> Result<NodeId> {
+        let Some(i) = self.cur else {
+            return Err(Error::Dialect {
+                dialect: self.dialect.name.clone(),
+                message: "@name, @name_json, @args and @xml_args belong inside @call(...)".into(),
+            });
+        };
+        let name = self.tools.as_slice()[i].name.clone();
+        match e {
+            Expr::Name => {
+                if name.is_empty()
+                    || name
+                        .bytes()
+                        .any(|b| b.is_ascii_whitespace() || b"<>\"[]{}()".contains(&b))
+                {
+                    return Err(Error::Unrepresentable {
+                        what: "function name",
+                        name,
+                        dialect: self.dialect.name.clone(),
+                        reason: "a name written as is may not be empty nor hold whitespace or any of <>\"[]{}()".into(),
+                    });
+                }
+                self.lit(name.as_bytes())
+            }
+            Expr::NameJson => {
+                self.c.enc = Encoding::Json;
+                let d = crate::grammar::dfa::Dfa::literals(
+                    [name.as_bytes()],
+                    self.c.opts.max_lexeme_states,
+                )
+                .and_then(|d| d.json_string(self.c.opts.max_lexeme_states))
+                .map_err(|e| self.c.b.dfa_err(e, "", ""))?;
+                self.c.lexeme(d)
+            }
+            Expr::Args(enc) => {
+                let args = self.args(i, *enc, *enc == Encoding::Python)?;
+                let args = if *enc == Encoding::JsonInString {
+                    let q1 = self.lit(b"\"")?;
+                    let q2 = self.lit(b"\"")?;
+                    self.c.b.push(Node::Seq(vec![q1, args, q2]))?
+                } else {
+                    args
+                };
+                self.c.enc = Encoding::Json;
+                self.c.b.push(Node::Capture(Capture::Args(*enc), args))
+            }
+            Expr::XmlArgs {
+                key_prefix,
+                key_suffix,
+                value_suffix,
+            } => self.xml_args(i, key_prefix, key_suffix, value_suffix),
+            _ => unreachable!("not a call part"),
+        }
+    }
+
+    /// The arguments of function `i` as tagged fields (see [`Expr::XmlArgs`]).
+    fn xml_args(&mut self, i: usize, kp: &[u8], ks: &[u8], vs: &[u8]) -> Result<NodeId> {
+        let normalized = crate::schema::normalize_type_aliases(&self.params[i]);
+        let schema: &Value = &normalized;
+        let fname = self.tools.as_slice()[i].name.clone();
+        let refuse = |reason: String| Error::Unrepresentable {
+            what: "arguments of",
+            name: fname.clone(),
+            dialect: self.dialect.name.clone(),
+            reason,
+        };
+        let obj = schema
+            .as_object()
+            .ok_or_else(|| refuse("the parameters must be an object schema".into()))?;
+        if let Some(k) = obj
+            .keys()
+            .find(|k| !XML_TOP_KEYWORDS.contains(&k.as_str()) && !crate::schema::is_annotation(k))
+        {
+            return Err(refuse(format!(
+                "tagged arguments take a plain object schema (properties, required), not `{k}`"
+            )));
+        }
+        if obj.get("type").is_some_and(|t| t != "object") {
+            return Err(refuse("the parameters must be of type object".into()));
+        }
+        let props: Vec<(String, Value)> = match obj.get("properties") {
+            None => Vec::new(),
+            Some(Value::Object(p)) => p.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            Some(_) => return Err(refuse("`properties` must be an object".into())),
+        };
+        let required: Vec<String> = match obj.get("required") {
+            None => Vec::new(),
+            Some(Value::Array(r)) => r
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect(),
+            Some(_) => return Err(refuse("`required` must be an array".into())),
+        };
+        if let Some(r) = required
+            .iter()
+            .find(|r| !props.iter().any(|(k, _)| k == *r))
+        {
+            return Err(refuse(format!(
+                "required argument {r:?} is not among the properties"
+            )));
+        }
+        // Keys are written as is: no markup or line breaks in them.
+        if let Some((k, _)) = props.iter().find(|(k, _)| {
+            k.is_empty() || k.bytes().any(|b| b"<>\"&\n\r".contains(&b)) || k.trim() != k
+        }) {
+            return Err(Error::Unrepresentable {
+                what: "argument name",
+                name: k.clone(),
+                dialect: self.dialect.name.clone(),
+                reason: "a tagged argument name may not be empty, hold <>\"& or line breaks, nor start or end with a space".into(),
+            });
+        }
+        // A raw value ends at the value's closing tag: it may not hold that tag.
+        let stop = String::from_utf8_lossy(vs).trim().to_owned();
+        let stop = if stop.is_empty() {
+            String::from_utf8_lossy(vs).into_owned()
+        } else {
+            stop
+        };
+        let mut fields = Vec::new();
+        for (k, p) in &props {
+            self.c.b.check_budget()?;
+            let path = format!("/{fname}/properties/{k}");
+            let value = match raw_string_schema(p) {
+                Some(obj) => {
+                    let d = self.c.cached(
+                        format!("xmlraw|{stop}|{}", Value::Object(obj.clone())),
+                        |c| {
+                            let states = c.opts.max_lexeme_states;
+                            let mut d = c.string_dfa(&obj, &path)?;
+                            let lits: Option<Vec<String>> = ["enum", "const"]
+                                .iter()
+                                .filter_map(|kw| obj.get(*kw))
+                                .map(|v| match v {
+                                    Value::Array(a) => a
+                                        .iter()
+                                        .map(|x| x.as_str().map(str::to_owned))
+                                        .collect::<Option<Vec<_>>>(),
+                                    Value::String(s) => Some(vec![s.clone()]),
+                                    _ => None,
+                                })
+                                .try_fold(None::<Vec<String>>, |acc, vals| {
+                                    let vals = vals?;
+                                    Some(Some(match acc {
+                                        None => vals,
+                                        Some(a) => {
+                                            a.into_iter().filter(|x| vals.contains(x)).collect()
+                                        }
+                                    }))
+                                })
+                                .flatten();
+                            let op = crate::grammar::dfa::Op::And;
+                            if let Some(lits) = lits {
+                                let l = crate::grammar::dfa::Dfa::literals(
+                                    lits.iter().map(|s| s.as_bytes()),
+                                    states,
+                                )
+                                .map_err(|e| c.b.dfa_err(e, &path, ""))?;
+                                d = d
+                                    .product(&l, op, states)
+                                    .map_err(|e| c.b.dfa_err(e, &path, ""))?;
+                            }
+                            let bad = c.b.regex(
+                                &format!("(?s:.)*{}(?s:.)*", regex_syntax::escape(&stop)),
+                                "",
+                            )?;
+                            d.product(&bad, crate::grammar::dfa::Op::AndNot, states)
+                                .map_err(|e| c.b.dfa_err(e, &path, ""))
+                        },
+                    )?;
+                    self.c.enc = Encoding::Json;
+                    let l = self.c.b.lexeme(d)?;
+                    self.c.b.push(Node::Capture(Capture::Value(true), l))?
+                }
+                None => {
+                    let schema: &Value = &self.params[i];
+                    self.c.set_document(schema, Encoding::Json);
+                    let n = self
+                        .c
+                        .compile(p, &path)
+                        .map_err(|e| in_function(e, &fname))?;
+                    self.c.b.push(Node::Capture(Capture::Value(false), n))?
+                }
+            };
+            let open = self.lit(kp)?;
+            let key = self.lit(k.as_bytes())?;
+            let key = self.c.b.push(Node::Capture(Capture::Key, key))?;
+            let mid = self.lit(ks)?;
+            let close = self.lit(vs)?;
+            fields.push(
+                self.c
+                    .b
+                    .push(Node::Seq(vec![open, key, mid, value, close]))?,
+            );
+        }
+        let req: Vec<bool> = props.iter().map(|(k, _)| required.contains(k)).collect();
+        let body = if fields.len() <= XML_ANY_ORDER_MAX {
+            // One node per set of written fields: any order, each at most once.
+            let n = fields.len();
+            let mut memo: HashMap<u32, NodeId> = HashMap::new();
+            self.field_sets(0, n, &fields, &req, &mut memo)?
+        } else {
+            let mut items = Vec::new();
+            for (f, r) in fields.iter().zip(&req) {
+                items.push(if *r {
+                    *f
+                } else {
+                    self.c.b.push(Node::Repeat {
+                        item: *f,
+                        min: 0,
+                        max: 1,
+                    })?
+                });
+            }
+            self.c.b.push(Node::Seq(items))?
+        };
+        self.c.b.push(Node::Capture(Capture::Fields, body))
+    }
+
+    /// The fields that may follow once the fields in `seen` (a bit set) are written.
+    fn field_sets(
+        &mut self,
+        seen: u32,
+        n: usize,
+        fields: &[NodeId],
+        req: &[bool],
+        memo: &mut HashMap<u32, NodeId>,
+    ) -> Result<NodeId> {
+        if let Some(&id) = memo.get(&seen) {
+            return Ok(id);
+        }
+        let mut alts = Vec::new();
+        if (0..n).all(|k| !req[k] || seen & (1 << k) != 0) {
+            alts.push(self.c.b.push(Node::Seq(vec![]))?);
+        }
+        for k in 0..n {
+            if seen & (1 << k) == 0 {
+                let rest = self.field_sets(seen | (1 << k), n, fields, req, memo)?;
+                alts.push(self.c.b.push(Node::Seq(vec![fields[k], rest]))?);
+            }
+        }
+        let id = self.c.b.push(Node::Union(alts))?;
+        memo.insert(seen, id);
+        Ok(id)
+    }
+}
+
+/// The keywords of a property schema that admits only strings, which `@xml_args` writes raw:
+/// `{"type": "string", ...}` (lengths, pattern, format, enum, const) or an enum/const of strings.
+fn raw_string_schema(p: &Value) -> Option<serde_json::Map<String, Value>> {
+    let o = p.as_object()?;
+    let typed = match o.get("type") {
+        Some(Value::String(t)) => t == "string",
+        Some(Value::Array(a)) => a.len() == 1 && a[0] == "string",
+        Some(_) => false,
+        None => false,
+    };
+    let all_str = |v: &Value| match v {
+        Value::Array(a) => a.iter().all(Value::is_string),
+        v => v.is_string(),
+    };
+    let enum_strings = ["enum", "const"]
+        .iter()
+        .filter_map(|k| o.get(*k))
+        .all(all_str)
+        && (o.contains_key("enum") || o.contains_key("const"));
+    if !typed && !enum_strings {
+        return None;
+    }
+    let ok = o.keys().all(|k| {
+        matches!(
+            k.as_str(),
+            "type" | "minLength" | "maxLength" | "pattern" | "format" | "enum" | "const"
+        ) || crate::schema::is_annotation(k)
+    });
+    if !ok
+        || !["enum", "const"]
+            .iter()
+            .filter_map(|k| o.get(*k))
+            .all(all_str)
+    {
+        return None;
+    }
+    Some(o.clone())
 }

@@ -20,6 +20,7 @@
 
 use super::{DialectOptions, Reasoning, ToolChoice};
 use crate::error::{Error, Result};
+use crate::grammar::Whitespace;
 use crate::schema::CompileOptions;
 use serde::Deserialize;
 use serde_json::Value;
@@ -67,6 +68,10 @@ enum ReasoningJson {
 struct CompileJson {
     lenient: Option<bool>,
     max_whitespace: Option<u16>,
+    /// `"tidy"` (the default) or `"any"`.
+    whitespace: Option<WhitespaceJson>,
+    /// The tidy policy's indentation per level (default 4).
+    indent: Option<u16>,
     max_depth: Option<u32>,
     max_schema_depth: Option<usize>,
     max_lexeme_states: Option<usize>,
@@ -75,6 +80,13 @@ struct CompileJson {
     max_compile_secs: Option<f64>,
     max_schema_values: Option<usize>,
     max_memory: Option<usize>,
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+enum WhitespaceJson {
+    Tidy,
+    Any,
 }
 
 fn invalid(e: serde_json::Error) -> Error {
@@ -97,6 +109,17 @@ impl CompileJson {
             max_schema_values,
             max_memory
         );
+        match (self.whitespace, self.indent) {
+            (Some(WhitespaceJson::Any), Some(_)) => {
+                return Err(Error::InvalidOptions(
+                    "indent: only the tidy whitespace policy has an indentation".into(),
+                ))
+            }
+            (Some(WhitespaceJson::Any), None) => o.whitespace = Whitespace::Any,
+            (_, Some(indent)) => o.whitespace = Whitespace::Tidy { indent },
+            (Some(WhitespaceJson::Tidy), None) => o.whitespace = Whitespace::default(),
+            (None, None) => {}
+        }
         if let Some(s) = self.max_compile_secs {
             o.max_compile_time = Duration::try_from_secs_f64(s).map_err(|_| {
                 Error::InvalidOptions(format!(
@@ -110,6 +133,8 @@ impl CompileJson {
 
 impl CompileOptions {
     /// Compile options from a JSON object with any of the fields `lenient`, `max_whitespace`,
+    /// `whitespace` (`"tidy"` or `"any"`, see [`Whitespace`]), `indent` (the tidy policy's
+    /// indentation per level),
     /// `max_depth`, `max_schema_depth`, `max_lexeme_states`, `max_total_states`, `max_nodes`,
     /// `max_compile_secs` (seconds, may be fractional), `max_schema_values`, `max_memory`
     /// (bytes); `null` is the defaults. [`Error::InvalidOptions`] names an unknown field or a

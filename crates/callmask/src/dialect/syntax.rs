@@ -16,14 +16,37 @@ pub(super) enum Expr {
     Repeat(Box<Expr>, u32, u32),
     Text(Vec<String>),
     TextMatching(String),
+    /// Reasoning text up to (not holding) any of the markers.
+    Reasoning(Vec<String>),
+    /// The vocabulary's special token of this text where it has one, else the text.
+    Marker(String),
     Ws,
     JsonCall {
         name_key: String,
         args_key: String,
         enc: Encoding,
+        /// An extra `"key": "id"` entry whose string content matches the regex.
+        id: Option<(String, String)>,
     },
     PythonCall,
     ParenCall,
+    /// `@call(expr)`: one call per function, `expr` written with that function's `@name` and
+    /// `@args...`; `@call(expr, names="regex")`: only for the functions whose name matches.
+    Call(Box<Expr>, Option<String>),
+    /// The function's name, as is (inside `@call`).
+    Name,
+    /// The function's name as a JSON string (inside `@call`).
+    NameJson,
+    /// The function's arguments in this encoding (inside `@call`).
+    Args(Encoding),
+    /// The function's arguments as tagged fields (inside `@call`): per argument
+    /// `key_prefix KEY key_suffix VALUE value_suffix`, VALUE raw text where the schema allows
+    /// only strings, else JSON.
+    XmlArgs {
+        key_prefix: Vec<u8>,
+        key_suffix: Vec<u8>,
+        value_suffix: Vec<u8>,
+    },
 }
 
 /// Lexes and parses a dialect file into its rules; checks that `root` exists, that no rule is
@@ -55,14 +78,82 @@ pub(super) fn parse_rules(text: &str) -> LexResult<Vec<(String, Expr)>> {
     for (_, e) in &rules {
         check_refs(e, &rules).map_err(|m| (0, m))?;
     }
+    for (name, e) in &rules {
+        check_calls(e, &rules, false, &mut Vec::new())
+            .map_err(|m| (0, format!("rule {name}: {m}")))?;
+    }
     Ok(rules)
+}
+
+/// Checks the `@call(...)` parts: `@name`, `@args...` and `@xml_args` only inside a call, no
+/// call inside a call, and at most one arguments part on any path through a call.
+fn check_calls<'r>(
+    e: &'r Expr,
+    rules: &'r [(String, Expr)],
+    in_call: bool,
+    seen: &mut Vec<&'r str>,
+) -> std::result::Result<usize, String> {
+    Ok(match e {
+        Expr::Name | Expr::NameJson if !in_call => {
+            return Err("@name and @name_json belong inside @call(...)".into())
+        }
+        Expr::Args(_) | Expr::XmlArgs { .. } if !in_call => {
+            return Err("@args and @xml_args belong inside @call(...)".into())
+        }
+        Expr::Args(_) | Expr::XmlArgs { .. } => 1,
+        Expr::Call(x, _) => {
+            if in_call {
+                return Err("a call inside a call".into());
+            }
+            if check_calls(x, rules, true, &mut Vec::new())? > 1 {
+                return Err("a call writes its arguments once: one @args or @xml_args".into());
+            }
+            0
+        }
+        Expr::JsonCall { .. } | Expr::PythonCall | Expr::ParenCall if in_call => {
+            return Err("a call inside a call".into())
+        }
+        Expr::Seq(v) => {
+            let mut n = 0;
+            for x in v {
+                n += check_calls(x, rules, in_call, seen)?;
+            }
+            n
+        }
+        Expr::Alt(v) => {
+            let mut n = 0;
+            for x in v {
+                n = n.max(check_calls(x, rules, in_call, seen)?);
+            }
+            n
+        }
+        Expr::Repeat(x, _, hi) => {
+            let n = check_calls(x, rules, in_call, seen)?;
+            if n > 0 && *hi > 1 {
+                2
+            } else {
+                n
+            }
+        }
+        Expr::Rule(r) => {
+            if seen.contains(&r.as_str()) {
+                return Ok(0);
+            }
+            seen.push(r);
+            let body = &rules.iter().find(|(n, _)| n == r).expect("checked").1;
+            let n = check_calls(body, rules, in_call, seen)?;
+            seen.pop();
+            n
+        }
+        _ => 0,
+    })
 }
 
 fn check_refs(e: &Expr, rules: &[(String, Expr)]) -> std::result::Result<(), String> {
     match e {
         Expr::Rule(n) if !rules.iter().any(|(r, _)| r == n) => Err(format!("unknown rule {n}")),
         Expr::Seq(v) | Expr::Alt(v) => v.iter().try_for_each(|x| check_refs(x, rules)),
-        Expr::Repeat(x, _, _) => check_refs(x, rules),
+        Expr::Repeat(x, _, _) | Expr::Call(x, _) => check_refs(x, rules),
         _ => Ok(()),
     }
 }
@@ -288,7 +379,9 @@ impl Parser {
                 break;
             }
             match self.peek() {
-                None | Some(Tok::Punct('|')) | Some(Tok::Punct(')')) => break,
+                None | Some(Tok::Punct('|')) | Some(Tok::Punct(')')) | Some(Tok::Punct(',')) => {
+                    break
+                }
                 _ => {}
             }
             let mut e = self.atom(depth)?;
@@ -330,6 +423,37 @@ impl Parser {
                 self.pos += 1;
                 e
             }
+            Some(Tok::Builtin(b)) if b == "call" => {
+                if self.peek() != Some(&Tok::Punct('(')) {
+                    return Err((line, "@call takes an expression in parentheses".into()));
+                }
+                self.pos += 1;
+                let e = self.alt(depth + 1)?;
+                let mut names = None;
+                if self.peek() == Some(&Tok::Punct(',')) {
+                    self.pos += 1;
+                    match (
+                        self.toks.get(self.pos).map(|t| &t.0),
+                        self.toks.get(self.pos + 1).map(|t| &t.0),
+                        self.toks.get(self.pos + 2).map(|t| &t.0),
+                    ) {
+                        (Some(Tok::Ident(k)), Some(Tok::Punct('=')), Some(Tok::Str(v)))
+                            if k == "names" =>
+                        {
+                            let v = String::from_utf8(v.clone())
+                                .map_err(|_| (line, "non-UTF-8 names".to_string()))?;
+                            names = Some(v);
+                            self.pos += 3;
+                        }
+                        _ => return Err((line, "@call(expr, names=\"regex\") expected".into())),
+                    }
+                }
+                if self.peek() != Some(&Tok::Punct(')')) {
+                    return Err((line, "expected `)` after @call(...".into()));
+                }
+                self.pos += 1;
+                Expr::Call(Box::new(e), names)
+            }
             Some(Tok::Builtin(b)) => self.builtin(&b, line)?,
             other => return Err((line, format!("unexpected {other:?}"))),
         })
@@ -339,7 +463,12 @@ impl Parser {
     pub(super) fn builtin(&mut self, name: &str, line: usize) -> LexResult<Expr> {
         let mut pos: Vec<String> = Vec::new();
         let mut kw: Vec<(String, String)> = Vec::new();
-        if self.peek() == Some(&Tok::Punct('(')) {
+        // These take no arguments: a `(` after them groups what follows.
+        let bare = matches!(
+            name,
+            "name" | "name_json" | "ws" | "text" | "python_call" | "paren_call"
+        );
+        if !bare && self.peek() == Some(&Tok::Punct('(')) {
             self.pos += 1;
             loop {
                 match self.toks.get(self.pos).map(|t| t.0.clone()) {
@@ -404,17 +533,66 @@ impl Parser {
                 [s] => Expr::Special(s.clone()),
                 _ => return Err((line, "@special takes one token text".into())),
             },
+            "reasoning" => {
+                known(&[])?;
+                if pos.is_empty() {
+                    return Err((line, "@reasoning needs its end marker".into()));
+                }
+                Expr::Reasoning(pos)
+            }
+            "marker" => match pos.as_slice() {
+                [s] => Expr::Marker(s.clone()),
+                _ => return Err((line, "@marker takes one token text".into())),
+            },
+            "name" => Expr::Name,
+            "name_json" => Expr::NameJson,
+            "args" => match {
+                known(&["as"])?;
+                get("as", "json")
+            }
+            .as_str()
+            {
+                "json" => Expr::Args(Encoding::Json),
+                "string" => Expr::Args(Encoding::JsonInString),
+                "python" => Expr::Args(Encoding::Python),
+                o => return Err((line, format!("as={o:?}: expected json, string or python"))),
+            },
+            "xml_args" => {
+                known(&["key_prefix", "key_suffix", "value_suffix"])?;
+                let v = |k: &str| -> LexResult<Vec<u8>> {
+                    match kw.iter().find(|(a, _)| a == k) {
+                        Some((_, v)) if !v.is_empty() => Ok(v.clone().into_bytes()),
+                        _ => Err((line, format!("@xml_args needs a non-empty {k}"))),
+                    }
+                };
+                Expr::XmlArgs {
+                    key_prefix: v("key_prefix")?,
+                    key_suffix: v("key_suffix")?,
+                    value_suffix: v("value_suffix")?,
+                }
+            }
             "json_call" => {
-                known(&["name_key", "args_key", "args"])?;
+                known(&["name_key", "args_key", "args", "id_key", "id"])?;
                 let enc = match get("args", "object").as_str() {
                     "object" => Encoding::Json,
                     "string" => Encoding::JsonInString,
                     o => return Err((line, format!("args={o:?}: expected object or string"))),
                 };
+                let id = match (
+                    kw.iter().any(|(k, _)| k == "id_key"),
+                    kw.iter().any(|(k, _)| k == "id"),
+                ) {
+                    (false, false) => None,
+                    (true, true) => Some((get("id_key", ""), get("id", ""))),
+                    _ => {
+                        return Err((line, "@json_call: give both id_key and id (a regex)".into()))
+                    }
+                };
                 Expr::JsonCall {
                     name_key: get("name_key", "name"),
                     args_key: get("args_key", "arguments"),
                     enc,
+                    id,
                 }
             }
             "python_call" => Expr::PythonCall,

@@ -64,6 +64,21 @@ impl Checker {
         Ok(Checker::Tools(v))
     }
 
+    /// A checker for the calls of a structural-tag grammar: (name, arguments schema) pairs, as
+    /// [`crate::StructuralTag::calls`] lists them (a name may repeat: a call is valid when one of
+    /// its name's schemas accepts its arguments).
+    pub fn for_calls(calls: &[(String, Value)]) -> Result<Checker> {
+        let mut v = Vec::new();
+        for (name, schema) in calls {
+            let schema = crate::schema::normalize_type_aliases(schema);
+            v.push((
+                name.clone(),
+                validator(&schema, &format!("the schema of {name}"))?,
+            ));
+        }
+        Ok(Checker::Tools(v))
+    }
+
     /// Checks one complete output of `grammar`; the error says what is wrong.
     pub fn check(&self, grammar: &Grammar, text: &str) -> std::result::Result<Checked, String> {
         match self {
@@ -81,19 +96,30 @@ impl Checker {
                     .map_err(|e| format!("the output does not parse: {e}"))?;
                 let mut calls = Vec::new();
                 for c in &parsed.tool_calls {
-                    let Some(i) = validators.iter().position(|(n, _)| *n == c.function.name) else {
+                    let named: Vec<usize> = (0..validators.len())
+                        .filter(|&i| validators[i].0 == c.function.name)
+                        .collect();
+                    let Some(&first) = named.first() else {
                         return Err(format!("call of unknown function {:?}", c.function.name));
                     };
                     let args = parse_strict(&c.function.arguments)
                         .map_err(|e| format!("arguments of {} are not valid JSON: {e}", c.id))?;
-                    validators[i].1.validate(&args).map_err(|e| {
-                        format!(
-                            "arguments of {} ({}) violate the schema at {}: {e}",
-                            c.id,
-                            c.function.name,
-                            e.instance_path()
-                        )
-                    })?;
+                    // With several schemas of one name (structural tags), one must accept.
+                    let i = match named.iter().find(|&&i| validators[i].1.is_valid(&args)) {
+                        Some(&i) => i,
+                        None => {
+                            let e = validators[first]
+                                .1
+                                .validate(&args)
+                                .err()
+                                .map(|e| format!("at {}: {e}", e.instance_path()))
+                                .unwrap_or_else(|| "(another schema of that name)".into());
+                            return Err(format!(
+                                "arguments of {} ({}) violate the schema {e}",
+                                c.id, c.function.name
+                            ));
+                        }
+                    };
                     calls.push((i, args));
                 }
                 Ok(Checked::Calls(calls))

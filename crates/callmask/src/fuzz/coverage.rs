@@ -109,6 +109,13 @@ impl Coverage {
         Coverage::new(grammar, schemas, tools.len())
     }
 
+    /// Coverage of a structural-tag `grammar` whose calls are `calls` (see
+    /// [`crate::StructuralTag::calls`]).
+    pub fn for_calls(grammar: &Grammar, calls: &[(String, Value)]) -> Coverage {
+        let schemas = calls.iter().map(|(_, s)| s.clone()).collect();
+        Coverage::new(grammar, schemas, calls.len())
+    }
+
     fn new(grammar: &Grammar, schemas: Vec<Value>, functions: usize) -> Coverage {
         let mut all_sites = HashSet::new();
         for (f, s) in schemas.iter().enumerate() {

@@ -19,8 +19,14 @@ use std::time::{Duration, Instant};
 pub struct CompileOptions {
     /// Drop keywords that cannot be enforced (listing them) instead of refusing the schema.
     pub lenient: bool,
-    /// Most whitespace bytes in one gap between JSON tokens (0 = compact JSON only).
+    /// Most whitespace bytes in one gap between JSON tokens (0 = compact JSON only). With
+    /// [`Whitespace::Tidy`] (the default) this bounds the spaces and tabs on the gap's line; the
+    /// indentation after a line break has its own, depth-relative bound.
     pub max_whitespace: u16,
+    /// What the whitespace in a gap may look like (between JSON tokens, around a JSON Schema's
+    /// value, and in a dialect's `@ws`): by default compact, `", "`-style and pretty-printed
+    /// output, but no blank lines and no runaway indentation.
+    pub whitespace: Whitespace,
     /// Most nested objects/arrays in an output.
     pub max_depth: u32,
     /// Most nested subschemas while compiling.
@@ -47,6 +53,7 @@ pub struct CompileOptions {
 crate::option_setters!(CompileOptions {
     lenient: bool,
     max_whitespace: u16,
+    whitespace: Whitespace,
     max_depth: u32,
     max_schema_depth: usize,
     max_lexeme_states: usize,
@@ -62,6 +69,7 @@ impl Default for CompileOptions {
         CompileOptions {
             lenient: false,
             max_whitespace: 20,
+            whitespace: Whitespace::default(),
             max_depth: 64,
             max_schema_depth: 200,
             max_lexeme_states: 50_000,
@@ -70,6 +78,54 @@ impl Default for CompileOptions {
             max_compile_time: Duration::from_secs(10),
             max_schema_values: 1_000_000,
             max_memory: 256 << 20,
+        }
+    }
+}
+
+/// The whitespace policy: what a gap between tokens may hold.
+///
+/// A *gap* is the whitespace between two JSON tokens (`{`, a key, `:`, a value, `,`, ...), before
+/// or after a JSON Schema grammar's value, or a dialect's `@ws`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Whitespace {
+    /// Any mix of space, tab, newline and carriage return, at most
+    /// [`CompileOptions::max_whitespace`] bytes per gap (callmask's policy before 0.2: a small
+    /// model could fill it with blank lines).
+    Any,
+    /// The default, with `indent` 4: spaces and tabs (at most
+    /// [`CompileOptions::max_whitespace`]), then at most one line break (`\n`; none when
+    /// `max_whitespace` is 0), then an indentation of spaces and tabs of at most
+    /// `indent × (depth + 1)` bytes, where `depth` is the number of JSON objects and arrays (or
+    /// Python argument lists) the gap is in: 0 around a top-level value and in a dialect's `@ws`,
+    /// 1 between the members of a top-level object. So compact (`{"a":1}`), `", "`-style
+    /// (`{"a": 1, "b": 2}`) and pretty-printed output (`json.dumps(v, indent=2)` or `indent=4`, a
+    /// tab per level, a dialect's list of calls one per line) are all allowed, with one level of
+    /// slack for a dialect's own nesting; a blank line, a carriage return, or indentation
+    /// deeper than the nesting warrants are not.
+    Tidy {
+        /// Most indentation bytes per nesting level.
+        indent: u16,
+    },
+}
+
+impl Default for Whitespace {
+    fn default() -> Self {
+        Whitespace::Tidy { indent: 4 }
+    }
+}
+
+impl CompileOptions {
+    /// The regular expression of one gap at nesting `depth` (a dialect's `@ws`: depth 0).
+    pub(crate) fn whitespace_regex(&self, depth: u32) -> String {
+        let w = self.max_whitespace;
+        match self.whitespace {
+            Whitespace::Any => format!("[ \\t\\n\\r]{{0,{w}}}"),
+            Whitespace::Tidy { .. } if w == 0 => String::new(),
+            Whitespace::Tidy { indent } => {
+                let i = u32::from(indent).saturating_mul(depth + 1);
+                format!("[ \\t]{{0,{w}}}(?:\\n[ \\t]{{0,{i}}})?")
+            }
         }
     }
 }
@@ -232,10 +288,15 @@ impl<'o> GrammarBuilder<'o> {
     ) -> Result<Grammar> {
         let mut inner = GrammarInner {
             nullable: Vec::new(),
+            depth: Vec::new(),
             nodes: self.nodes,
             lexemes: self.lexemes,
             root,
             max_whitespace: self.opts.max_whitespace,
+            indent: match self.opts.whitespace {
+                Whitespace::Any => None,
+                Whitespace::Tidy { indent } => Some(indent),
+            },
             max_depth: self.opts.max_depth,
             dropped: self.dropped,
             root_ws: json_root,
@@ -355,5 +416,53 @@ fn finalize(g: &mut GrammarInner, _opts: &CompileOptions) -> Result<()> {
         }
     }
     g.nullable = nullable;
+    g.depth = depths(g);
     Ok(())
+}
+
+/// Per node, the most objects and arrays on a path from the root to it (itself included),
+/// capped at `max_depth + 1` (a cycle through a container reaches the cap).
+fn depths(g: &GrammarInner) -> Vec<u16> {
+    let n = g.nodes.len();
+    let cap = u16::try_from(g.max_depth.saturating_add(1)).unwrap_or(u16::MAX);
+    let own = |id: usize| u16::from(matches!(g.nodes[id], Node::Object(_) | Node::Array(_)));
+    let mut depth = vec![0u16; n];
+    let mut reached = vec![false; n];
+    if n == 0 {
+        return depth;
+    }
+    let root = g.root as usize;
+    depth[root] = own(root);
+    reached[root] = true;
+    let children = |id: usize, out: &mut Vec<NodeId>| match &g.nodes[id] {
+        Node::Object(o) => {
+            out.extend(&o.values);
+            out.extend(o.additional.map(|(_, v)| v));
+        }
+        Node::Array(a) => {
+            out.extend(&a.prefix);
+            out.extend(a.items);
+        }
+        Node::Union(v) | Node::Seq(v) => out.extend(v),
+        Node::Repeat { item, .. } | Node::Capture(_, item) => out.push(*item),
+        _ => {}
+    };
+    // Longest paths, by a worklist: a node is revisited only when its depth rose, which
+    // happens at most `cap` times.
+    let mut kids = Vec::new();
+    let mut todo = vec![root];
+    while let Some(id) = todo.pop() {
+        kids.clear();
+        children(id, &mut kids);
+        for &k in &kids {
+            let k = k as usize;
+            let d = depth[id].saturating_add(own(k)).min(cap);
+            if !reached[k] || d > depth[k] {
+                reached[k] = true;
+                depth[k] = d;
+                todo.push(k);
+            }
+        }
+    }
+    depth
 }

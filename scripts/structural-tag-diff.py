@@ -1,0 +1,50 @@
+"""Differential check of callmask's structural tags against XGrammar itself.
+
+For each case of examples/structural_tags/differential.json (a structural tag and texts), asks
+XGrammar (the venv of scripts/bench.sh, `.cache/venv-xgrammar`) whether the whole text is
+accepted and may end, and `callmask parse --structural-tag` the same, and prints every text on
+which they disagree. Expected disagreements (documented in the README): callmask lets object
+properties come in any order (XGrammar keeps the declared order), and callmask's default
+whitespace policy refuses blank lines inside JSON (XGrammar allows any whitespace).
+
+    .cache/venv-xgrammar/bin/python scripts/structural-tag-diff.py target/release/callmask
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_xgrammar  # noqa: E402  (installs the torch/transformers stand-ins, imports xgrammar)
+
+xgr = bench_xgrammar.xgr
+root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+callmask = sys.argv[1] if len(sys.argv) > 1 else os.path.join(root, "target/release/callmask")
+cases = json.load(open(os.path.join(root, "examples/structural_tags/differential.json")))
+
+vocab = [bytes([i]) for i in range(256)]
+compiler = xgr.GrammarCompiler(
+    xgr.TokenizerInfo(vocab, vocab_type=xgr.VocabType.RAW, stop_token_ids=[]), max_threads=1
+)
+texts = disagreements = 0
+for n, case in enumerate(cases):
+    compiled = compiler.compile_grammar(xgr.Grammar.from_structural_tag(json.dumps(case["tag"])))
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(case["tag"], f)
+    for text in case["texts"]:
+        m = xgr.GrammarMatcher(compiled, terminate_without_stop_token=True)
+        theirs = m.accept_string(text) and m.is_terminated()
+        r = subprocess.run(
+            [callmask, "parse", "--structural-tag", f.name], input=text.encode(), capture_output=True
+        )
+        if r.returncode not in (0, 1):
+            sys.exit(f"callmask failed on case {n}: {r.stderr.decode()}")
+        ours = r.returncode == 0
+        texts += 1
+        if ours != theirs:
+            disagreements += 1
+            print(f"case {n}: {text!r}: xgrammar {theirs}, callmask {ours}")
+    os.unlink(f.name)
+print(f"{texts} texts, {disagreements} disagreements (xgrammar {bench_xgrammar.XGR_VERSION})")
