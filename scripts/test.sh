@@ -20,5 +20,8 @@ if cargo tree -p callmask -e normal --prefix none | grep -E '^(clap|indicatif|ur
   exit 1
 fi
 cargo clippy --release --workspace --all-targets -- -D warnings
+# The token-budget fuzz property at CI scale: 100,800 random walks under random budgets across the
+# dialects (crates/callmask/tests/budget.rs; about 5 minutes on 2 cores).
+export CALLMASK_BUDGET_FUZZ_SCALE=${CALLMASK_BUDGET_FUZZ_SCALE:-1}
 cargo test --release --workspace
 scripts/python-test.sh

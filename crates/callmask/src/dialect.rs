@@ -212,7 +212,36 @@ impl Dialect {
         vocab: &crate::vocab::Vocab,
     ) -> Result<&'static str> {
         let t = chat_template.unwrap_or("");
-        let found = if t.contains("<tool_call>") {
+        // Most specific first: several formats share `<tool_call>` or `<think>`.
+        let found = if t.contains("<|channel|>") || t.contains("to=functions.") {
+            Some("gpt_oss")
+        } else if t.contains("<function=") && t.contains("<parameter=") {
+            Some("qwen3_coder")
+        } else if t.contains("<arg_key>") {
+            Some("glm45")
+        } else if t.contains("<minimax:tool_call>") {
+            Some("minimax_m2")
+        } else if t.contains("<|tool_calls_section_begin|>") {
+            Some("kimi_k2")
+        } else if t.contains("tool▁calls▁begin") {
+            if t.contains("function<｜tool▁sep｜>") {
+                Some("deepseek_r1")
+            } else {
+                Some("deepseek_v31")
+            }
+        } else if t.contains("[TOOL_CALLS]") {
+            Some("mistral")
+        } else if t.contains("<|START_ACTION|>") {
+            Some("command_r7b")
+        } else if t.contains(">>>all") || t.contains("\">>>\"") {
+            Some("functionary_v32")
+        } else if t.contains("<|tool_call|>") {
+            Some("granite")
+        } else if t.contains("<|python_start|>") {
+            Some("llama4")
+        } else if t.contains("<tool_call>") && t.contains("<think>") {
+            Some("qwen3")
+        } else if t.contains("<tool_call>") {
             Some("hermes")
         } else if t.contains("functools[") {
             Some("functools")

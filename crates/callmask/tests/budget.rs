@@ -5,7 +5,8 @@
 //!
 //! `CALLMASK_BUDGET_FUZZ_SCALE` sets the fuzz counts: 2,100 outputs per (tool set, dialect,
 //! tool choice, vocabulary) times the scale, over 48 combinations (default 0.01: 1,008 outputs,
-//! a few minutes on 2 cores; 1: 100,800 outputs, `scripts/fuzz-all.sh`).
+//! seconds; 1: 100,800 outputs, about 5 minutes on 2 cores, what `scripts/test.sh` (CI) runs;
+//! 10: a million, `scripts/fuzz-all.sh`).
 //! `CALLMASK_BUDGET_FUZZ_DIALECTS=hermes,inline` runs only those dialects.
 
 mod common;

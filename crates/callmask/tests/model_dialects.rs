@@ -739,3 +739,55 @@ fn call_parts_misused() {
         "{\"ticker\":\"AB\"}"
     );
 }
+
+#[test]
+fn dialect_auto_reads_the_format_from_the_chat_template() {
+    let vocab = common::llama_vocab();
+    // Fragments of each family's own chat template (the tool-call part it writes back).
+    let cases = [
+        (
+            "{{- '<|start|>assistant<|channel|>commentary to=functions.' + name }}",
+            "gpt_oss",
+        ),
+        (
+            "<tool_call>\n<function={{ name }}>\n<parameter={{ k }}>",
+            "qwen3_coder",
+        ),
+        ("<tool_call>{{ name }}\n<arg_key>{{ k }}</arg_key>", "glm45"),
+        (
+            "<minimax:tool_call>\n<invoke name=\"{{ name }}\">",
+            "minimax_m2",
+        ),
+        ("<|tool_calls_section_begin|><|tool_call_begin|>", "kimi_k2"),
+        (
+            "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>{{ name }}",
+            "deepseek_r1",
+        ),
+        (
+            "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>{{ name }}<｜tool▁sep｜>",
+            "deepseek_v31",
+        ),
+        ("[TOOL_CALLS]{{ name }}[ARGS]{{ args }}", "mistral"),
+        ("<|START_ACTION|>[{{ calls }}]<|END_ACTION|>", "command_r7b"),
+        (
+            "{{ '>>>' + name + '\\n' + args }} >>>all",
+            "functionary_v32",
+        ),
+        ("<|tool_call|>[{{ calls }}]", "granite"),
+        ("<|python_start|>[{{ calls }}]<|python_end|>", "llama4"),
+        (
+            "<think>\n\n</think>\n\n<tool_call>\n{{ call }}\n</tool_call>",
+            "qwen3",
+        ),
+        ("<tool_call>\n{{ call }}\n</tool_call>", "hermes"),
+    ];
+    for (template, want) in cases {
+        assert_eq!(
+            Dialect::detect(Some(template), &vocab).unwrap(),
+            want,
+            "{template}"
+        );
+        Dialect::by_name(want).unwrap();
+    }
+    assert!(Dialect::detect(Some("{{ messages }}"), &vocab).is_err());
+}
