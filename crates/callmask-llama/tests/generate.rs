@@ -105,12 +105,36 @@ fn batch_equals_one_by_one() {
         let one = e
             .generate(p, Some(&auto), &params[i], 60, &mut |_| {})
             .unwrap();
-        assert_eq!(
-            one.tokens, batch[i].tokens,
-            "sequence {i}: {:?} vs {:?}",
-            one.text, batch[i].text
-        );
-        assert!(validate(&tools, &grammar, &one.text).is_ok() || !one.finished);
+        let b = &batch[i];
+        // llama.cpp's logits for a sequence decoded alone and in a batch may differ in the last
+        // bits, which can flip a greedy choice between two near-equal tokens. What callmask must
+        // guarantee: up to the first difference the runs agree, and there both tokens are ones
+        // the matcher allows (the difference is the model's, not the mask's).
+        let k = one
+            .tokens
+            .iter()
+            .zip(&b.tokens)
+            .take_while(|(x, y)| x == y)
+            .count();
+        if k < one.tokens.len() || k < b.tokens.len() {
+            eprintln!(
+                "sequence {i}: batch and alone differ at token {k}: {:?} vs {:?}",
+                one.text, b.text
+            );
+            let mut m = auto.matcher();
+            m.set_token_budget(Some(60)).unwrap();
+            for &t in &one.tokens[..k] {
+                m.accept(t).unwrap();
+            }
+            for t in [one.tokens.get(k), b.tokens.get(k)].into_iter().flatten() {
+                assert!(m.is_allowed(*t), "sequence {i}: token {t} at {k}");
+            }
+        }
+        for g in [&one, b] {
+            assert!(g.finished, "sequence {i}: {:?}", g.text);
+            validate(&tools, &grammar, &g.text)
+                .unwrap_or_else(|e| panic!("sequence {i}: {e:?} {:?}", g.text));
+        }
     }
 }
 
