@@ -39,10 +39,10 @@ for d in empower functools pythonic inline hermes llama31_json; do
   run "$d-mixed-gemma" "$(n 20000)" --dialect "$d" --tools examples/tools/mixed.json --model "$gemma"
 done
 # The model-family dialects, each on its family's tokenizer where npm has one.
-for d in qwen3 qwen3_coder llama31 llama4 mistral deepseek_r1 deepseek_v31 kimi_k2 glm45 \
+for d in qwen3 qwen3_coder qwen35 llama31 llama4 mistral deepseek_r1 deepseek_v31 kimi_k2 glm45 \
          minimax_m2 gpt_oss command_r7b functionary_v32 granite; do
   case "$d" in
-    qwen3|qwen3_coder|glm45|minimax_m2) tok="$cache/tokenizers/qwen3-3.7.2/tokenizer.json" ;;
+    qwen3|qwen3_coder|qwen35|glm45|minimax_m2) tok="$cache/tokenizers/qwen3-3.7.2/tokenizer.json" ;;
     deepseek_r1|deepseek_v31) tok="$cache/tokenizers/deepseek_v3-3.7.2/tokenizer.json" ;;
     gpt_oss) tok="$cache/tokenizers/gptoss-3.7.2/tokenizer.json" ;;
     *) tok="$llama" ;;

@@ -661,8 +661,9 @@ fn compile_dialect(
     Ok(())
 }
 
-/// Compiles a built-in dialect (`empower`, `functools`, `pythonic`, `inline`, `hermes`,
-/// `llama31_json`) for a tool set: `tools_json` is an OpenAI `tools` list (or an object with a
+/// Compiles a built-in dialect (any name `callmask dialects` lists: `empower`, `functools`,
+/// `pythonic`, `inline`, `hermes`, `llama31_json`, `qwen3`, `mistral`, `gpt_oss`, ...) for a
+/// tool set: `tools_json` is an OpenAI `tools` list (or an object with a
 /// `tools` list); `options_json` is NULL (defaults) or an object with `tool_choice` (`"auto"`,
 /// `"required"`, `"none"`, a function name or OpenAI's object), `parallel_calls` (or
 /// `parallel_tool_calls`), `reasoning` (`true` or `{"start", "end"}`), `max_text_chars`, and
@@ -720,7 +721,8 @@ pub unsafe extern "C" fn callmask_grammar_from_dialect_text(
 /// Compiles a JSON Schema (draft 2020-12 or 7) for a single JSON value. `options_json` is NULL
 /// (defaults) or an object with `lenient`, `max_whitespace`, `max_depth`, `max_schema_depth`,
 /// `max_lexeme_states`, `max_total_states`, `max_nodes`, `max_compile_secs`,
-/// `max_schema_values`, `max_memory` (bytes).
+/// `max_schema_values`, `max_memory` (bytes), `format_annotation` (true: `format` is not
+/// enforced, as JSON Schema 2020-12's default).
 ///
 /// # Safety
 /// Strings NUL-terminated (`options_json` may be NULL); `out` writable.
@@ -1137,7 +1139,8 @@ pub struct CallmaskStreamParser {
 
 /// Events as a JSON array: `{"type": "text", "text"}`, `{"type": "reasoning", "text"}`,
 /// `{"type": "call_start", "index", "id", "name"}`, `{"type": "arguments", "index", "delta"}`
-/// (the deltas of a call concatenate to its arguments JSON), `{"type": "call_end", "index"}`.
+/// (the deltas of a call concatenate to its arguments JSON), `{"type": "call_id", "index", "id"}`
+/// (the id the model wrote, replacing `call_<index>`), `{"type": "call_end", "index"}`.
 fn events_json(events: &[Event]) -> String {
     let list: Vec<Value> = events
         .iter()
@@ -1150,6 +1153,7 @@ fn events_json(events: &[Event]) -> String {
             Event::Arguments { index, delta } => {
                 json!({"type": "arguments", "index": index, "delta": delta})
             }
+            Event::CallId { index, id } => json!({"type": "call_id", "index": index, "id": id}),
             Event::CallEnd { index } => json!({"type": "call_end", "index": index}),
         })
         .collect();
@@ -1209,7 +1213,8 @@ pub unsafe extern "C" fn callmask_stream_parser_new(
 
 /// Feeds `len` bytes of output text; the events now certain go to `*events_json` as a JSON array
 /// (`[{"type": "text"|"reasoning", "text"}, {"type": "call_start", "index", "id", "name"},
-/// {"type": "arguments", "index", "delta"}, {"type": "call_end", "index"}]`; free it with
+/// {"type": "arguments", "index", "delta"}, {"type": "call_id", "index", "id"},
+/// {"type": "call_end", "index"}]`; free it with
 /// [`callmask_string_free`]). `CALLMASK_STATUS_PARSE` when the text is rejected.
 ///
 /// # Safety

@@ -156,6 +156,9 @@ fn expected(vocab: &Arc<Vocab>, tools_path: &Path, text: &str) -> String {
                     Event::Arguments { index, delta } => {
                         json!({"type": "arguments", "index": index, "delta": delta})
                     }
+                    Event::CallId { index, id } => {
+                        json!({"type": "call_id", "index": index, "id": id})
+                    }
                     Event::CallEnd { index } => json!({"type": "call_end", "index": index}),
                 })
                 .collect(),

@@ -37,6 +37,10 @@ pub(crate) struct GrammarArgs {
     /// schema.
     #[arg(long)]
     pub(crate) lenient: bool,
+    /// Treat `format` as an annotation (JSON Schema 2020-12's default): not enforced, never
+    /// refused. By default callmask enforces the formats it knows and refuses the others.
+    #[arg(long)]
+    pub(crate) format_annotation: bool,
     /// Most whitespace bytes in one gap between JSON tokens (with the tidy policy: spaces and
     /// tabs on the gap's first line).
     #[arg(long, value_name = "N", default_value_t = 20)]
@@ -55,6 +59,10 @@ pub(crate) struct GrammarArgs {
     /// Longest grammar compile, in seconds (default 10).
     #[arg(long, value_name = "SECS")]
     pub(crate) max_compile_secs: Option<u64>,
+    /// Resolve remote `$ref`s under BASE_URI (ending in `/`) from the files under DIR
+    /// (repeatable); nothing is fetched over the network.
+    #[arg(long, value_name = "DIR=BASE_URI")]
+    pub(crate) schema_registry: Vec<String>,
 }
 
 /// `--whitespace`.
@@ -121,6 +129,7 @@ pub(crate) fn load_grammar(args: &GrammarArgs, vocab: Option<&Vocab>) -> Result<
     };
     let mut compile = CompileOptions::default()
         .lenient(args.lenient)
+        .format_annotation(args.format_annotation)
         .max_whitespace(args.max_whitespace)
         .whitespace(whitespace);
     if let Some(mib) = args.max_memory_mib {
@@ -128,6 +137,20 @@ pub(crate) fn load_grammar(args: &GrammarArgs, vocab: Option<&Vocab>) -> Result<
     }
     if let Some(secs) = args.max_compile_secs {
         compile.max_compile_time = std::time::Duration::from_secs(secs);
+    }
+    if !args.schema_registry.is_empty() {
+        let mut registry = SchemaRegistry::new();
+        for spec in &args.schema_registry {
+            let Some((dir, base)) = spec.split_once('=') else {
+                return Err(BadInput(format!(
+                    "--schema-registry {spec:?}: expected DIR=BASE_URI"
+                )));
+            };
+            registry = registry
+                .with_folder(base, dir)
+                .map_err(|e| BadInput(format!("--schema-registry {spec:?}: {e}")))?;
+        }
+        compile = compile.registry(registry);
     }
     let loaded = match (&args.schema, &args.dialect, &args.tools) {
         _ if args.structural_tag.is_some() => {

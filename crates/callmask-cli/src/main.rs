@@ -41,7 +41,8 @@ use prompt::{prompt, PromptArgs};
 use callmask::fuzz::{Checked, Checker, Coverage, FuzzOptions, Fuzzer, Outcome, Sample, Strategy};
 use callmask::{
     CompileOptions, Dialect, DialectOptions, Error, Grammar, Message, PromptOptions, Reasoning,
-    StructuralTag, StructuralTagOptions, TokenAutomaton, TokenId, Tools, Vocab, Whitespace,
+    SchemaRegistry, StructuralTag, StructuralTagOptions, TokenAutomaton, TokenId, Tools, Vocab,
+    Whitespace,
 };
 use clap::{Args, Parser, Subcommand};
 use rayon::prelude::*;

@@ -326,12 +326,14 @@ struct PyGrammar {
 
 fn compile_options(
     lenient: bool,
+    format_annotation: bool,
     max_whitespace: Option<u16>,
     max_depth: Option<u32>,
     max_compile_secs: Option<f64>,
 ) -> PyResult<CompileOptions> {
     let mut o = CompileOptions::default();
     o.lenient = lenient;
+    o.format_annotation = format_annotation;
     if let Some(w) = max_whitespace {
         o.max_whitespace = w;
     }
@@ -380,19 +382,27 @@ fn reasoning(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Reasoning>> {
 impl PyGrammar {
     /// Compiles a JSON Schema (a dict, or JSON text) for a single JSON value. `lenient=True`
     /// drops keywords callmask cannot enforce (listed in `dropped_keywords`) instead of raising
-    /// `UnsupportedKeywordError`.
+    /// `UnsupportedKeywordError`; `format_annotation=True` treats `format` as an annotation
+    /// (JSON Schema 2020-12's default: not enforced, never refused).
     #[staticmethod]
-    #[pyo3(signature = (schema, *, lenient=false, max_whitespace=None, max_depth=None, max_compile_secs=None))]
+    #[pyo3(signature = (schema, *, lenient=false, format_annotation=false, max_whitespace=None, max_depth=None, max_compile_secs=None))]
     fn from_json_schema(
         py: Python<'_>,
         schema: &Bound<'_, PyAny>,
         lenient: bool,
+        format_annotation: bool,
         max_whitespace: Option<u16>,
         max_depth: Option<u32>,
         max_compile_secs: Option<f64>,
     ) -> PyResult<Self> {
         let schema = json_arg(schema, "schema")?;
-        let o = compile_options(lenient, max_whitespace, max_depth, max_compile_secs)?;
+        let o = compile_options(
+            lenient,
+            format_annotation,
+            max_whitespace,
+            max_depth,
+            max_compile_secs,
+        )?;
         let g = py
             .detach(|| Grammar::from_json_schema(&schema, &o))
             .map_err(err)?;
@@ -404,9 +414,10 @@ impl PyGrammar {
     /// `"auto"`, `"required"`, `"none"`, a function name or OpenAI's
     /// `{"type": "function", "function": {"name": ...}}`; `parallel_tool_calls=False` allows
     /// exactly one call; `reasoning`: True for a `<think>...</think>` block first, or a
-    /// `(start, end)` pair; `max_text_chars` bounds each stretch of free text.
+    /// `(start, end)` pair; `max_text_chars` bounds each stretch of free text; `lenient` and
+    /// `format_annotation` as in `from_json_schema`.
     #[staticmethod]
-    #[pyo3(signature = (name_or_path, tools, tool_choice=None, parallel_tool_calls=true, reasoning=None, *, max_text_chars=None, lenient=false, max_whitespace=None, max_depth=None, max_compile_secs=None))]
+    #[pyo3(signature = (name_or_path, tools, tool_choice=None, parallel_tool_calls=true, reasoning=None, *, max_text_chars=None, lenient=false, format_annotation=false, max_whitespace=None, max_depth=None, max_compile_secs=None))]
     #[allow(clippy::too_many_arguments)]
     fn from_dialect(
         py: Python<'_>,
@@ -417,6 +428,7 @@ impl PyGrammar {
         reasoning: Option<&Bound<'_, PyAny>>,
         max_text_chars: Option<u32>,
         lenient: bool,
+        format_annotation: bool,
         max_whitespace: Option<u16>,
         max_depth: Option<u32>,
         max_compile_secs: Option<f64>,
@@ -431,7 +443,13 @@ impl PyGrammar {
         o.parallel_calls = parallel_tool_calls;
         o.reasoning = self::reasoning(reasoning)?;
         o.max_text_chars = max_text_chars;
-        o.compile = compile_options(lenient, max_whitespace, max_depth, max_compile_secs)?;
+        o.compile = compile_options(
+            lenient,
+            format_annotation,
+            max_whitespace,
+            max_depth,
+            max_compile_secs,
+        )?;
         let name = name_or_path.to_owned();
         let g = py
             .detach(|| Dialect::load(&name)?.compile(&tools, &o))
@@ -949,7 +967,9 @@ fn bitmask_shape(vocab_size: usize, batch: usize) -> (usize, usize) {
 /// Parses an output incrementally, fed text or token ids, returning deltas in OpenAI's
 /// streaming shape as soon as they are certain: `{"content": ...}`, `{"reasoning_content":
 /// ...}`, `{"tool_calls": [{"index", "id", "type", "function": {"name", "arguments": ""}}]}` when
-/// a call starts, then `{"tool_calls": [{"index", "function": {"arguments": delta}}]}`.
+/// a call starts, then `{"tool_calls": [{"index", "function": {"arguments": delta}}]}`. The
+/// streamed id is `call_<index>`; the ids some models write (Mistral, Kimi K2, Command R7B) come
+/// back from the whole-output parse.
 #[pyclass(module = "callmask._callmask", name = "StreamParser")]
 struct PyStreamParser {
     p: StreamParser,
@@ -982,6 +1002,10 @@ fn deltas<'py>(py: Python<'py>, events: Vec<Event>) -> PyResult<Bound<'py, PyLis
                 c.set_item("function", f)?;
                 d.set_item("tool_calls", PyList::new(py, [c])?)?;
             }
+            // OpenAI delta accumulators concatenate string fields, `id` included: a second id
+            // delta would corrupt the first. The streamed id stays `call_N` (as vLLM's streaming
+            // parsers send their own ids); the whole-output parse returns the model's id.
+            Event::CallId { .. } => continue,
             Event::CallEnd { .. } => continue,
             #[allow(unreachable_patterns)]
             _ => continue,

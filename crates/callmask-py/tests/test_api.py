@@ -43,6 +43,34 @@ def test_errors_are_typed():
     assert issubclass(callmask.UnsupportedKeywordError, callmask.CallmaskError)
 
 
+def test_format_annotation():
+    """`format` is asserted by default (an unknown one is refused by name) and ignored with
+    `format_annotation=True`, in both constructors."""
+    schema = {"type": "string", "format": "idn-email"}
+    with pytest.raises(callmask.UnsupportedKeywordError, match="format"):
+        callmask.Grammar.from_json_schema(schema)
+    g = callmask.Grammar.from_json_schema(schema, format_annotation=True)
+    assert g.check('"not an address"') is None
+    assert g.check("12") is not None
+    strict = callmask.Grammar.from_json_schema({"type": "string", "format": "email"})
+    assert strict.check('"not an address"') is not None
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "mail",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"to": {"type": "string", "format": "idn-email"}},
+                },
+            },
+        }
+    ]
+    with pytest.raises(callmask.UnsupportedKeywordError, match="format"):
+        callmask.Grammar.from_dialect("hermes", tools)
+    assert callmask.Grammar.from_dialect("hermes", tools, format_annotation=True)
+
+
 def test_parse_and_stream(llama_vocab):
     g, a = automaton(llama_vocab)
     text = (OUTPUTS / "hermes.txt").read_text()

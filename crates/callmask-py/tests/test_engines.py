@@ -112,7 +112,7 @@ def test_vllm_logits_processor_batch(llama_vocab):
         )
     with pytest.raises(ValueError):
         cm_vllm.CallmaskLogitsProcessor.validate_params(
-            SimpleNamespace(extra_args={"callmask": {"json_schema": {"not": {}}}})
+            SimpleNamespace(extra_args={"callmask": {"json_schema": {"$recursiveRef": "#"}}})
         )
     proc = cm_vllm.CallmaskLogitsProcessor(config, None, False)
     assert not proc.is_argmax_invariant()

@@ -78,6 +78,19 @@ impl Seen {
         }
     }
 
+    /// The number of keys written: listed ones (each once, whatever its spellings) and extra
+    /// ones. Unavailable keys are marked seen from the start and are not counted.
+    pub(crate) fn count_keys(&self, o: &ObjectNode) -> u32 {
+        let listed = (0..o.keys.len() as u32)
+            .filter(|&k| {
+                self.contains(k)
+                    && o.unavailable.binary_search(&k).is_err()
+                    && o.alias.get(k as usize).is_none_or(|&a| a >= k)
+            })
+            .count();
+        (listed + self.extra.as_ref().map_or(0, |x| x.done.len())) as u32
+    }
+
     /// The set with key `k` added, and its other spelling in `o`, if any.
     fn with_key(&self, o: &ObjectNode, k: u32) -> Seen {
         let s = self.with(k);
@@ -580,7 +593,7 @@ impl GrammarInner {
                 match *phase {
                     ObjPhase::AfterOpen | ObjPhase::AfterComma => {
                         if byte == syn.close {
-                            if *phase == ObjPhase::AfterOpen && required_ok(o, seen) {
+                            if *phase == ObjPhase::AfterOpen && can_close(o, seen) {
                                 out.push(replace(frame(ObjPhase::Done, seen, 0)));
                             }
                         } else if let Some((p, seen)) =
@@ -612,9 +625,12 @@ impl GrammarInner {
                         self.start_value(s, child, sym, out);
                     }
                     ObjPhase::AfterValue => {
-                        if byte == b',' && any_key_left(o, seen) {
+                        if byte == b','
+                            && any_key_left(o, seen)
+                            && (o.max_props == u32::MAX || seen.count_keys(o) < o.max_props)
+                        {
                             out.push(replace(frame(ObjPhase::AfterComma, seen, 0)));
-                        } else if byte == syn.close && required_ok(o, seen) {
+                        } else if byte == syn.close && can_close(o, seen) {
                             out.push(replace(frame(ObjPhase::Done, seen, 0)));
                         }
                     }
@@ -686,16 +702,26 @@ impl GrammarInner {
         extra: StateId,
         byte: u8,
     ) -> Option<(ObjPhase, Seen)> {
+        // maxProperties: with as many keys written or still required as allowed, only the
+        // required keys may start.
+        let only_required = o.max_props != u32::MAX
+            && seen.count_keys(o) + missing_required(o, seen) >= o.max_props;
         let t = if trie == NO_TRIE {
             None
         } else {
             o.trie.child(trie, byte).filter(|&c| {
                 let n = &o.trie.nodes[c as usize];
-                seen.any_unseen(n.lo, n.hi)
+                if only_required {
+                    (n.lo..n.hi).any(|k| !seen.contains(k) && o.required.contains(&k))
+                } else {
+                    seen.any_unseen(n.lo, n.hi)
+                }
             })
         };
         let e = match o.additional {
-            Some((lex, _)) if extra != Dfa::DEAD => self.lexemes[lex as usize].next(extra, byte),
+            Some((lex, _)) if extra != Dfa::DEAD && !only_required => {
+                self.lexemes[lex as usize].next(extra, byte)
+            }
             _ => Dfa::DEAD,
         };
         if let Some(t) = t {
@@ -817,6 +843,23 @@ fn after_key(o: &ObjectNode, k: u32) -> ObjPhase {
 
 fn required_ok(o: &ObjectNode, seen: &Seen) -> bool {
     o.required.iter().all(|&k| seen.contains(k))
+        && o.dependencies
+            .iter()
+            .all(|(t, needs)| !seen.contains(*t) || needs.iter().all(|&k| seen.contains(k)))
+}
+
+/// The object may close: its required keys (and dependencies) are there, and at least
+/// `minProperties` keys.
+fn can_close(o: &ObjectNode, seen: &Seen) -> bool {
+    required_ok(o, seen) && (o.min_props == 0 || seen.count_keys(o) >= o.min_props)
+}
+
+/// Required keys not written yet, each counted once (not once per spelling).
+pub(crate) fn missing_required(o: &ObjectNode, seen: &Seen) -> u32 {
+    o.required
+        .iter()
+        .filter(|&&k| !seen.contains(k) && o.alias.get(k as usize).is_none_or(|&a| a >= k))
+        .count() as u32
 }
 
 fn any_key_left(o: &ObjectNode, seen: &Seen) -> bool {

@@ -50,6 +50,7 @@ const BUILTIN: &[(&str, &str)] = &[
     ("llama4", include_str!("../grammars/llama4.gbnf")),
     ("mistral", include_str!("../grammars/mistral.gbnf")),
     ("qwen3_coder", include_str!("../grammars/qwen3_coder.gbnf")),
+    ("qwen35", include_str!("../grammars/qwen35.gbnf")),
     ("deepseek_r1", include_str!("../grammars/deepseek_r1.gbnf")),
     (
         "deepseek_v31",
@@ -175,7 +176,7 @@ pub struct Dialect {
 
 impl Dialect {
     /// A dialect shipped with callmask: `empower`, `functools`, `pythonic`, `inline`, `hermes`,
-    /// `llama31_json`, `qwen3`, `llama31`, `llama4`, `mistral`, `qwen3_coder`, `deepseek_r1`,
+    /// `llama31_json`, `qwen3`, `llama31`, `llama4`, `mistral`, `qwen3_coder`, `qwen35`, `deepseek_r1`,
     /// `deepseek_v31`, `kimi_k2`, `glm45`, `minimax_m2`, `gpt_oss`, `command_r7b`,
     /// `functionary_v32`, `granite` (see [`Dialect::builtin_names`]).
     pub fn by_name(name: &str) -> Result<Dialect> {
@@ -193,7 +194,10 @@ impl Dialect {
 
     /// The built-in dialect a model writes its calls in, told from its chat template (the
     /// `tokenizer.chat_template` of its GGUF file or `tokenizer_config.json`) and its
-    /// vocabulary: `<tool_call>` in the template → `hermes`; `functools[` → `functools`;
+    /// vocabulary, most specific marker first (e.g. `<function=` with `<parameter=` →
+    /// `qwen3_coder`, or `qwen35` where the template also thinks; `[TOOL_CALLS]` → `mistral`;
+    /// `<|channel|>` → `gpt_oss`; every built-in dialect has its marker), then: `<tool_call>` in
+    /// the template → `hermes` (`qwen3` with `<think>`); `functools[` → `functools`;
     /// `<FUNCTION_CALL>` → `inline`; a pythonic call list (`[func_name1(`) → `pythonic`;
     /// Llama 3.1's JSON instruction (`"parameters": dictionary`) or, without a template, a
     /// `<|python_tag|>` special token → `llama31_json`. Anything else (Gemma 3's template says
@@ -216,7 +220,12 @@ impl Dialect {
         let found = if t.contains("<|channel|>") || t.contains("to=functions.") {
             Some("gpt_oss")
         } else if t.contains("<function=") && t.contains("<parameter=") {
-            Some("qwen3_coder")
+            // Qwen3.5 / 3.6 think first; Qwen3-Coder does not.
+            if t.contains("<think>") {
+                Some("qwen35")
+            } else {
+                Some("qwen3_coder")
+            }
         } else if t.contains("<arg_key>") {
             Some("glm45")
         } else if t.contains("<minimax:tool_call>") {

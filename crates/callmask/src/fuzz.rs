@@ -371,6 +371,9 @@ impl Fuzzer {
             let Some(t) = chosen else {
                 break true;
             };
+            // A token that is both an end-of-generation token and one of the grammar's special
+            // tokens (harmony's `<|end|>`) ends the output only where the grammar does not take it.
+            let grammar_token = vocab.is_eos(t) && matches!(m.next_states(t), Ok(Some(_)));
             if let Err(e) = m.accept(t) {
                 s.outcome = Outcome::Violation(format!(
                     "the matcher refuses token {t}, which its mask allowed: {e}"
@@ -383,7 +386,7 @@ impl Fuzzer {
                     s.seen.push(h);
                 }
             }
-            if vocab.is_eos(t) {
+            if vocab.is_eos(t) && !grammar_token {
                 s.eos = Some(t);
                 break true;
             }

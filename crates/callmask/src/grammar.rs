@@ -6,9 +6,11 @@
 
 pub(crate) mod builder;
 pub(crate) mod dfa;
+pub(crate) mod registry;
 
 pub use builder::{CompileOptions, Whitespace};
 use dfa::Dfa;
+pub use registry::SchemaRegistry;
 use std::sync::Arc;
 
 /// Index of a node in a grammar.
@@ -65,6 +67,8 @@ pub(crate) enum Capture {
     Reasoning,
     /// One call of function `i`.
     Call(u32),
+    /// A call's own id as the model wrote it: a JSON string literal (`true`) or raw text.
+    CallId(bool),
     /// A call's arguments, written in this encoding.
     Args(ArgEncoding),
     /// A call's arguments written as tagged fields (`@xml_args`): holds [`Capture::Key`] and
@@ -162,6 +166,10 @@ impl Node {
                         .sum::<usize>()
                     + (o.values.len() + o.required.len() + o.unavailable.len() + o.alias.len())
                         * size_of::<u32>()
+                    + o.dependencies
+                        .iter()
+                        .map(|d| size_of::<(u32, Vec<u32>)>() + d.1.len() * size_of::<u32>())
+                        .sum::<usize>()
                     + o.trie
                         .nodes
                         .iter()
@@ -188,8 +196,16 @@ pub(crate) struct ObjectNode {
     pub(crate) trie: KeyTrie,
     /// Required key ids.
     pub(crate) required: Vec<u32>,
-    /// Key ids that may not appear (their value admits nothing), treated as already seen.
+    /// Key ids that may not appear (their value admits nothing, or a key they require cannot
+    /// appear), treated as already seen.
     pub(crate) unavailable: Vec<u32>,
+    /// `dependentRequired`: (key id, the key ids that must also appear when it does), one entry
+    /// per spelling of the key. The `required` list is closed under these.
+    pub(crate) dependencies: Vec<(u32, Vec<u32>)>,
+    /// `minProperties` (0 when unset).
+    pub(crate) min_props: u32,
+    /// `maxProperties` (`u32::MAX` when unset).
+    pub(crate) max_props: u32,
     /// Lexeme for any other key (excluding listed ones) and its value node, when allowed.
     pub(crate) additional: Option<(LexId, NodeId)>,
     /// How the object is spelled.
@@ -297,10 +313,20 @@ impl GrammarInner {
                     Node::Lex(l) => !self.lexemes[*l as usize].is_empty(),
                     Node::Never => false,
                     Node::Union(alts) => alts.iter().any(|&a| prod[a as usize]),
-                    Node::Object(o) => o
-                        .required
-                        .iter()
-                        .all(|&k| prod[o.values[k as usize] as usize]),
+                    Node::Object(o) => {
+                        o.required
+                            .iter()
+                            .all(|&k| prod[o.values[k as usize] as usize])
+                            && (o.min_props == 0
+                                || o.additional.is_some_and(|(_, v)| prod[v as usize])
+                                || (0..o.keys.len())
+                                    .filter(|&k| {
+                                        prod[o.values[k] as usize]
+                                            && o.alias.get(k).is_none_or(|&a| a as usize >= k)
+                                    })
+                                    .count()
+                                    >= o.min_props as usize)
+                    }
                     Node::Array(a) => (0..a.min_items).all(|i| match a.prefix.get(i as usize) {
                         Some(&p) => prod[p as usize],
                         None => a.items.is_some_and(|it| prod[it as usize]),

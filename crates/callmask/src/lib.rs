@@ -101,7 +101,7 @@ pub use dialect::{
     DEFAULT_REQUIRED_TEXT_CHARS,
 };
 pub use error::{Error, Rejection, Result};
-pub use grammar::{ArgEncoding, CompileOptions, Grammar, Whitespace};
+pub use grammar::{ArgEncoding, CompileOptions, Grammar, SchemaRegistry, Whitespace};
 pub use mask::{Matcher, TokenAutomaton, TokenMask};
 pub use parse::{Event, Parsed, StreamParser};
 pub use prompt::{render, PromptOptions};

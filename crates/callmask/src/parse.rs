@@ -29,7 +29,8 @@ pub struct Parsed {
     /// The reasoning block's content, when there was one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reasoning: Option<String>,
-    /// The calls, in order, with ids `call_0`, `call_1`, ...
+    /// The calls, in order, each with the id the model wrote (Mistral's 9-character ids, Kimi
+    /// K2's `functions.NAME:IDX`, Command R7B's `tool_call_id`) or else `call_0`, `call_1`, ...
     pub tool_calls: Vec<ToolCall>,
 }
 
@@ -44,7 +45,7 @@ pub enum Event {
     CallStart {
         /// 0 for the first call, then 1, ...
         index: usize,
-        /// `call_<index>`.
+        /// `call_<index>`; a [`Event::CallId`] follows where the model writes its own id.
         id: String,
         /// The function.
         name: String,
@@ -55,6 +56,15 @@ pub enum Event {
         index: usize,
         /// The JSON text.
         delta: String,
+    },
+    /// The id the model wrote for a call (in dialects whose calls carry one, e.g. Mistral's
+    /// `[CALL_ID]` or `"id"`, Kimi K2's `functions.NAME:IDX`): it replaces the provisional
+    /// `call_<index>` of [`Event::CallStart`]. Comes before the call's [`Event::CallEnd`].
+    CallId {
+        /// The call's index.
+        index: usize,
+        /// The id, as the model wrote it (a JSON string's content, decoded).
+        id: String,
     },
     /// A call is complete.
     CallEnd {
@@ -92,6 +102,8 @@ struct Emitted {
     /// A key was written and its value has not started (a [`Capture::Fields`] segment): an
     /// empty raw value has no segment of its own.
     value_due: bool,
+    /// The empty arguments of a call without an arguments capture were sent.
+    empty_args_sent: bool,
 }
 
 /// Parses an output incrementally (fed text or tokens), emitting [`Event`]s when certain.
@@ -352,17 +364,33 @@ impl StreamParser {
                             matches!(s.kind, Capture::Args(_) | Capture::Fields)
                                 && s.start < seg.end.unwrap_or(now)
                         });
-                        if !has_args {
+                        if !has_args && !self.emitted[k].empty_args_sent {
+                            self.emitted[k].empty_args_sent = true;
                             ev.push(Event::Arguments {
                                 index,
                                 delta: "{}".into(),
                             });
                         }
-                        // The arguments segment inside closes first; it follows in order, so
-                        // defer the end until it has been emitted.
-                        if !has_args || self.args_done(k) {
-                            self.emitted[k].ended = true;
-                            ev.push(Event::CallEnd { index });
+                        // The arguments and id segments inside close first; they follow in
+                        // order, so the end waits until they have been emitted.
+                        self.end_call(k, &mut ev);
+                    }
+                }
+                Capture::CallId(json) => {
+                    if ended {
+                        let index = self.enclosing_call(k);
+                        let raw = &self.buf[seg.start..seg.end.unwrap_or(now)];
+                        let id = if json {
+                            serde_json::from_slice::<String>(raw)
+                                .map_err(|m| parse_err(seg.start, m.to_string()))?
+                        } else {
+                            String::from_utf8(raw.to_vec())
+                                .map_err(|m| parse_err(seg.start, m.to_string()))?
+                        };
+                        self.emitted[k].ended = true;
+                        ev.push(Event::CallId { index, id });
+                        if let Some(ck) = self.enclosing_call_seg(k) {
+                            self.end_call(ck, &mut ev);
                         }
                     }
                 }
@@ -400,11 +428,7 @@ impl StreamParser {
                     if ended {
                         // Close the enclosing call now that its arguments are complete.
                         if let Some(ck) = self.enclosing_call_seg(k) {
-                            let call_ended = self.paths.iter().all(|p| p.segs[ck].end.is_some());
-                            if call_ended && !self.emitted[ck].ended {
-                                self.emitted[ck].ended = true;
-                                ev.push(Event::CallEnd { index });
-                            }
+                            self.end_call(ck, &mut ev);
                         }
                     }
                 }
@@ -568,12 +592,34 @@ impl StreamParser {
                 delta: delta.into(),
             });
             if let Some(ck) = self.enclosing_call_seg(k) {
-                let call_ended = self.paths.iter().all(|p| p.segs[ck].end.is_some());
-                if call_ended && !self.emitted[ck].ended {
-                    self.emitted[ck].ended = true;
-                    ev.push(Event::CallEnd { index });
-                }
+                self.end_call(ck, ev);
             }
+        }
+    }
+
+    /// Ends call segment `ck` once every interpretation has ended it and its arguments (if it
+    /// has an arguments capture) and its ids have been emitted.
+    fn end_call(&mut self, ck: usize, ev: &mut Vec<Event>) {
+        if self.emitted.get(ck).is_none_or(|e| e.ended)
+            || !self.paths.iter().all(|p| p.segs[ck].end.is_some())
+        {
+            return;
+        }
+        let end = self.paths[0].segs[ck].end.unwrap_or(usize::MAX);
+        let segs = &self.paths[0].segs;
+        let inner_done = |kind: fn(&Capture) -> bool| {
+            segs.iter()
+                .enumerate()
+                .skip(ck + 1)
+                .filter(|(_, s)| s.start < end && kind(&s.kind))
+                .all(|(j, _)| self.emitted.get(j).is_some_and(|e| e.ended))
+        };
+        let args_done = inner_done(|c| matches!(c, Capture::Args(_) | Capture::Fields));
+        let ids_done = inner_done(|c| matches!(c, Capture::CallId(_)));
+        if args_done && ids_done {
+            let index = self.emitted[ck].call.unwrap_or(0);
+            self.emitted[ck].ended = true;
+            ev.push(Event::CallEnd { index });
         }
     }
 
@@ -589,16 +635,6 @@ impl StreamParser {
         (0..k)
             .rev()
             .find(|&c| matches!(segs[c].kind, Capture::Call(_)) && segs[c].start <= segs[k].start)
-    }
-
-    /// True when the arguments segment after call segment `k` has been fully emitted.
-    fn args_done(&self, k: usize) -> bool {
-        let segs = &self.paths[0].segs;
-        segs.iter()
-            .enumerate()
-            .skip(k + 1)
-            .find(|(_, s)| matches!(s.kind, Capture::Args(_) | Capture::Fields))
-            .is_some_and(|(i, _)| self.emitted.get(i).is_some_and(|e| e.ended))
     }
 }
 
@@ -628,6 +664,11 @@ pub(crate) fn collect(events: impl IntoIterator<Item = Event>) -> Parsed {
             Event::Arguments { index, delta } => {
                 if let Some(c) = p.tool_calls.get_mut(index) {
                     c.function.arguments.push_str(&delta);
+                }
+            }
+            Event::CallId { index, id } => {
+                if let Some(c) = p.tool_calls.get_mut(index) {
+                    c.id = id;
                 }
             }
             Event::CallEnd { .. } => {}

@@ -4,9 +4,18 @@
 //! `any`), `nullable`, `enum`, `const`, `properties`, `required`, `additionalProperties`,
 //! `items`, `prefixItems` (and draft-07 array `items` with `additionalItems`), `minItems`,
 //! `maxItems`, `minLength`, `maxLength`, `pattern`, `format` (date, time, date-time, email, uuid,
-//! ipv4, uri), `minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum`, `anyOf`, `oneOf`
-//! (when its alternatives are provably disjoint), `allOf` (where the parts merge), `$ref` into
-//! the same document (`$defs`, `definitions`, any JSON pointer; recursion included).
+//! ipv4, uri; or an annotation with [`CompileOptions::format_annotation`]), `minimum`,
+//! `maximum`, `exclusiveMinimum`, `exclusiveMaximum`, `multipleOf` (exact on decimal digits for
+//! small steps; see `numbers.rs`), `dependentRequired` and `dependentSchemas` (see
+//! `dependencies.rs`), static `unevaluatedProperties`/`unevaluatedItems` (see
+//! `unevaluated.rs`), `anyOf`, `oneOf`
+//! (a union when its alternatives are provably disjoint, else rewritten with complements),
+//! `allOf` (where the parts merge), `not` and `if`/`then`/`else` (where the complement is exact;
+//! see `negate.rs`), `$ref` (recursion included) by JSON pointer, by `$anchor` (and draft 7's
+//! `$id: "#a"`), relative to the base URI `$id`s set, to embedded resources by absolute URI, and
+//! to remote documents from [`CompileOptions::registry`]; `$dynamicRef`/`$dynamicAnchor`
+//! (resolved statically from the root's dynamic scope; see `schema/resolve.rs`). Draft-7
+//! documents (`$schema`) ignore a `$ref`'s siblings; 2020-12 ones apply them alongside.
 //! Annotations are ignored. Any other assertion keyword is refused with
 //! [`Error::UnsupportedKeyword`], unless [`CompileOptions::lenient`] is set, in which case it is
 //! dropped and listed in [`crate::Grammar::dropped_keywords`].
@@ -18,13 +27,17 @@
 //!   only when the number has no bounds;
 //! - `-0` is not produced.
 
+mod dependencies;
 mod enums;
 mod merge;
+mod negate;
 mod numbers;
 mod objects;
 mod refs;
+mod resolve;
 mod scalars;
 mod strings;
+mod unevaluated;
 mod unions;
 
 use crate::error::{Error, Result};
@@ -34,6 +47,7 @@ pub use crate::grammar::CompileOptions;
 use crate::grammar::{ArrayNode, Grammar, KeyTrie, LexId, Node, NodeId, ObjectNode, Syntax};
 use crate::python::{is_identifier, py_quote};
 use numbers::{ge_regex, int_range_regex, le_regex, Dec, BOUNDED_NUMBER, NUMBER};
+pub(crate) use resolve::resolve_refs;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -58,6 +72,8 @@ impl Grammar {
 /// Compiles `schema` into a grammar.
 pub(crate) fn compile(schema: &Value, options: &CompileOptions) -> Result<Grammar> {
     check_schema_shape([schema], options)?;
+    let resolved = resolve::resolve_refs(schema, options)?;
+    let schema = resolved.as_ref().unwrap_or(schema);
     let mut c = Compiler::new(schema, options);
     let root = c.compile(schema, "")?;
     c.b.finish(root, true, Vec::new(), Vec::new())
@@ -120,9 +136,16 @@ const KEYWORDS: &[&str] = &[
     "maximum",
     "exclusiveMinimum",
     "exclusiveMaximum",
+    "multipleOf",
+    "dependentRequired",
+    "propertyNames",
+    "minProperties",
+    "maxProperties",
     "anyOf",
     "oneOf",
     "allOf",
+    "not",
+    "if",
 ];
 
 /// True for a keyword that does not constrain values: an annotation (`title`, `$defs`, ...) or a
@@ -134,10 +157,6 @@ pub(crate) fn is_annotation(k: &str) -> bool {
 
 /// Assertion keywords callmask cannot enforce exactly, with the reason.
 const UNSUPPORTED: &[(&str, &str)] = &[
-    ("not", "negation is not supported"),
-    ("if", "conditionals are not supported"),
-    ("then", "conditionals are not supported"),
-    ("else", "conditionals are not supported"),
     (
         "uniqueItems",
         "item uniqueness cannot be enforced by an automaton",
@@ -145,20 +164,27 @@ const UNSUPPORTED: &[(&str, &str)] = &[
     ("contains", "`contains` is not supported"),
     ("minContains", "`contains` is not supported"),
     ("maxContains", "`contains` is not supported"),
-    ("multipleOf", "`multipleOf` is not supported"),
-    ("minProperties", "property counts are not supported"),
-    ("maxProperties", "property counts are not supported"),
     ("patternProperties", "pattern properties are not supported"),
-    ("propertyNames", "`propertyNames` is not supported"),
-    ("dependentRequired", "dependencies are not supported"),
-    ("dependentSchemas", "dependencies are not supported"),
-    ("dependencies", "dependencies are not supported"),
+    (
+        "dependentSchemas",
+        "more than 4 dependent schemas in one object (each doubles its variants)",
+    ),
+    (
+        "dependencies",
+        "more than 4 schema-valued dependencies in one object (each doubles its variants)",
+    ),
     (
         "unevaluatedProperties",
-        "`unevaluatedProperties` is not supported",
+        "supported only where the evaluated properties are static (in-place applicators only `allOf` and `$ref`, no `patternProperties`, `anyOf`, `oneOf`, `not`, `if` or dependencies, no `unevaluated*` in a part)",
     ),
-    ("unevaluatedItems", "`unevaluatedItems` is not supported"),
-    ("$dynamicRef", "dynamic references are not supported"),
+    (
+        "unevaluatedItems",
+        "supported only where the evaluated items are static (in-place applicators only `allOf` and `$ref`, no `contains`, `anyOf`, `oneOf`, `not`, `if`, no `unevaluated*` in a part)",
+    ),
+    (
+        "$dynamicRef",
+        "`$dynamicRef` resolves only as a string in a 2020-12 document",
+    ),
     ("$recursiveRef", "recursive references are not supported"),
 ];
 
@@ -321,7 +347,7 @@ impl<'a> Compiler<'a> {
         })?;
         let key_lex = self.key_lexeme(key, "")?;
         let syntax = self.obj_syntax();
-        let o = self.object_node(vec![], &[], Some((key_lex, id)), syntax, false)?;
+        let o = self.object_node(vec![], &[], Some((key_lex, id)), syntax, false, &[])?;
         let obj = self.b.push(Node::Object(Box::new(o)))?;
         let arr = self.b.push(Node::Array(ArrayNode {
             prefix: vec![],
@@ -375,7 +401,26 @@ impl<'a> Compiler<'a> {
             Value::Object(o) => o,
             _ => return Err(invalid(path, "a schema must be an object or a boolean")),
         };
+        let rewritten;
+        let obj = match self.rewrite_unevaluated(obj, path)? {
+            Some(o) => {
+                rewritten = o;
+                &rewritten
+            }
+            None => obj,
+        };
+        let rewritten_deps;
+        let obj = match self.rewrite_dependent_schemas(obj, path)? {
+            Some(o) => {
+                rewritten_deps = o;
+                &rewritten_deps
+            }
+            None => obj,
+        };
         self.refuse_unsupported(obj, path)?;
+        if let Some(rewritten) = self.conditional(obj, path)? {
+            return self.compile_conditional(&rewritten, path);
+        }
         if let Some(r) = obj.get("$ref") {
             let r = r
                 .as_str()
@@ -425,22 +470,28 @@ impl<'a> Compiler<'a> {
                 }
                 let constrains = rest.keys().any(|k| !is_annotation(k));
                 let mut ids = Vec::new();
+                let mut schemas = Vec::new();
                 for (i, alt) in alts.iter().enumerate() {
                     let p = format!("{path}/{kw}/{i}");
-                    let id = if constrains {
-                        let merged =
-                            self.merge_all(&[Value::Object(rest.clone()), alt.clone()], &p)?;
-                        self.compile(&merged, &p)?
+                    let alt = if constrains {
+                        self.merge_all(&[Value::Object(rest.clone()), alt.clone()], &p)?
                     } else {
-                        self.compile(alt, &p)?
+                        alt.clone()
                     };
-                    ids.push(id);
+                    ids.push(self.compile(&alt, &p)?);
+                    schemas.push(alt);
                 }
-                return self.union(ids, kw == "oneOf", path);
+                if kw == "oneOf" {
+                    return self.compile_one_of(ids, &schemas, path);
+                }
+                return self.union(ids, false, path);
             }
         }
         if obj.contains_key("const") || obj.contains_key("enum") {
             return self.compile_enum(obj, path);
+        }
+        if obj.contains_key("not") {
+            return self.compile_not(obj, path);
         }
         self.compile_typed(obj, path)
     }
@@ -450,6 +501,14 @@ impl<'a> Compiler<'a> {
         for (k, _) in obj.iter() {
             if let Some((_, reason)) = UNSUPPORTED.iter().find(|(u, _)| u == k) {
                 if k == "uniqueItems" && obj[k] == Value::Bool(false) {
+                    continue;
+                }
+                // Draft 7's `dependencies` with lists of names only: dependentRequired.
+                if k == "dependencies"
+                    && obj[k]
+                        .as_object()
+                        .is_some_and(|m| m.values().all(Value::is_array))
+                {
                     continue;
                 }
                 self.b.unsupported(k, path, reason)?;

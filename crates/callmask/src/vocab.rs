@@ -24,8 +24,10 @@ use std::sync::OnceLock;
 pub type TokenId = u32;
 
 /// Texts of special tokens that end generation, recognised by name when the source (a
-/// `tokenizer.json`) does not say which tokens end generation.
-pub const EOG_TOKEN_NAMES: [&str; 9] = [
+/// `tokenizer.json`) does not say which tokens end generation: Llama 3, ChatML (Qwen, Kimi,
+/// Hermes), Gemma, Mistral, harmony (gpt-oss: `<|return|>`, `<|end|>`), DeepSeek V3/R1 and
+/// Command R7B.
+pub const EOG_TOKEN_NAMES: [&str; 12] = [
     "<|eot_id|>",
     "<|end_of_text|>",
     "<|eom_id|>",
@@ -35,6 +37,9 @@ pub const EOG_TOKEN_NAMES: [&str; 9] = [
     "<eos>",
     "</s>",
     "<|end|>",
+    "<|return|>",
+    "<｜end▁of▁sentence｜>",
+    "<|END_OF_TURN_TOKEN|>",
 ];
 
 /// Largest vocabulary accepted (ids must stay below this), a guard against absurd ids in

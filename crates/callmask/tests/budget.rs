@@ -7,7 +7,9 @@
 //! tool choice, vocabulary) times the scale, over 48 combinations (default 0.01: 1,008 outputs,
 //! seconds; 1: 100,800 outputs, about 5 minutes on 2 cores, what `scripts/test.sh` (CI) runs;
 //! 10: a million, `scripts/fuzz-all.sh`).
-//! `CALLMASK_BUDGET_FUZZ_DIALECTS=hermes,inline` runs only those dialects.
+//! `CALLMASK_BUDGET_FUZZ_DIALECTS=hermes,inline` runs only those dialects. The model-family
+//! dialects (`qwen3`, `mistral`, `gpt_oss`, ...) get 200 × scale outputs per (dialect, tool
+//! choice), on their family's vocabulary (6,000 outputs at scale 1, 60,000 at 10).
 
 mod common;
 
@@ -191,6 +193,8 @@ fn budget_survives_rollback_and_forbids_over_budget_tokens() {
 }
 
 /// Runs `count` budgeted outputs of `a`; returns (outputs, steered masks, tokens).
+use common::ORIGINAL_DIALECTS as ORIGINAL;
+
 fn fuzz_budget(a: &TokenAutomaton, checker: &Checker, count: u64, seed: u64) -> (u64, u64, u64) {
     let mut o = FuzzOptions::default();
     o.seed = seed;
@@ -239,14 +243,7 @@ fn random_walks_under_random_budgets_end_valid_within_the_budget() {
     for file in ["travel.json", "mixed.json"] {
         let t = tools(file);
         let checker = Checker::for_tools(&t).unwrap();
-        for &d in &[
-            "empower",
-            "functools",
-            "pythonic",
-            "inline",
-            "hermes",
-            "llama31_json",
-        ] {
+        for &d in &ORIGINAL {
             if only.as_ref().is_some_and(|o| !o.iter().any(|x| x == d)) {
                 continue;
             }
@@ -271,6 +268,109 @@ fn random_walks_under_random_budgets_end_valid_within_the_budget() {
     eprintln!(
         "budget fuzz: {total} outputs, {tokens} tokens, {steered} masks steered by the budget ({:.1}%), {:.1} s",
         100.0 * steered as f64 / tokens as f64,
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(total, per * combos);
+}
+
+/// JSON Schema keywords that change what a completion must still write (`dependentRequired`
+/// and `minProperties` add keys, `maxProperties` stops them, `multipleOf` restricts numbers, static `unevaluated*` close objects and arrays)
+/// under random budgets on Llama 3.1: every output ends valid within its budget (100 × scale
+/// outputs per schema, at least 20).
+#[test]
+fn schema_keywords_end_valid_within_random_budgets() {
+    let schemas = [
+        serde_json::json!({
+            "type": "object",
+            "properties": {
+                "a": {"type": "integer"},
+                "b": {"type": "string", "maxLength": 5},
+                "c": {"type": "boolean"}
+            },
+            "dependentRequired": {"a": ["b"], "b": ["c"]},
+            "additionalProperties": false
+        }),
+        serde_json::json!({
+            "type": "object",
+            "properties": {"x": {"type": "number", "multipleOf": 0.25}},
+            "required": ["x"],
+            "dependentRequired": {"x": ["y"], "z": ["x", "y"]},
+            "additionalProperties": {"type": "integer", "multipleOf": 3}
+        }),
+        serde_json::json!({
+            "type": "object",
+            "allOf": [{"properties": {"id": {"type": "integer"}}, "required": ["id"]}],
+            "properties": {
+                "tags": {"type": "array", "prefixItems": [{"type": "string"}], "unevaluatedItems": false}
+            },
+            "unevaluatedProperties": false
+        }),
+        serde_json::json!({
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "string"}, "c": true},
+            "required": ["a"],
+            "minProperties": 2,
+            "maxProperties": 2,
+            "additionalProperties": {"type": "boolean"}
+        }),
+        serde_json::json!({"type": "object", "minProperties": 1, "additionalProperties": {"type": "integer"}}),
+        serde_json::json!({
+            "type": "object",
+            "properties": {"p": {"type": "integer"}, "q": {"type": "integer"}, "r": {"type": "integer"}},
+            "additionalProperties": false,
+            "minProperties": 3
+        }),
+    ];
+    let scale: f64 = std::env::var("CALLMASK_BUDGET_FUZZ_SCALE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0.01);
+    let per = ((100.0 * scale) as u64).max(20);
+    for (i, s) in schemas.iter().enumerate() {
+        let g = Grammar::from_json_schema(s, &CompileOptions::default()).unwrap();
+        let a = TokenAutomaton::new(&g, common::llama_vocab()).unwrap();
+        let checker = Checker::for_schema(s).unwrap();
+        let t0 = std::time::Instant::now();
+        let (n, steered, _) = fuzz_budget(&a, &checker, per, 100 + i as u64);
+        assert_eq!(n, per);
+        eprintln!(
+            "{s}: {per} outputs, {steered} masks steered by the budget, {:.1} s",
+            t0.elapsed().as_secs_f64()
+        );
+    }
+}
+
+/// The model-family dialects under random budgets, each on its family's vocabulary (the travel
+/// tools: nested objects, arrays, enums, formats).
+#[test]
+fn model_family_dialects_end_valid_within_random_budgets() {
+    let scale: f64 = std::env::var("CALLMASK_BUDGET_FUZZ_SCALE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0.01);
+    let per = ((200.0 * scale) as u64).max(1);
+    let only: Option<Vec<String>> = std::env::var("CALLMASK_BUDGET_FUZZ_DIALECTS")
+        .ok()
+        .map(|s| s.split(',').map(str::to_owned).collect());
+    let t = tools("travel.json");
+    let checker = Checker::for_tools(&t).unwrap();
+    let (mut total, mut combos, mut steered) = (0, 0, 0);
+    let started = std::time::Instant::now();
+    for &d in callmask::prompt::BUILTIN_DIALECTS {
+        let listed = only.as_ref().is_some_and(|o| o.iter().any(|x| x == d));
+        if (ORIGINAL.contains(&d) && !listed) || only.as_ref().is_some_and(|_| !listed) {
+            continue;
+        }
+        for choice in [ToolChoice::Auto, ToolChoice::Required] {
+            combos += 1;
+            let a = automaton(d, &t, choice.clone(), common::family_vocab(d));
+            let (n, s, _) = fuzz_budget(&a, &checker, per, total);
+            total += n;
+            steered += s;
+        }
+    }
+    eprintln!(
+        "model-family budget fuzz: {total} outputs in {combos} combinations, {steered} masks steered, {:.1} s",
         started.elapsed().as_secs_f64()
     );
     assert_eq!(total, per * combos);

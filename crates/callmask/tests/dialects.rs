@@ -15,14 +15,7 @@ use callmask::{
 };
 use serde_json::{json, Value};
 
-const DIALECTS: [&str; 6] = [
-    "empower",
-    "functools",
-    "pythonic",
-    "inline",
-    "hermes",
-    "llama31_json",
-];
+use common::ORIGINAL_DIALECTS as DIALECTS;
 
 fn tools() -> Tools {
     let text = std::fs::read_to_string(concat!(
@@ -517,6 +510,7 @@ fn streaming_events() {
                     }
                     Event::Text(t) => text_seen += t,
                     Event::Reasoning(_) => panic!("no reasoning here"),
+                    Event::CallId { .. } => panic!("{d}: these dialects write no call ids"),
                 }
             }
             assert!(open.is_none());

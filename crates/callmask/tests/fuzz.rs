@@ -35,46 +35,7 @@ fn dialect_automaton(d: &str, tools: &Tools, choice: ToolChoice) -> TokenAutomat
         .unwrap()
         .compile(tools, &options)
         .unwrap();
-    // The family's own vocabulary where npm has it, else Llama 3.1's.
-    let vocab = match d {
-        "qwen3" | "qwen3_coder" => common::npm_vocab("qwen3"),
-        "deepseek_r1" | "deepseek_v31" => common::npm_vocab("deepseek_v3"),
-        "gpt_oss" => common::npm_vocab("gptoss"),
-        // Llama 3.1 with the family's special tokens (the fuzzer's dive into a call follows the
-        // grammar's shortest path, through the special token where there is one).
-        "mistral" => common::with_specials(
-            common::llama_vocab(),
-            &["[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"],
-        ),
-        "granite" => common::with_specials(common::llama_vocab(), &["<|tool_call|>"]),
-        "llama4" => common::with_specials(
-            common::llama_vocab(),
-            &["<|python_start|>", "<|python_end|>"],
-        ),
-        "kimi_k2" => common::with_specials(
-            common::llama_vocab(),
-            &[
-                "<|tool_calls_section_begin|>",
-                "<|tool_calls_section_end|>",
-                "<|tool_call_begin|>",
-                "<|tool_call_argument_begin|>",
-                "<|tool_call_end|>",
-            ],
-        ),
-        "command_r7b" => common::with_specials(
-            common::llama_vocab(),
-            &[
-                "<|START_THINKING|>",
-                "<|END_THINKING|>",
-                "<|START_ACTION|>",
-                "<|END_ACTION|>",
-                "<|START_RESPONSE|>",
-                "<|END_RESPONSE|>",
-            ],
-        ),
-        _ => common::llama_vocab(),
-    };
-    TokenAutomaton::new(&g, vocab).unwrap()
+    TokenAutomaton::new(&g, common::family_vocab(d)).unwrap()
 }
 
 /// Runs `count` outputs on a pool of `threads`, collecting them.
@@ -98,15 +59,7 @@ fn collect(fuzzer: &Fuzzer, checker: &Checker, count: u64, threads: usize) -> Ve
     out
 }
 
-/// The dialects shipped before issue 15.
-const ORIGINAL: [&str; 6] = [
-    "empower",
-    "functools",
-    "pythonic",
-    "inline",
-    "hermes",
-    "llama31_json",
-];
+use common::ORIGINAL_DIALECTS as ORIGINAL;
 
 #[test]
 fn every_dialect_finishes_every_output_validly_and_calls_every_function() {

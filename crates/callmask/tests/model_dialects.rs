@@ -19,8 +19,9 @@ mod writer;
 use writer::{write, Call};
 
 /// The dialects of this file.
-const DIALECTS: [&str; 14] = [
+const DIALECTS: [&str; 15] = [
     "qwen3",
+    "qwen35",
     "llama31",
     "llama4",
     "mistral",
@@ -47,7 +48,9 @@ fn vocabs(d: &str) -> Vec<(String, Arc<Vocab>)> {
         )
     };
     match d {
-        "qwen3" | "qwen3_coder" => vec![("qwen3".into(), common::npm_vocab("qwen3")), llama()],
+        "qwen3" | "qwen3_coder" | "qwen35" => {
+            vec![("qwen3".into(), common::npm_vocab("qwen3")), llama()]
+        }
         "glm45" | "minimax_m2" => vec![("qwen3".into(), common::npm_vocab("qwen3")), llama()],
         "deepseek_r1" | "deepseek_v31" => {
             vec![("deepseek_v3".into(), common::npm_vocab("deepseek_v3"))]
@@ -159,6 +162,17 @@ fn text_beside_calls(d: &str) -> bool {
     !matches!(d, "llama31" | "llama4" | "gpt_oss" | "command_r7b")
 }
 
+/// The id the dialect's writer gives call `i` of function `name`, which the parser must return
+/// (`call_<i>` where the model writes none).
+fn written_id(d: &str, i: usize, name: &str) -> String {
+    match d {
+        "mistral" => format!("{:09}", i + 1),
+        "kimi_k2" => format!("functions.{name}:{i}"),
+        "command_r7b" => i.to_string(),
+        _ => format!("call_{i}"),
+    }
+}
+
 fn same_calls(d: &str, parsed: &callmask::Parsed, calls: &[Call]) {
     assert_eq!(parsed.tool_calls.len(), calls.len(), "{d}: {parsed:?}");
     for (c, (n, a)) in parsed.tool_calls.iter().zip(calls) {
@@ -173,8 +187,13 @@ fn same_calls(d: &str, parsed: &callmask::Parsed, calls: &[Call]) {
 }
 
 /// Parses `text` token by token with a [`StreamParser`], checking the events' order, and
-/// returns the calls' names and arguments.
-fn stream(vocab: &Arc<Vocab>, g: &Grammar, text: &str) -> (String, Vec<(String, Value)>) {
+/// returns the reply, the calls' names and arguments, and their ids (the model's where an
+/// [`Event::CallId`] came, else the provisional one).
+fn stream(
+    vocab: &Arc<Vocab>,
+    g: &Grammar,
+    text: &str,
+) -> (String, Vec<(String, Value)>, Vec<String>) {
     let auto = TokenAutomaton::new(g, vocab.clone()).unwrap();
     let mut p = StreamParser::new(g);
     let mut events = Vec::new();
@@ -184,14 +203,21 @@ fn stream(vocab: &Arc<Vocab>, g: &Grammar, text: &str) -> (String, Vec<(String, 
     events.extend(p.finish().unwrap());
     let mut open: Option<usize> = None;
     let mut calls: Vec<(String, String)> = Vec::new();
+    let mut ids: Vec<String> = Vec::new();
     let mut reply = String::new();
     for e in events {
         match e {
-            Event::CallStart { index, name, .. } => {
+            Event::CallStart { index, name, id } => {
                 assert!(open.is_none(), "a call starts inside another: {text}");
                 assert_eq!(index, calls.len());
+                assert_eq!(id, format!("call_{index}"));
                 calls.push((name, String::new()));
+                ids.push(id);
                 open = Some(index);
+            }
+            Event::CallId { index, id } => {
+                assert_eq!(open, Some(index), "an id outside its call");
+                ids[index] = id;
             }
             Event::Arguments { index, delta } => {
                 assert_eq!(open, Some(index), "arguments outside their call");
@@ -211,7 +237,7 @@ fn stream(vocab: &Arc<Vocab>, g: &Grammar, text: &str) -> (String, Vec<(String, 
             (n, v)
         })
         .collect();
-    (reply.trim().to_owned(), calls)
+    (reply.trim().to_owned(), calls, ids)
 }
 
 #[test]
@@ -228,13 +254,18 @@ fn round_trips_on_the_families_vocabularies() {
                 .parse(&text)
                 .unwrap_or_else(|e| panic!("{d}: {e}\n{text}"));
             same_calls(d, &parsed, &calls);
+            for (i, (c, (n, _))) in parsed.tool_calls.iter().zip(&calls).enumerate() {
+                assert_eq!(c.id, written_id(d, i, n), "{d}: the call's id");
+            }
             if text_beside_calls(d) {
                 assert_eq!(parsed.text, "Let me check.", "{d}");
             }
             for (vn, v) in &vocabs {
                 assert!(tokens_accept(v, &g, &text), "{d} on {vn} rejects:\n{text}");
-                let (reply, streamed) = stream(v, &g, &text);
+                let (reply, streamed, ids) = stream(v, &g, &text);
                 assert_eq!(reply, parsed.text, "{d} on {vn}");
+                let want_ids: Vec<&str> = parsed.tool_calls.iter().map(|c| c.id.as_str()).collect();
+                assert_eq!(ids, want_ids, "{d} on {vn}: streamed ids");
                 let want: Vec<(String, Value)> = calls
                     .iter()
                     .map(|(n, a)| (n.to_string(), a.clone()))
@@ -264,6 +295,8 @@ fn markers_are_the_vocabularies_tokens() {
         ("qwen3", "qwen3", "<tool_call>"),
         ("qwen3", "qwen3", "</think>"),
         ("qwen3_coder", "qwen3", "<tool_call>"),
+        ("qwen35", "qwen3", "<tool_call>"),
+        ("qwen35", "qwen3", "</think>"),
         ("gpt_oss", "gptoss", "<|constrain|>"),
         ("gpt_oss", "gptoss", "<|channel|>"),
     ];
@@ -358,6 +391,11 @@ fn documented_outputs() {
             &[("book_flight", json!({"from": "SFO", "passengers": [{"name": "Al"}], "to": "JFK", "flexible": null}))],
         ),
         (
+            "qwen35",
+            "<think>\nThe user asks for the weather in Paris.\n</think>\n\nLet me check.\n<tool_call>\n<function=get_current_weather>\n<parameter=location>\nParis\n</parameter>\n</function>\n</tool_call>",
+            &[("get_current_weather", json!({"location": "Paris"}))],
+        ),
+        (
             "deepseek_r1",
             "<think>\nI need the time.\n</think>\n\n<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time_utc\n```json\n{}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_stock_price\n```json\n{\"ticker\": \"IBM\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
             &[("get_time_utc", json!({})), ("get_stock_price", json!({"ticker": "IBM"}))],
@@ -411,6 +449,27 @@ fn documented_outputs() {
             "granite",
             "<|tool_call|>[{\"name\": \"get_stock_price\", \"arguments\": {\"ticker\": \"IBM\"}}]",
             &[("get_stock_price", json!({"ticker": "IBM"}))],
+        ),        // GLM 4.7 / 5 write no line breaks inside a call.
+        (
+            "glm45",
+            "<think>the user</think><tool_call>get_user_info<arg_key>user_id</arg_key><arg_value>42</arg_value><arg_key>special</arg_key><arg_value>none</arg_value></tool_call>",
+            &[("get_user_info", json!({"user_id": 42, "special": "none"}))],
+        ),
+        // Harmony: the recipient in the role header, `json` without <|constrain|>, no space.
+        (
+            "gpt_oss",
+            " to=functions.get_current_weather<|channel|>commentary <|constrain|>json<|message|>{\"location\":\"Oslo\"}<|call|>",
+            &[("get_current_weather", json!({"location": "Oslo"}))],
+        ),
+        (
+            "gpt_oss",
+            " to=functions.get_time_utc<|channel|>commentary json<|message|>{}<|call|>",
+            &[("get_time_utc", json!({}))],
+        ),
+        (
+            "gpt_oss",
+            "<|channel|>analysis<|message|>Time.<|end|><|start|>assistant<|channel|>commentary to=functions.get_time_utc<|constrain|>json<|message|>{}<|call|>",
+            &[("get_time_utc", json!({}))],
         ),
     ];
     for (d, text, calls) in cases {
@@ -420,10 +479,28 @@ fn documented_outputs() {
         let (vn, v) = vocabs(d).pop().unwrap();
         assert!(tokens_accept(&v, &g, text), "{d} on {vn} rejects:\n{text}");
     }
+    // The ids the models wrote are the calls' ids; where none was written, call_N.
+    let ids = |d: &str, i: usize| -> Vec<String> {
+        let p = compile(d).parse(cases[i].1).unwrap();
+        assert_eq!(cases[i].0, d);
+        p.tool_calls.into_iter().map(|c| c.id).collect()
+    };
+    assert_eq!(ids("mistral", 6), ["Ab3dE9fGh"]);
+    assert_eq!(ids("mistral", 7), ["call_0"]);
+    assert_eq!(ids("mistral", 8), ["call_0", "a1b2c3d4e"]);
+    assert_eq!(
+        ids("kimi_k2", 13),
+        [
+            "functions.get_current_weather:0",
+            "functions.get_time_utc:1"
+        ]
+    );
+    assert_eq!(ids("command_r7b", 18), ["0"]);
+    assert_eq!(ids("qwen35", 10), ["call_0"]);
     // Reasoning is returned as such.
     let p = compile("qwen3").parse(cases[0].1).unwrap();
     assert_eq!(p.reasoning.as_deref(), Some("The user wants the weather."));
-    let p = compile("gpt_oss").parse(cases[15].1).unwrap();
+    let p = compile("gpt_oss").parse(cases[16].1).unwrap();
     assert_eq!(
         p.reasoning.as_deref(),
         Some("Need to use function get_current_weather.")
@@ -559,7 +636,7 @@ fn tagged_arguments() {
         let empty = write("qwen3_coder", "", &[("edit", args.clone())]);
         let p = g.parse(&empty).unwrap_or_else(|e| panic!("{e}: {empty}"));
         assert_eq!(p.tool_calls[0].arguments_json().unwrap(), args, "{empty}");
-        let (_, streamed) = stream(&qwen, &g, &empty);
+        let (_, streamed, _) = stream(&qwen, &g, &empty);
         assert_eq!(streamed[0].1, args, "{empty}");
     }
     let empty = write(
@@ -672,7 +749,7 @@ fn prompt_templates_show_calls_the_dialect_way() {
         );
         let g = compile(d);
         let shown = match d {
-            "qwen3" | "qwen3_coder" | "glm45" => call
+            "qwen3" | "qwen3_coder" | "qwen35" | "glm45" => call
                 .trim_start_matches("<think>\n\n</think>\n\n")
                 .to_string(),
             "deepseek_r1" => call.trim_start_matches("<think>\n</think>\n\n").to_string(),
@@ -752,6 +829,10 @@ fn dialect_auto_reads_the_format_from_the_chat_template() {
         (
             "<tool_call>\n<function={{ name }}>\n<parameter={{ k }}>",
             "qwen3_coder",
+        ),
+        (
+            "<think>\n\n</think>\n\n<tool_call>\n<function={{ name }}>\n<parameter={{ k }}>",
+            "qwen35",
         ),
         ("<tool_call>{{ name }}\n<arg_key>{{ k }}</arg_key>", "glm45"),
         (

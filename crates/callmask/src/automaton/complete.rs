@@ -217,6 +217,9 @@ impl Completer {
         let m = |n: NodeId| self.node_min[n as usize];
         match &self.g.nodes[node as usize] {
             Node::Lex(l) => self.lex(*l, self.g.lexemes[*l as usize].start()),
+            Node::Object(o) if o.min_props > 0 => {
+                add(1, self.close_object(node, o, &Seen::initial(o), false, 0))
+            }
             Node::Object(o) => {
                 let mut total = 2 + (o.required.len() as u32).saturating_sub(1);
                 for &k in &o.required {
@@ -253,13 +256,57 @@ impl Completer {
     }
 
     /// Symbols needed to close object `o` once the current value is done, with keys `seen`.
-    fn close_object(&self, node: NodeId, o: &ObjectNode, seen: &Seen, after_value: bool) -> u32 {
+    ///
+    /// `pending` keys are written (or being written) but not yet in `seen` (an extra key in
+    /// progress): they count towards `minProperties`.
+    fn close_object(
+        &self,
+        node: NodeId,
+        o: &ObjectNode,
+        seen: &Seen,
+        after_value: bool,
+        pending: u32,
+    ) -> u32 {
         let mut total = 1;
         let mut missing = 0u32;
         for &k in &o.required {
             if !seen.contains(k) {
                 total = add(total, self.entry(node, o, k));
                 missing += 1;
+            }
+        }
+        for k in dependents_missing(o, seen) {
+            total = add(total, self.entry(node, o, k));
+            missing += 1;
+        }
+        if o.min_props > 0 {
+            // The cheapest keys that make up minProperties (the compiler refuses the cases
+            // needing more than one fresh extra key, whose cost is not tracked).
+            let have = seen.count_keys(o) + pending + super::missing_required(o, seen);
+            let need = o.min_props.saturating_sub(have) as usize;
+            if need > 0 {
+                let mut costs: Vec<u32> = (0..o.keys.len() as u32)
+                    .filter(|&k| {
+                        !seen.contains(k)
+                            && !o.required.contains(&k)
+                            && o.alias.get(k as usize).is_none_or(|&a| a >= k)
+                    })
+                    .map(|k| self.entry(node, o, k))
+                    .collect();
+                if let Some((lex, v)) = o.additional {
+                    let colon = u32::from(o.syntax.colon.is_some());
+                    let d = self.g.lexemes[lex as usize].start();
+                    let key = self.extra_key_rest(lex, d, seen);
+                    costs.push(add(add(key, colon), self.node_min[v as usize]));
+                }
+                costs.sort_unstable();
+                if costs.len() < need {
+                    return INF;
+                }
+                for &c in &costs[..need] {
+                    total = add(total, c);
+                    missing += 1;
+                }
             }
         }
         if missing == 0 {
@@ -291,23 +338,33 @@ impl Completer {
                     }
                 };
                 match *phase {
-                    ObjPhase::AfterOpen => self.close_object(*node, o, seen, false),
+                    ObjPhase::AfterOpen => self.close_object(*node, o, seen, false, 0),
                     ObjPhase::AfterComma => {
-                        if o.required.iter().any(|&k| !seen.contains(k)) {
-                            return self.close_object(*node, o, seen, false);
+                        if o.required.iter().any(|&k| !seen.contains(k))
+                            || !dependents_missing(o, seen).is_empty()
+                        {
+                            return self.close_object(*node, o, seen, false, 0);
                         }
                         let mut best = INF;
                         for k in 0..o.keys.len() as u32 {
                             if !seen.contains(k) {
-                                best = best.min(self.entry(*node, o, k));
+                                // The key, then whatever keys it requires, then the close.
+                                let with = seen.with_key(o, k);
+                                best = best.min(add(
+                                    self.entry(*node, o, k),
+                                    self.close_object(*node, o, &with, true, 0),
+                                ));
                             }
                         }
                         if let Some((lex, v)) = o.additional {
                             let d = g.lexemes[lex as usize].start();
                             let key = self.extra_key_rest(lex, d, seen);
-                            best = best.min(add(add(key, colon), self.node_min[v as usize]));
+                            best = best.min(add(
+                                add(add(key, colon), self.node_min[v as usize]),
+                                self.close_object(*node, o, seen, true, 1),
+                            ));
                         }
-                        add(best, 1)
+                        best
                     }
                     ObjPhase::InKey { trie, extra } => {
                         let mut best = INF;
@@ -322,7 +379,7 @@ impl Completer {
                                 let with = seen.with_key(o, k);
                                 let c = add(
                                     add(key + colon, value(k)),
-                                    self.close_object(*node, o, &with, true),
+                                    self.close_object(*node, o, &with, true, 0),
                                 );
                                 best = best.min(c);
                             }
@@ -331,7 +388,10 @@ impl Completer {
                             if let Some((lex, _)) = o.additional {
                                 let c = add(
                                     add(self.extra_key_rest(lex, extra, seen), colon),
-                                    add(value(ADDITIONAL), self.close_object(*node, o, seen, true)),
+                                    add(
+                                        value(ADDITIONAL),
+                                        self.close_object(*node, o, seen, true, 1),
+                                    ),
                                 );
                                 best = best.min(c);
                             }
@@ -339,13 +399,13 @@ impl Completer {
                         best
                     }
                     ObjPhase::AfterKey(k) => {
-                        add(add(1, value(k)), self.close_object(*node, o, seen, true))
+                        add(add(1, value(k)), self.close_object(*node, o, seen, true, 0))
                     }
                     ObjPhase::AfterColon(k) => {
-                        add(value(k), self.close_object(*node, o, seen, true))
+                        add(value(k), self.close_object(*node, o, seen, true, 0))
                     }
                     ObjPhase::InValue | ObjPhase::AfterValue => {
-                        self.close_object(*node, o, seen, true)
+                        self.close_object(*node, o, seen, true, 0)
                     }
                     ObjPhase::Done => 0,
                 }
@@ -760,6 +820,35 @@ impl LexWays {
                 }
                 _ => return false,
             }
+        }
+    }
+}
+
+/// The keys `dependentRequired` still asks for, given the keys `seen` (and those it asks for
+/// in turn), each once; none are required keys (the required list is closed under the
+/// dependencies).
+fn dependents_missing(o: &ObjectNode, seen: &Seen) -> Vec<u32> {
+    if o.dependencies.is_empty() {
+        return Vec::new();
+    }
+    let mut out: Vec<u32> = Vec::new();
+    let present = |k: u32, out: &[u32]| seen.contains(k) || out.contains(&k);
+    loop {
+        let mut changed = false;
+        for (t, needs) in &o.dependencies {
+            if !present(*t, &out) {
+                continue;
+            }
+            for &n in needs {
+                let alias = o.alias.get(n as usize).copied().unwrap_or(n);
+                if !present(n, &out) && !present(alias, &out) {
+                    out.push(n);
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            return out;
         }
     }
 }

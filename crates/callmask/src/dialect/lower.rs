@@ -85,9 +85,13 @@ pub(super) fn lower(
             if options.strict_arguments && t.strict != Some(false) {
                 strict_objects(&mut p);
             }
-            p
+            // `$id`s, anchors, remote and dynamic `$ref`s become local JSON pointers.
+            match crate::schema::resolve_refs(&p, &options.compile) {
+                Ok(r) => Ok(r.unwrap_or(p)),
+                Err(e) => Err(in_function(e, &t.name)),
+            }
         })
-        .collect();
+        .collect::<Result<_>>()?;
     let mut l = Lowering {
         c: Compiler::new(&null, &options.compile),
         dialect,
@@ -312,6 +316,10 @@ impl<'a> Lowering<'a> {
                 V::Zero => self.never(),
                 _ => self.calls(e),
             },
+            Expr::CallId(x) => {
+                let inner = self.lower(x, v, depth + 1)?;
+                self.c.b.push(Node::Capture(Capture::CallId(false), inner))
+            }
             Expr::TextMatching(r) => leaf(self, &mut |t| {
                 // The regex, and at most `max_text` characters.
                 let max = t.max_text;
@@ -530,6 +538,10 @@ impl<'a> Lowering<'a> {
                     })?;
                     self.c.enc = Encoding::Json;
                     let id_node = self.c.lexeme(d)?;
+                    let id_node = self
+                        .c
+                        .b
+                        .push(Node::Capture(Capture::CallId(true), id_node))?;
                     entries.push((key.clone(), id_node));
                     required.push(key.clone());
                 }
@@ -539,6 +551,7 @@ impl<'a> Lowering<'a> {
                     None,
                     crate::grammar::Syntax::OBJECT,
                     false,
+                    &[],
                 )?;
                 self.c.b.push(Node::Object(Box::new(o)))
             }

@@ -80,6 +80,7 @@ struct CompileJson {
     max_compile_secs: Option<f64>,
     max_schema_values: Option<usize>,
     max_memory: Option<usize>,
+    format_annotation: Option<bool>,
 }
 
 #[derive(Deserialize, Clone, Copy)]
@@ -107,7 +108,8 @@ impl CompileJson {
             max_total_states,
             max_nodes,
             max_schema_values,
-            max_memory
+            max_memory,
+            format_annotation
         );
         match (self.whitespace, self.indent) {
             (Some(WhitespaceJson::Any), Some(_)) => {
@@ -137,7 +139,8 @@ impl CompileOptions {
     /// indentation per level),
     /// `max_depth`, `max_schema_depth`, `max_lexeme_states`, `max_total_states`, `max_nodes`,
     /// `max_compile_secs` (seconds, may be fractional), `max_schema_values`, `max_memory`
-    /// (bytes); `null` is the defaults. [`Error::InvalidOptions`] names an unknown field or a
+    /// (bytes), `format_annotation` (see [`CompileOptions::format_annotation`]); `null` is the
+    /// defaults. [`Error::InvalidOptions`] names an unknown field or a
     /// value of the wrong type.
     pub fn from_json(value: &Value) -> Result<CompileOptions> {
         let mut o = CompileOptions::default();

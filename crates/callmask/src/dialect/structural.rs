@@ -366,6 +366,11 @@ impl Reader {
                 }
                 // XGrammar's strict mode.
                 strict_objects(&mut schema);
+                // `$id`s, anchors and dynamic `$ref`s become local JSON pointers (no registry
+                // here: a remote `$ref` stays unresolved).
+                if let Some(r) = crate::schema::resolve_refs(&schema, &CompileOptions::default())? {
+                    schema = r;
+                }
                 let max_ws = Self::count(o, "max_whitespace_cnt", path)?
                     .map(|n| u16::try_from(n).unwrap_or(u16::MAX));
                 Format::Json { schema, max_ws }

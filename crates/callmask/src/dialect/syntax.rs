@@ -33,6 +33,9 @@ pub(super) enum Expr {
     /// `@call(expr)`: one call per function, `expr` written with that function's `@name` and
     /// `@args...`; `@call(expr, names="regex")`: only for the functions whose name matches.
     Call(Box<Expr>, Option<String>),
+    /// `@call_id(expr)`: the call's own id, as the model writes it (inside `@call`); the parser
+    /// returns the text `expr` matched as the call's id.
+    CallId(Box<Expr>),
     /// The function's name, as is (inside `@call`).
     Name,
     /// The function's name as a JSON string (inside `@call`).
@@ -101,6 +104,8 @@ fn check_calls<'r>(
             return Err("@args and @xml_args belong inside @call(...)".into())
         }
         Expr::Args(_) | Expr::XmlArgs { .. } => 1,
+        Expr::CallId(_) if !in_call => return Err("@call_id belongs inside @call(...)".into()),
+        Expr::CallId(x) => check_calls(x, rules, in_call, seen)?,
         Expr::Call(x, _) => {
             if in_call {
                 return Err("a call inside a call".into());
@@ -153,7 +158,7 @@ fn check_refs(e: &Expr, rules: &[(String, Expr)]) -> std::result::Result<(), Str
     match e {
         Expr::Rule(n) if !rules.iter().any(|(r, _)| r == n) => Err(format!("unknown rule {n}")),
         Expr::Seq(v) | Expr::Alt(v) => v.iter().try_for_each(|x| check_refs(x, rules)),
-        Expr::Repeat(x, _, _) | Expr::Call(x, _) => check_refs(x, rules),
+        Expr::Repeat(x, _, _) | Expr::Call(x, _) | Expr::CallId(x) => check_refs(x, rules),
         _ => Ok(()),
     }
 }
@@ -422,6 +427,18 @@ impl Parser {
                 }
                 self.pos += 1;
                 e
+            }
+            Some(Tok::Builtin(b)) if b == "call_id" => {
+                if self.peek() != Some(&Tok::Punct('(')) {
+                    return Err((line, "@call_id takes an expression in parentheses".into()));
+                }
+                self.pos += 1;
+                let e = self.alt(depth + 1)?;
+                if self.peek() != Some(&Tok::Punct(')')) {
+                    return Err((line, "expected `)` after @call_id(...".into()));
+                }
+                self.pos += 1;
+                Expr::CallId(Box::new(e))
             }
             Some(Tok::Builtin(b)) if b == "call" => {
                 if self.peek() != Some(&Tok::Punct('(')) {

@@ -8,6 +8,7 @@
 //! normalises the graph once (flattened unions, unproductive nodes pruned, nullable flags).
 
 use super::dfa::{Dfa, DfaError, Op};
+use super::registry::SchemaRegistry;
 use super::{Grammar, GrammarInner, LexId, Node, NodeId};
 use crate::error::{Error, Result};
 use std::sync::Arc;
@@ -48,6 +49,23 @@ pub struct CompileOptions {
     /// Most heap bytes of one compiled grammar, estimated as it is built: lexeme automata
     /// (transition tables), grammar nodes, object key lists and key tries.
     pub max_memory: usize,
+    /// Schemas for remote `$ref`s (see [`SchemaRegistry`]); none by default, so a `$ref` to
+    /// another document is an [`Error::UnresolvedRef`]. Nothing is fetched over the network.
+    pub registry: Option<Arc<SchemaRegistry>>,
+    /// Treat `format` as an annotation, as JSON Schema 2020-12 does by default: never enforced
+    /// and never refused, so any string passes whatever its `format`. Off by default: callmask
+    /// asserts the formats it knows (the format-assertion vocabulary) and refuses the others by
+    /// name.
+    pub format_annotation: bool,
+}
+
+impl CompileOptions {
+    /// Sets [`CompileOptions::registry`].
+    #[must_use]
+    pub fn registry(mut self, registry: SchemaRegistry) -> Self {
+        self.registry = Some(Arc::new(registry));
+        self
+    }
 }
 
 crate::option_setters!(CompileOptions {
@@ -61,7 +79,8 @@ crate::option_setters!(CompileOptions {
     max_nodes: usize,
     max_compile_time: Duration,
     max_schema_values: usize,
-    max_memory: usize
+    max_memory: usize,
+    format_annotation: bool
 });
 
 impl Default for CompileOptions {
@@ -78,6 +97,8 @@ impl Default for CompileOptions {
             max_compile_time: Duration::from_secs(10),
             max_schema_values: 1_000_000,
             max_memory: 256 << 20,
+            registry: None,
+            format_annotation: false,
         }
     }
 }
@@ -362,8 +383,22 @@ fn finalize(g: &mut GrammarInner, _opts: &CompileOptions) -> Result<()> {
         match &mut g.nodes[id] {
             Node::Union(alts) => alts.retain(|&a| prod[a as usize]),
             Node::Object(o) => {
+                let mut off: Vec<bool> = o.values.iter().map(|&v| !prod[v as usize]).collect();
+                // A key that requires an unavailable key is unavailable (to a fixpoint).
+                loop {
+                    let mut changed = false;
+                    for (t, needs) in &o.dependencies {
+                        if !off[*t as usize] && needs.iter().any(|&k| off[k as usize]) {
+                            off[*t as usize] = true;
+                            changed = true;
+                        }
+                    }
+                    if !changed {
+                        break;
+                    }
+                }
                 o.unavailable = (0..o.keys.len() as u32)
-                    .filter(|&k| !prod[o.values[k as usize] as usize])
+                    .filter(|&k| off[k as usize])
                     .collect();
                 if let Some((_, v)) = o.additional {
                     if !prod[v as usize] {

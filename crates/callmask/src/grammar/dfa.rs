@@ -164,7 +164,6 @@ impl Dfa {
     }
 
     /// Whether `bytes` is accepted as a whole.
-    #[cfg(test)]
     pub(crate) fn matches(&self, bytes: &[u8]) -> bool {
         let mut s = self.start;
         for &b in bytes {

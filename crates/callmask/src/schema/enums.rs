@@ -47,13 +47,17 @@ impl Compiler<'_> {
             });
         } else if rest.keys().any(|k| !is_annotation(k)) {
             let mut check = rest.clone();
-            for d in ["$defs", "definitions"] {
+            let copies = resolve::copies_key(self.root);
+            for d in ["$defs", "definitions"]
+                .into_iter()
+                .chain(copies.as_deref())
+            {
                 if let Some(v) = self.root.get(d) {
                     check.insert(d.into(), v.clone());
                 }
             }
             let v = jsonschema::options()
-                .should_validate_formats(true)
+                .should_validate_formats(!self.opts.format_annotation)
                 .build(&Value::Object(check))
                 .map_err(|e| {
                     invalid(
@@ -146,7 +150,7 @@ impl Compiler<'_> {
                 }
                 let required: Vec<String> = m.keys().cloned().collect();
                 let syntax = self.obj_syntax();
-                let o = self.object_node(entries, &required, None, syntax, false)?;
+                let o = self.object_node(entries, &required, None, syntax, false, &[])?;
                 self.b.push(Node::Object(Box::new(o)))
             }
             _ => {

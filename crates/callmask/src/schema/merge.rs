@@ -35,6 +35,34 @@ impl Compiler<'_> {
             Value::Object(b) => b,
             other => return self.merge_two(&Value::Object(a.clone()), &other, path, depth),
         };
+        // An `unevaluated*` keyword sees only its own part's evaluations: merged with another
+        // part, it would see that part's too (a wider language). Static ones were rewritten
+        // before merging (`unevaluated.rs`); the rest are refused, or dropped in lenient mode
+        // (where `refuse_unsupported` listed them).
+        // (A part merged with nothing but annotations keeps its own meaning.)
+        let (mut a, mut b) = (a.clone(), b);
+        let bare = |m: &Map<String, Value>| m.keys().all(|k| is_annotation(k));
+        for k in unevaluated::UNEVALUATED {
+            if (a.contains_key(k) && !bare(&b)) || (b.contains_key(k) && !bare(&a)) {
+                if !self.opts.lenient {
+                    return Err(Error::UnsupportedKeyword {
+                        keyword: k.into(),
+                        path: ptr(path),
+                        reason: "inside an allOf part (or beside a $ref) it sees only its own part's evaluations, which a merge cannot keep apart".into(),
+                    });
+                }
+                a.remove(k);
+                b.remove(k);
+            }
+        }
+        let a = &a;
+        // `if`/`then`/`else` belong to their own part: rewritten before merging.
+        if let Some(x) = self.conditional(a, path)? {
+            return self.merge_two(&x, &Value::Object(b), path, depth + 1);
+        }
+        if let Some(y) = self.conditional(&b, path)? {
+            return self.merge_two(&Value::Object(a.clone()), &y, path, depth + 1);
+        }
         // Keywords that depend on their siblings (additionalProperties on properties, items on
         // prefixItems, additionalItems on array items) stay exact only if the other side adds
         // no sibling they would have to look past.
@@ -139,6 +167,10 @@ impl Compiler<'_> {
                     let mut m = pa.clone();
                     for (pk, ps) in pb {
                         match m.get(pk) {
+                            Some(x) if ps == &Value::Bool(true) || x == ps => {}
+                            Some(x) if x == &Value::Bool(true) => {
+                                m.insert(pk.clone(), ps.clone());
+                            }
                             Some(x) => {
                                 let both = serde_json::json!({ "allOf": [x, ps] });
                                 m.insert(pk.clone(), both);
@@ -163,6 +195,8 @@ impl Compiler<'_> {
                     }
                     serde_json::json!({ "allOf": [av, bv] })
                 }
+                // not A ∧ not B = not (A ∨ B)
+                "not" => serde_json::json!({ "anyOf": [av, bv] }),
                 "minimum" | "exclusiveMinimum" | "minLength" | "minItems" => {
                     num_pick(&av, bv, true, path)?
                 }
@@ -193,6 +227,59 @@ impl Compiler<'_> {
                                 all.extend(list.iter().cloned())
                             }
                             _ => return Err(invalid(path, format!("{k} must be a string"))),
+                        }
+                    }
+                    Value::Array(all)
+                }
+                "dependentRequired" => {
+                    // Both parts' dependencies hold: per key, the union of the names.
+                    let (Some(da), Some(db)) = (av.as_object(), bv.as_object()) else {
+                        return Err(invalid(path, "dependentRequired must be an object"));
+                    };
+                    let mut m = da.clone();
+                    for (k, names) in db {
+                        let mut list = m
+                            .get(k)
+                            .and_then(Value::as_array)
+                            .cloned()
+                            .unwrap_or_default();
+                        for n in names.as_array().into_iter().flatten() {
+                            if !list.contains(n) {
+                                list.push(n.clone());
+                            }
+                        }
+                        m.insert(k.clone(), Value::Array(list));
+                    }
+                    Value::Object(m)
+                }
+                "prefixItems" => {
+                    // Position by position; the longer side's tail stays. Exact: a shorter
+                    // side whose `items` would constrain that tail was refused above.
+                    let (Some(pa), Some(pb)) = (av.as_array(), bv.as_array()) else {
+                        return Err(invalid(path, "prefixItems must be an array"));
+                    };
+                    let n = pa.len().max(pb.len());
+                    let merged = (0..n)
+                        .map(|i| match (pa.get(i), pb.get(i)) {
+                            (Some(x), Some(y)) if x == y => x.clone(),
+                            (Some(x), Some(y)) => serde_json::json!({ "allOf": [x, y] }),
+                            (Some(x), None) | (None, Some(x)) => x.clone(),
+                            (None, None) => Value::Bool(true),
+                        })
+                        .collect();
+                    Value::Array(merged)
+                }
+                "multipleOf" => {
+                    // Both steps must hold: the keyword becomes the list of them, which
+                    // `number_dfa` intersects (as with patterns above).
+                    let mut all = Vec::new();
+                    for v in [&av, bv] {
+                        match v {
+                            Value::Number(_) => all.push(v.clone()),
+                            Value::Array(list) if list.iter().all(Value::is_number) => {
+                                all.extend(list.iter().cloned())
+                            }
+                            _ => return Err(invalid(path, "multipleOf must be a number")),
                         }
                     }
                     Value::Array(all)

@@ -235,10 +235,215 @@ pub(super) fn le_regex(b: &Dec, excl: bool) -> String {
     }
 }
 
+/// Most significant digits of a number under `multipleOf`: with at most 15, the written
+/// decimal is the shortest spelling of its double, so validators that divide doubles (and
+/// those that compare decimals) agree with the automaton on every value it allows.
+pub(super) const MULTIPLE_OF_DIGITS: u8 = 15;
+
+/// Most remainder × fraction-place states of one `multipleOf` automaton: a step `M × 10^-s`
+/// (`M` an integer) needs `M × (s + 2)` of them, times the significant-digit counter.
+pub(super) const MULTIPLE_OF_MAX_STEP_STATES: u64 = 600;
+
+/// A `multipleOf` step as `(M, s)`: the value is `M × 10^-s`, `M` a positive integer without
+/// trailing zeros when `s > 0`. `None` for zero, negative, or more than 18 significant digits.
+pub(super) fn decimal_step(n: &serde_json::Number) -> Option<(u64, u32)> {
+    let text = n.to_string();
+    let (mant, exp) = match text.find(['e', 'E']) {
+        Some(i) => (&text[..i], text[i + 1..].parse::<i32>().ok()?),
+        None => (&text[..], 0),
+    };
+    if mant.starts_with('-') {
+        return None;
+    }
+    let (int, frac) = mant.split_once('.').unwrap_or((mant, ""));
+    let digits = format!("{int}{frac}");
+    let digits = digits.trim_start_matches('0');
+    // value = digits × 10^(exp - frac.len())
+    let mut scale = exp - frac.len() as i32;
+    let mut digits = digits.to_string();
+    while scale < 0 && digits.ends_with('0') {
+        digits.pop();
+        scale += 1;
+    }
+    if digits.is_empty() || digits.len() > 18 {
+        return None;
+    }
+    let mut m: u64 = digits.parse().ok()?;
+    while scale > 0 {
+        m = m.checked_mul(10)?;
+        scale -= 1;
+    }
+    Some((m, (-scale) as u32))
+}
+
+/// The state of the `multipleOf` automaton.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct MultipleState {
+    phase: MultiplePhase,
+    /// The digits read so far (integer part, then at most `s` fraction digits) modulo `M`.
+    rem: u64,
+    /// Fraction digits read, capped at `s + 1` (past `s`, only zeros may follow).
+    frac: u32,
+    /// Significant digits written (from the first non-zero one).
+    sig: u8,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum MultiplePhase {
+    Start,
+    Minus,
+    /// The integer part is `0`.
+    Zero,
+    Int,
+    Dot,
+    Frac,
+}
+
+/// The numbers (JSON spelling, no exponent, at most [`MULTIPLE_OF_DIGITS`] significant digits)
+/// that are integer multiples of `M × 10^-s`, decided exactly on the decimal digits: `x` is a
+/// multiple when `x × 10^s` is an integer divisible by `M`, i.e. every fraction digit past the
+/// `s`-th is zero and the digits up to it, read as an integer, are `0 mod M`.
+pub(super) fn multiple_of_dfa(
+    m: u64,
+    s: u32,
+    max_states: usize,
+) -> Result<crate::grammar::dfa::Dfa, crate::grammar::dfa::DfaError> {
+    use crate::grammar::dfa::Dfa;
+    use MultiplePhase::*;
+    let mut classes = [0u8; 256];
+    for (i, b) in (b'0'..=b'9').enumerate() {
+        classes[b as usize] = 1 + i as u8;
+    }
+    classes[b'-' as usize] = 11;
+    classes[b'.' as usize] = 12;
+    // 10^k mod m for the fraction places left at the end.
+    let pow10 = |k: u32| -> u64 {
+        let mut p = 1 % m;
+        for _ in 0..k {
+            p = (p as u128 * 10 % m as u128) as u64;
+        }
+        p
+    };
+    let digit = |st: &MultipleState, d: u64| -> Option<MultipleState> {
+        let sig = if st.sig > 0 || d != 0 { st.sig + 1 } else { 0 };
+        if sig > MULTIPLE_OF_DIGITS {
+            return None;
+        }
+        let rem = ((st.rem as u128 * 10 + d as u128) % m as u128) as u64;
+        Some(MultipleState {
+            sig,
+            rem,
+            ..st.clone()
+        })
+    };
+    let start = MultipleState {
+        phase: Start,
+        rem: 0,
+        frac: 0,
+        sig: 0,
+    };
+    Dfa::build(
+        start,
+        max_states,
+        &classes,
+        |st, b| {
+            let with = |phase: MultiplePhase, x: MultipleState| MultipleState { phase, ..x };
+            match (st.phase, b) {
+                (Start, b'-') => Some(with(Minus, st.clone())),
+                (Start | Minus, b'0') => Some(with(Zero, st.clone())),
+                (Start | Minus, b'1'..=b'9') | (Int, b'0'..=b'9') => {
+                    digit(st, u64::from(b - b'0')).map(|x| with(Int, x))
+                }
+                (Zero | Int, b'.') => Some(with(Dot, st.clone())),
+                (Dot | Frac, b'0'..=b'9') => {
+                    if st.frac >= s {
+                        // Past the step's places: only zeros (they change nothing).
+                        if b != b'0' {
+                            return None;
+                        }
+                        let x = MultipleState {
+                            frac: s + 1,
+                            ..st.clone()
+                        };
+                        let sig = if x.sig > 0 { x.sig + 1 } else { 0 };
+                        (sig <= MULTIPLE_OF_DIGITS).then_some(MultipleState {
+                            phase: Frac,
+                            sig,
+                            ..x
+                        })
+                    } else {
+                        digit(st, u64::from(b - b'0')).map(|x| MultipleState {
+                            phase: Frac,
+                            frac: st.frac + 1,
+                            ..x
+                        })
+                    }
+                }
+                _ => None,
+            }
+        },
+        |st| match st.phase {
+            Zero | Int | Frac => {
+                let placed = st.frac.min(s);
+                (st.rem as u128 * pow10(s - placed) as u128 % m as u128) == 0
+            }
+            _ => false,
+        },
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::grammar::dfa::{Dfa, Op};
+
+    #[test]
+    fn multiple_of_is_exact_on_decimals() {
+        let steps = ["1.5", "0.01", "7", "0.0001", "25", "1e-8", "2.5e1", "0.3"];
+        for step in steps {
+            let n: serde_json::Number = serde_json::from_str(step).unwrap();
+            let (m, s) = decimal_step(&n).unwrap();
+            let d = multiple_of_dfa(m, s, 100_000).unwrap();
+            // x = k / 1000 for k in a range, spelled plainly and with extra zeros.
+            for k in -3000i64..3000 {
+                let abs = k.unsigned_abs();
+                let text = format!(
+                    "{}{}.{:03}",
+                    if k < 0 { "-" } else { "" },
+                    abs / 1000,
+                    abs % 1000
+                );
+                // exact: k/1000 = j × M × 10^-s  ⇔  k × 10^s divisible by M × 1000
+                let want = (k as i128 * 10i128.pow(s)) % (m as i128 * 1000) == 0;
+                assert_eq!(d.matches(text.as_bytes()), want, "{text} multipleOf {step}");
+                let short = text.trim_end_matches('0').trim_end_matches('.');
+                if !short.is_empty() && short != "-" {
+                    assert_eq!(
+                        d.matches(short.as_bytes()),
+                        want,
+                        "{short} multipleOf {step}"
+                    );
+                }
+            }
+        }
+        assert_eq!(
+            decimal_step(&serde_json::from_str("1.50").unwrap()),
+            Some((15, 1))
+        );
+        assert_eq!(
+            decimal_step(&serde_json::from_str("100").unwrap()),
+            Some((100, 0))
+        );
+        assert_eq!(decimal_step(&serde_json::from_str("0").unwrap()), None);
+        assert_eq!(decimal_step(&serde_json::from_str("-2").unwrap()), None);
+        // At most 15 significant digits; no exponent.
+        let d = multiple_of_dfa(1, 0, 100_000).unwrap();
+        assert!(d.matches(b"999999999999999"));
+        assert!(!d.matches(b"1000000000000000"));
+        assert!(d.matches(b"0.000"));
+        assert!(!d.matches(b"1e2"));
+        assert!(!d.matches(b"01"));
+    }
 
     fn dfa(re: &str) -> Dfa {
         Dfa::from_regex(re, 100_000).unwrap()

@@ -13,6 +13,7 @@ impl Compiler<'_> {
         additional: Option<(LexId, NodeId)>,
         syntax: Syntax,
         kwargs: bool,
+        dependencies: &[(String, Vec<String>)],
     ) -> Result<ObjectNode> {
         let mut spelled: Vec<(Vec<u8>, usize)> = Vec::new();
         for (i, (k, _)) in entries.iter().enumerate() {
@@ -44,12 +45,33 @@ impl Compiler<'_> {
         } else {
             Vec::new()
         };
+        let id_of = |name: &str| spelled.iter().position(|e| entries[e.1].0 == name);
+        let mut deps = Vec::new();
+        for (trigger, needs) in dependencies {
+            let needs: Vec<u32> = needs
+                .iter()
+                .filter(|n| *n != trigger)
+                .filter_map(|n| id_of(n).map(|i| i as u32))
+                .collect();
+            if needs.is_empty() {
+                continue;
+            }
+            for (i, e) in spelled.iter().enumerate() {
+                if entries[e.1].0 == *trigger {
+                    deps.push((i as u32, needs.clone()));
+                }
+            }
+        }
+        deps.sort();
         Ok(ObjectNode {
             trie: KeyTrie::new(&keys),
             keys,
             values,
             required: req,
             unavailable: vec![],
+            dependencies: deps,
+            min_props: 0,
+            max_props: u32::MAX,
             additional,
             syntax,
             alias,
@@ -73,7 +95,13 @@ impl Compiler<'_> {
     /// A function's parameters as Python keyword arguments `(k=v, ...)`: the schema (after its
     /// top-level `$ref`s and `allOf`s are resolved) must be one object schema.
     pub(crate) fn compile_kwargs(&mut self, schema: &Value, path: &str) -> Result<NodeId> {
-        let mut s = schema.clone();
+        let mut s = match schema.as_object() {
+            Some(o) => match self.rewrite_unevaluated(o, path)? {
+                Some(o) => Value::Object(o),
+                None => schema.clone(),
+            },
+            None => schema.clone(),
+        };
         for _ in 0..32 {
             let Some(o) = s.as_object() else { break };
             if let Some(r) = o.get("$ref") {
@@ -112,7 +140,7 @@ impl Compiler<'_> {
             Value::Bool(true) => Map::new(),
             _ => return Err(invalid(path, "parameters must be an object schema")),
         };
-        for k in ["anyOf", "oneOf", "enum", "const"] {
+        for k in ["anyOf", "oneOf", "enum", "const", "not", "if"] {
             if o.contains_key(k) {
                 return Err(Error::Unrepresentable {
                     what: "parameters schema",
@@ -146,7 +174,8 @@ impl Compiler<'_> {
             Some(Value::Object(p)) => p,
             Some(_) => return Err(invalid(path, "properties must be an object")),
         };
-        let required: Vec<String> = match obj.get("required") {
+        let dependencies = dependencies::dependent_required(obj, path)?;
+        let mut required: Vec<String> = match obj.get("required") {
             None => vec![],
             Some(Value::Array(r)) => r
                 .iter()
@@ -158,8 +187,24 @@ impl Compiler<'_> {
                 .collect::<Result<_>>()?,
             Some(_) => return Err(invalid(path, "required must be an array")),
         };
+        // Keys that required keys require are required too.
+        let mut i = 0;
+        while i < required.len() {
+            if let Some((_, needs)) = dependencies.iter().find(|d| d.0 == required[i]) {
+                for n in needs {
+                    if !required.contains(n) {
+                        required.push(n.clone());
+                    }
+                }
+            }
+            i += 1;
+        }
         if kwargs {
-            for k in props.keys().chain(required.iter()) {
+            for k in props.keys().chain(required.iter()).chain(
+                dependencies
+                    .iter()
+                    .flat_map(|d| std::iter::once(&d.0).chain(&d.1)),
+            ) {
                 if !is_identifier(k) {
                     return Err(Error::Unrepresentable {
                         what: "argument name",
@@ -186,10 +231,32 @@ impl Compiler<'_> {
             let v = self.compile(s, &p)?;
             entries.push((k.clone(), v));
         }
-        for r in &required {
+        let named = required.iter().chain(
+            dependencies
+                .iter()
+                .flat_map(|d| std::iter::once(&d.0).chain(&d.1)),
+        );
+        for r in named {
             if !props.contains_key(r) && !entries.iter().any(|e| &e.0 == r) {
-                // A required key that only additionalProperties can match.
+                // A required (or dependency) key that only additionalProperties can match.
                 entries.push((r.clone(), additional_node.unwrap_or(never)));
+            }
+        }
+        // propertyNames: listed keys it refuses cannot appear; extra keys are limited to it.
+        let names = self.property_names_dfa(obj, path)?;
+        if let Some(nd) = &names {
+            for e in entries.iter_mut() {
+                if !nd.matches(e.0.as_bytes()) {
+                    e.1 = never;
+                }
+            }
+            if kwargs && additional_node.is_some() {
+                return self
+                    .b
+                    .unsupported("propertyNames", path, "on extra Python keyword arguments")
+                    .and_then(|()| {
+                        self.compile_object_as(&without(obj, "propertyNames"), path, kwargs)
+                    });
             }
         }
         let additional = match additional_node {
@@ -209,11 +276,14 @@ impl Compiler<'_> {
                     let listed: Vec<&[u8]> = entries.iter().map(|e| e.0.as_bytes()).collect();
                     let lit =
                         Dfa::literals(listed, max).map_err(|e| self.b.dfa_err(e, path, ""))?;
-                    let d = self
+                    let mut d = self
                         .b
                         .regex("(?s:.)*", path)?
                         .product(&lit, Op::AndNot, max)
                         .map_err(|e| self.b.dfa_err(e, path, ""))?;
+                    if let Some(nd) = &names {
+                        d = self.b.and(&d, nd, path)?;
+                    }
                     self.quote(&d, path)?
                 };
                 Some((self.key_lexeme(Arc::new(d), path)?, v))
@@ -229,7 +299,17 @@ impl Compiler<'_> {
         } else {
             self.obj_syntax()
         };
-        let o = self.object_node(entries, &required, additional, syntax, kwargs)?;
+        let mut o = self.object_node(
+            entries,
+            &required,
+            additional,
+            syntax,
+            kwargs,
+            &dependencies,
+        )?;
+        if !self.property_counts(obj, &mut o, required.len(), &dependencies, path)? {
+            return Ok(id); // still Node::Never
+        }
         self.b.nodes[id as usize] = Node::Object(Box::new(o));
         Ok(id)
     }
@@ -282,5 +362,121 @@ impl Compiler<'_> {
             syntax: self.arr_syntax(),
         });
         Ok(id)
+    }
+}
+
+/// `obj` without the keyword `k`.
+fn without(obj: &Map<String, Value>, k: &str) -> Map<String, Value> {
+    let mut o = obj.clone();
+    o.remove(k);
+    o
+}
+
+/// The string keywords `propertyNames` may hold (a key is a string: other types never match).
+const PROPERTY_NAME_KEYWORDS: &[&str] = &[
+    "type",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "format",
+    "enum",
+    "const",
+];
+
+impl Compiler<'_> {
+    /// The automaton of the key names `propertyNames` allows (over the decoded name), or `None`
+    /// when the object has none. `false`, or a `type` without `string`, allows no name. Other
+    /// keywords than [`PROPERTY_NAME_KEYWORDS`] (and annotations) are refused by name.
+    fn property_names_dfa(&mut self, obj: &Map<String, Value>, path: &str) -> Result<Option<Dfa>> {
+        let none = || Dfa::literals(std::iter::empty(), 10).unwrap();
+        let p = format!("{path}/propertyNames");
+        let m = match obj.get("propertyNames") {
+            None | Some(Value::Bool(true)) => return Ok(None),
+            Some(Value::Bool(false)) => return Ok(Some(none())),
+            Some(Value::Object(m)) => m,
+            Some(_) => return Err(invalid(path, "propertyNames must be a schema")),
+        };
+        if let Some(k) = m
+            .keys()
+            .find(|k| !PROPERTY_NAME_KEYWORDS.contains(&k.as_str()) && !is_annotation(k))
+        {
+            self.b.unsupported(
+                "propertyNames",
+                path,
+                &format!("only string keywords (length, pattern, format, enum, const) are enforced on names, not `{k}`"),
+            )?;
+            return Ok(None);
+        }
+        if let Some(t) = m.get("type") {
+            if type_set(t, &p)? & T_STR == 0 {
+                return Ok(Some(none()));
+            }
+        }
+        let mut d = self.string_dfa(m, &p)?;
+        let listed: Option<Vec<Value>> = match (m.get("enum"), m.get("const")) {
+            (Some(Value::Array(e)), _) => Some(e.clone()),
+            (Some(_), _) => return Err(invalid(&p, "enum must be an array")),
+            (None, Some(c)) => Some(vec![c.clone()]),
+            (None, None) => None,
+        };
+        if let Some(values) = listed {
+            let names: Vec<&[u8]> = values
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::as_bytes)
+                .collect();
+            let lit = Dfa::literals(names, self.opts.max_lexeme_states)
+                .map_err(|e| self.b.dfa_err(e, &p, ""))?;
+            d = self.b.and(&d, &lit, &p)?;
+        }
+        Ok(Some(d))
+    }
+}
+
+impl Compiler<'_> {
+    /// Sets `minProperties`/`maxProperties` on `o` (with `required` distinct required keys);
+    /// false when no object can satisfy them. Refused by name where the completion count would
+    /// not be exact: either bound beside `dependentRequired`, and a `minProperties` that asks
+    /// for more than one key past the required ones where extra keys are allowed (the cost of
+    /// several fresh key names is not tracked).
+    fn property_counts(
+        &mut self,
+        obj: &Map<String, Value>,
+        o: &mut ObjectNode,
+        required: usize,
+        dependencies: &[(String, Vec<String>)],
+        path: &str,
+    ) -> Result<bool> {
+        let cap = |n: u64| n.min(u64::from(u32::MAX - 1)) as u32;
+        let min = get_count(obj, "minProperties", path)?.map(cap);
+        let max = get_count(obj, "maxProperties", path)?.map(cap);
+        if !dependencies.is_empty() {
+            for (k, v) in [("minProperties", min), ("maxProperties", max)] {
+                if v.is_some() {
+                    self.b.unsupported(
+                        k,
+                        path,
+                        "beside dependentRequired (not counted exactly)",
+                    )?;
+                }
+            }
+            return Ok(true);
+        }
+        let mut min = min.unwrap_or(0);
+        if min as usize > required + 1 && o.additional.is_some() {
+            self.b.unsupported(
+                "minProperties",
+                path,
+                "more than one key past the required ones where extra keys are allowed",
+            )?;
+            min = 0;
+        }
+        let max = max.unwrap_or(u32::MAX);
+        if min > max || required > max as usize {
+            return Ok(false);
+        }
+        o.min_props = min;
+        o.max_props = max;
+        Ok(true)
     }
 }

@@ -31,7 +31,11 @@ impl Compiler<'_> {
                 "maximum",
                 "exclusiveMinimum",
                 "exclusiveMaximum",
+                "multipleOf",
             ] {
+                if kw == "format" && self.opts.format_annotation {
+                    continue;
+                }
                 if let Some(v) = obj.get(kw) {
                     key.push_str(kw);
                     key.push_str(&v.to_string());
@@ -115,7 +119,8 @@ impl Compiler<'_> {
                 })?,
             );
         }
-        for f in string_list(obj, "format", path)? {
+        let formats = string_list(obj, "format", path)?;
+        for f in formats.iter().filter(|_| !self.opts.format_annotation) {
             match format_regex(f) {
                 Some(re) => parts.push(self.b.regex(&re, path)?),
                 None => {
@@ -134,7 +139,55 @@ impl Compiler<'_> {
         Ok(acc)
     }
 
+    /// Numbers (or integers) within the bounds and, with `multipleOf`, multiples of every step.
     pub(super) fn number_dfa(
+        &mut self,
+        obj: &Map<String, Value>,
+        integer: bool,
+        path: &str,
+    ) -> Result<Dfa> {
+        let mut acc = self.bounded_number_dfa(obj, integer, path)?;
+        let steps: Vec<&serde_json::Number> = match obj.get("multipleOf") {
+            None => Vec::new(),
+            Some(Value::Number(n)) => vec![n],
+            // Merged `allOf` parts: every step must hold.
+            Some(Value::Array(list)) if !list.is_empty() && list.iter().all(Value::is_number) => {
+                list.iter().filter_map(Value::as_number).collect()
+            }
+            Some(_) => return Err(invalid(path, "multipleOf must be a number greater than 0")),
+        };
+        for n in steps {
+            if n.as_f64().is_none_or(|f| f <= 0.0) {
+                return Err(invalid(path, "multipleOf must be a number greater than 0"));
+            }
+            let Some((m, s)) = numbers::decimal_step(n) else {
+                self.b.unsupported(
+                    "multipleOf",
+                    path,
+                    &format!("the step {n} has more than 18 significant digits"),
+                )?;
+                continue;
+            };
+            if m.saturating_mul(u64::from(s) + 2) > numbers::MULTIPLE_OF_MAX_STEP_STATES {
+                self.b.unsupported(
+                    "multipleOf",
+                    path,
+                    &format!(
+                        "the step {n} needs {m} remainders × {} places, over the {} an exact automaton is built for",
+                        s + 2,
+                        numbers::MULTIPLE_OF_MAX_STEP_STATES
+                    ),
+                )?;
+                continue;
+            }
+            let d = numbers::multiple_of_dfa(m, s, self.opts.max_lexeme_states)
+                .map_err(|e| self.b.dfa_err(e, path, ""))?;
+            acc = self.b.and(&acc, &d, path)?;
+        }
+        Ok(acc)
+    }
+
+    fn bounded_number_dfa(
         &mut self,
         obj: &Map<String, Value>,
         integer: bool,

@@ -1,6 +1,6 @@
-//! `anyOf`/`oneOf`/type lists: unions of grammar nodes. `oneOf` is exact only when its
-//! alternatives cannot both match, so it is accepted only when they are provably disjoint (by
-//! their possible first bytes, or by their object keys); otherwise it is refused by name.
+//! `anyOf`/`oneOf`/type lists: unions of grammar nodes. A `oneOf` is a plain union only when its
+//! alternatives are provably disjoint (by their possible first bytes, or by their object keys);
+//! otherwise `negate.rs` rewrites it with complements.
 
 use super::*;
 

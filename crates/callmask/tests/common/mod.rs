@@ -156,3 +156,53 @@ pub fn with_specials(base: Arc<Vocab>, extra: &[&str]) -> Arc<Vocab> {
         .unwrap(),
     )
 }
+
+/// The vocabulary a dialect is fuzzed on: its model family's own where npm has it (Qwen3,
+/// DeepSeek V3, gpt-oss), else Llama 3.1's with the family's special tokens added.
+#[allow(dead_code)]
+pub fn family_vocab(d: &str) -> Arc<Vocab> {
+    match d {
+        "qwen3" | "qwen3_coder" | "qwen35" => npm_vocab("qwen3"),
+        "deepseek_r1" | "deepseek_v31" => npm_vocab("deepseek_v3"),
+        "gpt_oss" => npm_vocab("gptoss"),
+        // Llama 3.1 with the family's special tokens (the fuzzer's dive into a call follows the
+        // grammar's shortest path, through the special token where there is one).
+        "mistral" => with_specials(llama_vocab(), &["[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"]),
+        "granite" => with_specials(llama_vocab(), &["<|tool_call|>"]),
+        "llama4" => with_specials(llama_vocab(), &["<|python_start|>", "<|python_end|>"]),
+        "kimi_k2" => with_specials(
+            llama_vocab(),
+            &[
+                "<|tool_calls_section_begin|>",
+                "<|tool_calls_section_end|>",
+                "<|tool_call_begin|>",
+                "<|tool_call_argument_begin|>",
+                "<|tool_call_end|>",
+            ],
+        ),
+        "command_r7b" => with_specials(
+            llama_vocab(),
+            &[
+                "<|START_THINKING|>",
+                "<|END_THINKING|>",
+                "<|START_ACTION|>",
+                "<|END_ACTION|>",
+                "<|START_RESPONSE|>",
+                "<|END_RESPONSE|>",
+            ],
+        ),
+        _ => llama_vocab(),
+    }
+}
+
+/// The dialects shipped before the model families (issue 15): the ones every test covers in
+/// full.
+#[allow(dead_code)]
+pub const ORIGINAL_DIALECTS: [&str; 6] = [
+    "empower",
+    "functools",
+    "pythonic",
+    "inline",
+    "hermes",
+    "llama31_json",
+];
