@@ -222,6 +222,8 @@ pub(crate) enum ObjPhase {
 pub(crate) enum ArrPhase {
     AfterOpen,
     InValue,
+    /// Inside an item that matches the array's `contains`.
+    InMatch,
     AfterValue,
     AfterComma,
     Done,
@@ -248,6 +250,8 @@ pub(crate) enum Frame {
         node: NodeId,
         phase: ArrPhase,
         count: u32,
+        /// Items that matched `contains` (0 without it).
+        matched: u32,
         ws: u16,
     },
     /// A sequence whose elements before `idx` are done (element `idx - 1` may be on top).
@@ -421,8 +425,15 @@ impl GrammarInner {
                 *ws = 0;
             }
             Frame::Arr {
-                phase, count, ws, ..
+                phase,
+                count,
+                matched,
+                ws,
+                ..
             } => {
+                if *phase == ArrPhase::InMatch {
+                    *matched += 1;
+                }
                 *phase = ArrPhase::AfterValue;
                 *count += 1;
                 *ws = 0;
@@ -641,14 +652,16 @@ impl GrammarInner {
                 node,
                 phase,
                 count,
+                matched,
                 ws,
             } => {
-                let (node, count) = (*node, *count);
+                let (node, count, matched) = (*node, *count, *matched);
                 let a = self.array(node);
                 let frame = |phase: ArrPhase, count: u32, ws: u16| Frame::Arr {
                     node,
                     phase,
                     count,
+                    matched,
                     ws,
                 };
                 let gap = matches!(
@@ -665,25 +678,68 @@ impl GrammarInner {
                 match phase {
                     ArrPhase::AfterOpen | ArrPhase::AfterComma => {
                         if byte == a.syntax.close {
-                            if *phase == ArrPhase::AfterOpen && a.min_items == 0 {
+                            if *phase == ArrPhase::AfterOpen
+                                && a.min_items == 0
+                                && contains_ok(a, matched)
+                            {
                                 out.push(replace(frame(ArrPhase::Done, count, 0)));
                             }
                         } else if let Some(item) = a.item(count) {
-                            let s = replace(frame(ArrPhase::InValue, count, 0));
-                            self.start_value(s, item, sym, out);
+                            match &a.contains {
+                                None => {
+                                    let s = replace(frame(ArrPhase::InValue, count, 0));
+                                    self.start_value(s, item, sym, out);
+                                }
+                                Some(c) => {
+                                    let (m, n) = self.item_kinds(a, count, matched);
+                                    if m {
+                                        let s = replace(frame(ArrPhase::InMatch, count, 0));
+                                        self.start_value(s, c.matched, sym, out);
+                                    }
+                                    if n {
+                                        let s = replace(frame(ArrPhase::InValue, count, 0));
+                                        self.start_value(s, c.other, sym, out);
+                                    }
+                                }
+                            }
                         }
                     }
                     ArrPhase::AfterValue => {
-                        if byte == b',' && a.item(count).is_some() {
+                        if byte == b','
+                            && a.item(count).is_some()
+                            && (a.contains.is_none() || {
+                                let (m, n) = self.item_kinds(a, count, matched);
+                                m || n
+                            })
+                        {
                             out.push(replace(frame(ArrPhase::AfterComma, count, 0)));
-                        } else if byte == a.syntax.close && count >= a.min_items {
+                        } else if byte == a.syntax.close
+                            && count >= a.min_items
+                            && contains_ok(a, matched)
+                        {
                             out.push(replace(frame(ArrPhase::Done, count, 0)));
                         }
                     }
-                    ArrPhase::InValue | ArrPhase::Done => {}
+                    ArrPhase::InValue | ArrPhase::InMatch | ArrPhase::Done => {}
                 }
             }
         }
+    }
+
+    /// With `contains`: whether item `count` may be one that matches, and one that does not,
+    /// given `matched` items so far: a match only below `maxContains`, and either only if the
+    /// items left after it can still reach `minContains` within `maxItems`.
+    fn item_kinds(&self, a: &crate::grammar::ArrayNode, count: u32, matched: u32) -> (bool, bool) {
+        let Some(c) = &a.contains else {
+            return (true, true);
+        };
+        let need = c.min.saturating_sub(matched);
+        let room = a.max_items.saturating_sub(count.saturating_add(1));
+        let never = |n: NodeId| matches!(self.nodes[n as usize], Node::Never);
+        (
+            matched < c.max && !never(c.matched) && need.saturating_sub(1) <= room,
+            !never(c.other) && need <= room,
+        )
     }
 
     fn extra_start(&self, o: &ObjectNode) -> StateId {
@@ -797,6 +853,7 @@ impl GrammarInner {
                         node,
                         phase: ArrPhase::AfterOpen,
                         count: 0,
+                        matched: 0,
                         ws: 0,
                     });
                     out.push(stack);
@@ -846,6 +903,11 @@ fn required_ok(o: &ObjectNode, seen: &Seen) -> bool {
         && o.dependencies
             .iter()
             .all(|(t, needs)| !seen.contains(*t) || needs.iter().all(|&k| seen.contains(k)))
+}
+
+/// The array may close as far as `contains` goes: at least `minContains` items matched.
+fn contains_ok(a: &crate::grammar::ArrayNode, matched: u32) -> bool {
+    a.contains.as_ref().is_none_or(|c| matched >= c.min)
 }
 
 /// The object may close: its required keys (and dependencies) are there, and at least

@@ -284,6 +284,23 @@ pub(crate) struct ArrayNode {
     pub(crate) max_items: u32,
     /// How the array is spelled.
     pub(crate) syntax: Syntax,
+    /// `contains` with `minContains`/`maxContains` (arrays without a prefix only): `items` is
+    /// then the union of the two disjoint item nodes below.
+    pub(crate) contains: Option<ContainsNode>,
+}
+
+/// The items of an array with `contains`, split in two disjoint nodes, and the bounds on how
+/// many items match.
+#[derive(Debug, Clone)]
+pub(crate) struct ContainsNode {
+    /// `items ∧ contains`.
+    pub(crate) matched: NodeId,
+    /// `items ∧ ¬contains`.
+    pub(crate) other: NodeId,
+    /// `minContains` (1 by default).
+    pub(crate) min: u32,
+    /// `maxContains` (`u32::MAX` when unset).
+    pub(crate) max: u32,
 }
 
 impl ArrayNode {
@@ -327,10 +344,14 @@ impl GrammarInner {
                                     .count()
                                     >= o.min_props as usize)
                     }
-                    Node::Array(a) => (0..a.min_items).all(|i| match a.prefix.get(i as usize) {
-                        Some(&p) => prod[p as usize],
-                        None => a.items.is_some_and(|it| prod[it as usize]),
-                    }),
+                    Node::Array(a) => {
+                        (0..a.min_items).all(|i| match a.prefix.get(i as usize) {
+                            Some(&p) => prod[p as usize],
+                            None => a.items.is_some_and(|it| prod[it as usize]),
+                        }) && a.contains.as_ref().is_none_or(|c| {
+                            c.min == 0 || (prod[c.matched as usize] && c.min <= a.max_items)
+                        })
+                    }
                     Node::Seq(e) => e.iter().all(|&x| prod[x as usize]),
                     Node::Repeat { item, min, .. } => *min == 0 || prod[*item as usize],
                     Node::Capture(_, x) => prod[*x as usize],

@@ -44,7 +44,9 @@ use crate::error::{Error, Result};
 use crate::grammar::builder::{ptr, GrammarBuilder};
 use crate::grammar::dfa::{Dfa, DfaError, Op};
 pub use crate::grammar::CompileOptions;
-use crate::grammar::{ArrayNode, Grammar, KeyTrie, LexId, Node, NodeId, ObjectNode, Syntax};
+use crate::grammar::{
+    ArrayNode, ContainsNode, Grammar, KeyTrie, LexId, Node, NodeId, ObjectNode, Syntax,
+};
 use crate::python::{is_identifier, py_quote};
 use numbers::{ge_regex, int_range_regex, le_regex, Dec, BOUNDED_NUMBER, NUMBER};
 pub(crate) use resolve::resolve_refs;
@@ -141,6 +143,9 @@ const KEYWORDS: &[&str] = &[
     "propertyNames",
     "minProperties",
     "maxProperties",
+    "contains",
+    "minContains",
+    "maxContains",
     "anyOf",
     "oneOf",
     "allOf",
@@ -161,9 +166,6 @@ const UNSUPPORTED: &[(&str, &str)] = &[
         "uniqueItems",
         "item uniqueness cannot be enforced by an automaton",
     ),
-    ("contains", "`contains` is not supported"),
-    ("minContains", "`contains` is not supported"),
-    ("maxContains", "`contains` is not supported"),
     ("patternProperties", "pattern properties are not supported"),
     (
         "dependentSchemas",
@@ -355,6 +357,7 @@ impl<'a> Compiler<'a> {
             min_items: 0,
             max_items: u32::MAX,
             syntax: self.arr_syntax(),
+            contains: None,
         }))?;
         self.b.nodes[id as usize] = Node::Union(vec![scalar, obj, arr]);
         Ok(id)

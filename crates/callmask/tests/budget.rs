@@ -315,6 +315,14 @@ fn schema_keywords_end_valid_within_random_budgets() {
         }),
         serde_json::json!({"type": "object", "minProperties": 1, "additionalProperties": {"type": "integer"}}),
         serde_json::json!({
+            "type": "array",
+            "items": {"type": ["integer", "string"]},
+            "contains": {"type": "string", "minLength": 3},
+            "minContains": 2,
+            "maxContains": 3,
+            "maxItems": 6
+        }),
+        serde_json::json!({
             "type": "object",
             "properties": {"p": {"type": "integer"}, "q": {"type": "integer"}, "r": {"type": "integer"}},
             "additionalProperties": false,

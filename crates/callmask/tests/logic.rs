@@ -1,6 +1,6 @@
 //! `not`, `if`/`then`/`else`, `oneOf` with overlapping alternatives (issue 17c) and
 //! `multipleOf` (exact on decimal digits), `dependentRequired`/`dependentSchemas`, `propertyNames`,
-//! `minProperties`/`maxProperties`, `format` as an annotation on request, static `unevaluatedProperties`/`unevaluatedItems`:
+//! `minProperties`/`maxProperties`, `contains`/`minContains`/`maxContains`, `format` as an annotation on request, static `unevaluatedProperties`/`unevaluatedItems`:
 //! accepted and
 //! rejected instances at the byte level and at the token level (Llama 3.1), agreement with the
 //! `jsonschema` crate on generated values, refusals by name, and fuzzing with validation.
@@ -537,6 +537,107 @@ fn min_and_max_properties() {
     );
 }
 
+/// An `additionalProperties` (`items`) sees only its own part's properties (prefix): merged
+/// with a part naming others, it governs those too.
+#[test]
+fn additional_properties_and_items_do_not_look_into_other_parts() {
+    check(
+        json!({"allOf": [{"properties": {"foo": {}}}], "additionalProperties": {"type": "boolean"}}),
+        &[json!({"foo": true}), json!({"bar": false}), json!({})],
+        &[json!({"foo": 1}), json!({"bar": 1})],
+    );
+    // The classic surprise, enforced as specified: the base's `id` is "additional" outside.
+    check(
+        json!({
+            "$defs": {"base": {"properties": {"id": {"type": "integer"}}}},
+            "allOf": [{"$ref": "#/$defs/base"}],
+            "properties": {"name": {"type": "string"}},
+            "additionalProperties": false
+        }),
+        &[json!({"name": "x"}), json!({})],
+        &[json!({"id": 1, "name": "x"}), json!({"other": 1})],
+    );
+    check(
+        json!({
+            "allOf": [{"prefixItems": [{"type": "string"}, {"type": "string"}]}],
+            "items": {"type": "string", "maxLength": 1}
+        }),
+        &[json!(["a", "b"]), json!(["a"]), json!(["a", "b", "c"])],
+        &[json!(["ab"]), json!(["a", "bc"]), json!([1])],
+    );
+}
+
+#[test]
+fn contains_min_and_max() {
+    check(
+        json!({"contains": {"minimum": 5}}),
+        &[
+            json!([3, 4, 5]),
+            json!([5]),
+            json!([6, "x"]),
+            json!("not an array"),
+            json!(["x"]),
+        ],
+        &[json!([]), json!([2, 3, 4])],
+    );
+    check(
+        json!({"type": "array", "items": {"type": "integer"}, "contains": {"const": 1}, "minContains": 2, "maxContains": 3}),
+        &[json!([1, 1]), json!([1, 2, 1, 1]), json!([2, 1, 3, 1])],
+        &[
+            json!([1]),
+            json!([1, 1, 1, 1]),
+            json!([1, 1, "x"]),
+            json!([]),
+        ],
+    );
+    // Within maxItems: the last slots go to the matches still missing.
+    check(
+        json!({"contains": {"type": "string"}, "minContains": 2, "maxItems": 3}),
+        &[
+            json!(["a", "b"]),
+            json!([1, "a", "b"]),
+            json!(["a", 2, "b"]),
+        ],
+        &[
+            json!([1, 2, "a"]),
+            json!(["a"]),
+            json!(["a", "b", "c", "d"]),
+        ],
+    );
+    check(
+        json!({"contains": {"type": "null"}, "maxContains": 1}),
+        &[json!([null]), json!([1, null, 2])],
+        &[json!([null, null]), json!([])],
+    );
+    // minContains 0 without maxContains asks nothing; min/maxContains without contains are void.
+    check(
+        json!({"contains": false, "minContains": 0}),
+        &[json!([]), json!([1])],
+        &[],
+    );
+    check(
+        json!({"minContains": 3, "maxContains": 0}),
+        &[json!([]), json!([1, 2])],
+        &[],
+    );
+    check(
+        json!({"allOf": [{"contains": {"type": "integer"}}, {"maxContains": 0}]}),
+        &[json!([1])],
+        &[json!(["x"])],
+    );
+    // Impossible counts: no array.
+    check(
+        json!({"contains": true, "minContains": 3, "maxItems": 2}),
+        &[json!("s")],
+        &[json!([1, 2]), json!([])],
+    );
+    refused(
+        json!({"prefixItems": [{"type": "string"}], "contains": {"type": "integer"}}),
+        "contains",
+        "prefixItems",
+    );
+}
+
 #[test]
 fn property_names() {
     check(
@@ -689,6 +790,9 @@ fn schemas() -> Vec<Value> {
         json!({"multipleOf": 0.5}),
         json!({"dependentRequired": {"a": ["b"], "b": ["x"]}}),
         json!({"maxProperties": 1}),
+        json!({"contains": {"type": "integer", "minimum": 0}, "minContains": 2, "maxContains": 3}),
+        json!({"type": "array", "items": {"type": ["string", "null"]}, "contains": {"type": "null"}, "maxItems": 3}),
+        json!({"allOf": [{"properties": {"a": {"type": "integer"}}}], "properties": {"b": true}, "additionalProperties": {"type": "string"}}),
         json!({"properties": {"a": {"type": "integer"}, "b": true}, "required": ["a"], "minProperties": 2, "maxProperties": 2}),
         json!({"propertyNames": {"pattern": "^[ab]"}, "properties": {"x": true}}),
         json!({"dependentSchemas": {"a": {"properties": {"b": {"type": "integer"}}}, "x": {"required": ["y"]}}}),

@@ -227,6 +227,9 @@ impl Completer {
                 }
                 total
             }
+            Node::Array(a) if a.contains.is_some() => {
+                add(1, self.rest_with_contains(a, ArrPhase::AfterOpen, 0, 0))
+            }
             Node::Array(a) => {
                 let mut total = 2 + a.min_items.saturating_sub(1);
                 for i in 0..a.min_items {
@@ -314,6 +317,52 @@ impl Completer {
         }
         // Commas: one before each missing entry after a value, one between them otherwise.
         add(total, if after_value { missing } else { missing - 1 })
+    }
+
+    /// [`Completer::rest`] of an array with `contains`: the items still needed (at least
+    /// `minContains - matched` matching ones, at least `minItems` in all; past those, the
+    /// cheaper kind while matches are still allowed), their commas and the close.
+    fn rest_with_contains(
+        &self,
+        a: &crate::grammar::ArrayNode,
+        phase: ArrPhase,
+        count: u32,
+        matched: u32,
+    ) -> u32 {
+        let Some(c) = &a.contains else {
+            return INF;
+        };
+        // The item in progress counts as written.
+        let (cnt, mat) = match phase {
+            ArrPhase::InValue => (count + 1, matched),
+            ArrPhase::InMatch => (count + 1, matched + 1),
+            ArrPhase::Done => return 0,
+            _ => (count, matched),
+        };
+        let need_m = c.min.saturating_sub(mat);
+        let mut need = a.min_items.saturating_sub(cnt).max(need_m);
+        if phase == ArrPhase::AfterComma && need == 0 {
+            need = 1; // a comma promised an item
+        }
+        let m_cost = self.node_min[c.matched as usize];
+        let n_cost = self.node_min[c.other as usize];
+        let per_extra = if mat.saturating_add(need_m) < c.max {
+            m_cost.min(n_cost)
+        } else {
+            n_cost
+        };
+        let mul = |x: u32, n: u32| x.saturating_mul(n).min(INF);
+        let items = add(mul(m_cost, need_m), mul(per_extra, need - need_m));
+        match phase {
+            ArrPhase::AfterOpen | ArrPhase::AfterComma => {
+                if need == 0 {
+                    1
+                } else {
+                    add(items, need)
+                }
+            }
+            _ => add(items, need + 1),
+        }
     }
 
     /// Symbols that `frame` (with no child above it) still needs before it is complete.
@@ -411,6 +460,15 @@ impl Completer {
                 }
             }
             Frame::Arr {
+                node,
+                phase,
+                count,
+                matched,
+                ..
+            } if g.array(*node).contains.is_some() => {
+                self.rest_with_contains(g.array(*node), *phase, *count, *matched)
+            }
+            Frame::Arr {
                 node, phase, count, ..
             } => {
                 let a = g.array(*node);
@@ -427,7 +485,9 @@ impl Completer {
                             add(items, need)
                         }
                     }
-                    ArrPhase::InValue | ArrPhase::AfterValue => add(items, need + 1),
+                    ArrPhase::InValue | ArrPhase::InMatch | ArrPhase::AfterValue => {
+                        add(items, need + 1)
+                    }
                     ArrPhase::AfterComma => {
                         if need == 0 {
                             add(a.item(*count).map_or(INF, |n| self.node_min[n as usize]), 1)
@@ -682,7 +742,7 @@ impl Completer {
                 let item = a.item(*count).map_or(INF, |n| d.enter[n as usize]);
                 match phase {
                     ArrPhase::AfterOpen | ArrPhase::AfterComma => item,
-                    ArrPhase::AfterValue | ArrPhase::InValue => add(1, item),
+                    ArrPhase::AfterValue | ArrPhase::InValue | ArrPhase::InMatch => add(1, item),
                     ArrPhase::Done => INF,
                 }
             }

@@ -102,6 +102,7 @@ impl Compiler<'_> {
                         min_items: n,
                         max_items: n,
                         syntax: self.arr_syntax(),
+                        contains: None,
                     }))?);
                 }
                 Value::Object(_) => others.push(self.const_node(v, path)?),

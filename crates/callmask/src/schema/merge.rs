@@ -64,8 +64,13 @@ impl Compiler<'_> {
             return self.merge_two(&Value::Object(a.clone()), &y, path, depth + 1);
         }
         // Keywords that depend on their siblings (additionalProperties on properties, items on
-        // prefixItems, additionalItems on array items) stay exact only if the other side adds
-        // no sibling they would have to look past.
+        // prefixItems, additionalItems on array items) see only their own part's siblings: a
+        // property (position) the other part names but this one does not is, for this part, one
+        // its additionalProperties (items) governs. Spelled out first, the merge is exact.
+        let (mut a2, mut b2) = (a.clone(), b.clone());
+        spell_out_siblings(&mut a2, &b);
+        spell_out_siblings(&mut b2, a);
+        let (a, b) = (&a2, b2);
         for (x, y) in [(a, &b), (&b, a)] {
             let keys = property_names;
             let len = |o: &Map<String, Value>, k: &str| {
@@ -298,5 +303,61 @@ impl Compiler<'_> {
             out.insert(k.clone(), merged);
         }
         Ok(Value::Object(out))
+    }
+}
+
+/// Gives `x` an explicit entry for each property (prefix position) that `y` names and `x` leaves
+/// to its `additionalProperties` (`items`): the entry is that keyword's schema, so `x` accepts
+/// exactly what it did, and its siblings now cover `y`'s.
+fn spell_out_siblings(x: &mut Map<String, Value>, y: &Map<String, Value>) {
+    // minContains/maxContains qualify only their own part's `contains`: without one they are
+    // void, and must not attach to the other part's.
+    if !x.contains_key("contains") {
+        x.remove("minContains");
+        x.remove("maxContains");
+    }
+    if let Some(add) = x.get("additionalProperties").cloned() {
+        if let Some(Value::Object(yp)) = y.get("properties") {
+            let mut xp = match x.get("properties") {
+                Some(Value::Object(p)) => p.clone(),
+                _ => Map::new(),
+            };
+            let mut changed = false;
+            for k in yp.keys() {
+                if !xp.contains_key(k) {
+                    xp.insert(k.clone(), add.clone());
+                    changed = true;
+                }
+            }
+            if changed {
+                x.insert("properties".into(), Value::Object(xp));
+            }
+        }
+    }
+    // 2020-12 `items` after `prefixItems`.
+    if let Some(items) = x.get("items").filter(|i| !i.is_array()).cloned() {
+        let ylen = y
+            .get("prefixItems")
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
+        let mut xp = x
+            .get("prefixItems")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        if ylen > xp.len() {
+            xp.resize(ylen, items);
+            x.insert("prefixItems".into(), Value::Array(xp));
+        }
+    }
+    // Draft 7's `additionalItems` after array-form `items`.
+    if let (Some(add), Some(Value::Array(xi))) = (x.get("additionalItems").cloned(), x.get("items"))
+    {
+        let ylen = y.get("items").and_then(Value::as_array).map_or(0, Vec::len);
+        if ylen > xi.len() {
+            let mut xi = xi.clone();
+            xi.resize(ylen, add);
+            x.insert("items".into(), Value::Array(xi));
+        }
     }
 }

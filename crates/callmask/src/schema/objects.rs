@@ -354,12 +354,24 @@ impl Compiler<'_> {
             self.b.nodes[id as usize] = Node::Never;
             return Ok(id);
         }
+        let contains = match self.contains_node(obj, !prefix.is_empty(), path)? {
+            Some(c) if c.min > c.max || c.min > max_items => {
+                self.b.nodes[id as usize] = Node::Never;
+                return Ok(id);
+            }
+            Some(c) => {
+                items = Some(self.b.push(Node::Union(vec![c.matched, c.other]))?);
+                Some(c)
+            }
+            None => None,
+        };
         self.b.nodes[id as usize] = Node::Array(ArrayNode {
             prefix,
             items,
             min_items,
             max_items,
             syntax: self.arr_syntax(),
+            contains,
         });
         Ok(id)
     }
@@ -478,5 +490,58 @@ impl Compiler<'_> {
         o.min_props = min;
         o.max_props = max;
         Ok(true)
+    }
+}
+
+impl Compiler<'_> {
+    /// `contains` (with `minContains`/`maxContains`): the item schema split into the items
+    /// that match and those that do not (the latter through `not`, so `contains` is refused by
+    /// name where its complement is not exact). `None` without `contains`, or where it asks for
+    /// nothing (`minContains: 0` and no `maxContains`). Refused beside a prefix (`prefixItems`,
+    /// array-form `items`), whose positions would need a split each.
+    fn contains_node(
+        &mut self,
+        obj: &Map<String, Value>,
+        has_prefix: bool,
+        path: &str,
+    ) -> Result<Option<ContainsNode>> {
+        let Some(c) = obj.get("contains") else {
+            // minContains/maxContains without contains are ignored.
+            return Ok(None);
+        };
+        let cap = |n: u64| n.min(u64::from(u32::MAX - 1)) as u32;
+        let min = get_count(obj, "minContains", path)?.map_or(1, cap);
+        let max = get_count(obj, "maxContains", path)?.map_or(u32::MAX, cap);
+        if min == 0 && max == u32::MAX {
+            return Ok(None);
+        }
+        if has_prefix {
+            self.b
+                .unsupported("contains", path, "beside prefixItems (or array-form items)")?;
+            return Ok(None);
+        }
+        let items = obj.get("items").cloned().unwrap_or(Value::Bool(true));
+        let p = format!("{path}/contains");
+        let yes = self.merge_all(&[items.clone(), c.clone()], &p)?;
+        let no = self.merge_all(&[items, serde_json::json!({ "not": c })], &p)?;
+        let matched = self.compile(&yes, &p)?;
+        let other = match self.compile(&no, &p) {
+            Ok(n) => n,
+            Err(Error::UnsupportedKeyword { reason, .. }) => {
+                self.b.unsupported(
+                    "contains",
+                    path,
+                    &format!("the items it does not match cannot be told apart exactly: {reason}"),
+                )?;
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        };
+        Ok(Some(ContainsNode {
+            matched,
+            other,
+            min,
+            max,
+        }))
     }
 }
