@@ -8,7 +8,8 @@
 //! `maximum`, `exclusiveMinimum`, `exclusiveMaximum`, `multipleOf` (exact on decimal digits for
 //! small steps; see `numbers.rs`), `dependentRequired` and `dependentSchemas` (see
 //! `dependencies.rs`), static `unevaluatedProperties`/`unevaluatedItems` (see
-//! `unevaluated.rs`), `anyOf`, `oneOf`
+//! `unevaluated.rs`), `propertyNames`, `minProperties`/`maxProperties`, `contains` with
+//! `minContains`/`maxContains`, `anyOf`, `oneOf`
 //! (a union when its alternatives are provably disjoint, else rewritten with complements),
 //! `allOf` (where the parts merge), `not` and `if`/`then`/`else` (where the complement is exact;
 //! see `negate.rs`), `$ref` (recursion included) by JSON pointer, by `$anchor` (and draft 7's
