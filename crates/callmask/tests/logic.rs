@@ -341,7 +341,17 @@ fn multiple_of_integers_and_decimal_steps() {
         "multipleOf",
         "remainders",
     );
-    refused(json!({"not": {"multipleOf": 2}}), "not", "multipleOf");
+    // Its complement is exact on canonical numbers.
+    check(
+        json!({"not": {"multipleOf": 2}}),
+        &[json!(1), json!(3), json!(2.5), json!(-7)],
+        &[json!(2), json!(0), json!(-4), json!("x"), json!(null)],
+    );
+    check(
+        json!({"type": "array", "items": {"multipleOf": 2}, "contains": {"minimum": 5}}),
+        &[json!([2, 6]), json!([8])],
+        &[json!([2, 4]), json!([3, 6]), json!([])],
+    );
     let g = Grammar::from_json_schema(
         &json!({"type": "number", "multipleOf": 123457}),
         &CompileOptions::default().lenient(true),
@@ -788,6 +798,7 @@ fn schemas() -> Vec<Value> {
         json!({"oneOf": [{"required": ["a"]}, {"required": ["b"]}, {"type": "array"}]}),
         json!({"oneOf": [{"items": false}, {"type": "array", "maxItems": 1}, {"type": "string", "pattern": "a"}]}),
         json!({"multipleOf": 0.5}),
+        json!({"not": {"multipleOf": 0.5}}),
         json!({"dependentRequired": {"a": ["b"], "b": ["x"]}}),
         json!({"maxProperties": 1}),
         json!({"contains": {"type": "integer", "minimum": 0}, "minContains": 2, "maxContains": 3}),

@@ -44,6 +44,9 @@ const SCALAR_EXACT: &[&str] = &[
     "maximum",
     "exclusiveMinimum",
     "exclusiveMaximum",
+    // Its automaton accepts every multiple with at most 15 significant digits and no exponent,
+    // which covers every canonical spelling.
+    "multipleOf",
 ];
 /// Object keywords the complement handles.
 const OBJECT_NEG: &[&str] = &["properties", "required", "additionalProperties"];
@@ -417,12 +420,7 @@ impl Compiler<'_> {
         let r = r
             .as_str()
             .ok_or_else(|| invalid(path, "$ref must be a string"))?;
-        let p = self.ref_pointer(r, path)?;
-        let t = self.root.pointer(&p).ok_or_else(|| Error::UnresolvedRef {
-            reference: r.into(),
-            path: ptr(path),
-        })?;
-        Ok(Some(t.clone()))
+        Ok(Some(self.ref_target_of(r, path)?.1.clone()))
     }
 
     /// The objects (`kind` = [`T_OBJ`]) or arrays ([`T_ARR`]) that `schema` rejects, as a union

@@ -108,15 +108,7 @@ impl Compiler<'_> {
                 let r = r
                     .as_str()
                     .ok_or_else(|| invalid(path, "$ref must be a string"))?;
-                let pointer = self.ref_pointer(r, path)?;
-                let target = self
-                    .root
-                    .pointer(&pointer)
-                    .ok_or_else(|| Error::UnresolvedRef {
-                        reference: r.into(),
-                        path: ptr(path),
-                    })?
-                    .clone();
+                let target = self.ref_target_of(r, path)?.1.clone();
                 let mut rest = o.clone();
                 rest.remove("$ref");
                 s = self.merge_all(&[target, Value::Object(rest)], path)?;

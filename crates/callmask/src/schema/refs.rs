@@ -4,12 +4,10 @@
 
 use super::*;
 
-impl Compiler<'_> {
-    pub(super) fn compile_ref(&mut self, r: &str, path: &str) -> Result<NodeId> {
+impl<'a> Compiler<'a> {
+    /// A `$ref`'s JSON pointer and the value it names in the document being compiled.
+    pub(super) fn ref_target_of(&self, r: &str, path: &str) -> Result<(String, &'a Value)> {
         let pointer = self.ref_pointer(r, path)?;
-        if let Some(&id) = self.refs.get(&(self.enc, pointer.clone())) {
-            return Ok(id);
-        }
         let target = self
             .root
             .pointer(&pointer)
@@ -17,6 +15,17 @@ impl Compiler<'_> {
                 reference: r.into(),
                 path: ptr(path),
             })?;
+        Ok((pointer, target))
+    }
+}
+
+impl Compiler<'_> {
+    pub(super) fn compile_ref(&mut self, r: &str, path: &str) -> Result<NodeId> {
+        let pointer = self.ref_pointer(r, path)?;
+        if let Some(&id) = self.refs.get(&(self.enc, pointer.clone())) {
+            return Ok(id);
+        }
+        let (_, target) = self.ref_target_of(r, path)?;
         let id = self.b.push(Node::Never)?;
         self.refs.insert((self.enc, pointer.clone()), id);
         let t = self.compile(target, &pointer)?;
@@ -63,11 +72,7 @@ impl Compiler<'_> {
         }
         if let Value::Object(o) = part {
             if let Some(r) = o.get("$ref").and_then(Value::as_str) {
-                let p = self.ref_pointer(r, path)?;
-                let t = self.root.pointer(&p).ok_or_else(|| Error::UnresolvedRef {
-                    reference: r.into(),
-                    path: ptr(path),
-                })?;
+                let (_, t) = self.ref_target_of(r, path)?;
                 let t = self.deref_part(t, path, depth + 1)?;
                 let mut rest = o.clone();
                 rest.remove("$ref");

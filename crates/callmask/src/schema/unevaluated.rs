@@ -160,15 +160,8 @@ impl Compiler<'_> {
             let r = r
                 .as_str()
                 .ok_or_else(|| invalid(path, "$ref must be a string"))?;
-            let pointer = self.ref_pointer(r, path)?;
-            if seen_refs.insert(pointer.clone()) {
-                let target = self
-                    .root
-                    .pointer(&pointer)
-                    .ok_or_else(|| Error::UnresolvedRef {
-                        reference: r.into(),
-                        path: ptr(path),
-                    })?;
+            let (pointer, target) = self.ref_target_of(r, path)?;
+            if seen_refs.insert(pointer) {
                 parts.push(target.clone());
             }
         }
