@@ -24,6 +24,9 @@ use crate::vocab::{TokenId, Vocab};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
+mod text_index;
+use text_index::TextIndex;
+
 /// A set of allowed tokens, one bit per token id.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TokenMask {
@@ -149,6 +152,8 @@ pub(crate) struct TokenTrie {
     /// Lexeme walks below one first-byte node, shared the same way (see
     /// [`TokenTrie::sub_walk`]).
     sub_walks: RwLock<SubWalks>,
+    /// What free-text walks need of the trie, built with it (see [`text_index`]).
+    text: TextIndex,
 }
 
 /// Lexeme walks below first-byte nodes, keyed by automaton (kept alive by the entry), state and
@@ -172,11 +177,22 @@ type SharedSubWalk = (Arc<Dfa>, Arc<SubWalk>);
 struct SubWalk {
     ids: Vec<TokenId>,
     exits: Vec<u32>,
-    /// The exits' children grouped by their byte: those of byte `b` are
-    /// `children[starts[b]..starts[b + 1]]`, so a walk out of the exits visits only the
-    /// children whose byte what follows the lexeme takes.
-    children: Vec<u32>,
-    starts: Vec<u32>,
+    /// The exits' children by byte, so that a walk out of the exits visits only the children
+    /// whose byte what follows the lexeme takes.
+    children: ExitChildren,
+}
+
+/// The children of a lexeme walk's exits, by byte.
+#[derive(Debug)]
+enum ExitChildren {
+    /// Those of byte `b` are `children[starts[b]..starts[b + 1]]`.
+    Sorted {
+        children: Vec<u32>,
+        starts: Vec<u32>,
+    },
+    /// A free-text walk's, read from the vocabulary's text index for the bytes asked for
+    /// ([`TokenTrie::text_children`]).
+    Text(text_index::TextChildren),
 }
 
 impl TokenTrie {
@@ -206,6 +222,7 @@ impl TokenTrie {
             max_depth: 0,
             lexeme_walks: RwLock::new(HashMap::new()),
             sub_walks: RwLock::new(SubWalks::default()),
+            text: TextIndex::default(),
         };
         let mut path: Vec<u32> = vec![0];
         let mut prev: &[u8] = &[];
@@ -240,6 +257,7 @@ impl TokenTrie {
         while let Some(n) = path.pop() {
             trie.nodes[n as usize].next = trie.nodes.len() as u32;
         }
+        trie.text = TextIndex::new(&trie);
         trie
     }
 
@@ -297,6 +315,23 @@ impl TokenTrie {
     /// excluded). Records as exits the nodes (`from` included) where the lexeme is complete and
     /// longer tokens go on.
     fn walk_lex(
+        &self,
+        from: usize,
+        dfa: &crate::grammar::dfa::Dfa,
+        state: u32,
+        out: &mut Vec<TokenId>,
+        exits: &mut Vec<u32>,
+    ) {
+        if let Some(w) = self.walk_text(from, dfa, state) {
+            out.extend_from_slice(&w.ids);
+            exits.extend_from_slice(&w.exits);
+            return;
+        }
+        self.walk_lex_general(from, dfa, state, out, exits);
+    }
+
+    /// [`TokenTrie::walk_lex`] node by node, for any automaton.
+    fn walk_lex_general(
         &self,
         from: usize,
         dfa: &crate::grammar::dfa::Dfa,
@@ -468,10 +503,12 @@ impl TokenTrie {
         memo: &mut FirstSteps,
     ) {
         let mut first = memo.remove(stack).unwrap_or_else(|| vec![None; 256]);
+        let mut kids: Vec<u32> = Vec::new();
         for (b, step) in first.iter_mut().enumerate() {
-            let (lo, hi) = (w.starts[b] as usize, w.starts[b + 1] as usize);
-            if lo == hi {
-                continue;
+            if let ExitChildren::Sorted { starts, .. } = &w.children {
+                if starts[b] == starts[b + 1] {
+                    continue;
+                }
             }
             let next = step.get_or_insert_with(|| {
                 let mut n = Vec::new();
@@ -479,7 +516,17 @@ impl TokenTrie {
                 (!n.is_empty()).then_some(n)
             });
             let Some(next) = next.clone() else { continue };
-            for &c in &w.children[lo..hi] {
+            let list = match &w.children {
+                ExitChildren::Sorted { children, starts } => {
+                    &children[starts[b] as usize..starts[b + 1] as usize]
+                }
+                ExitChildren::Text(t) => {
+                    kids.clear();
+                    self.text_children(t, b as u8, &mut kids);
+                    &kids[..]
+                }
+            };
+            for &c in list {
                 self.walk_node(g, c as usize, next.clone(), out, exits.as_deref_mut(), memo);
             }
         }
@@ -559,9 +606,31 @@ impl TokenTrie {
         if let Some((_, w)) = read(&self.sub_walks).map.get(&key) {
             return w.clone();
         }
+        let w = Arc::new(
+            self.walk_text(i, dfa, state)
+                .unwrap_or_else(|| self.sub_walk_general(i, dfa, state)),
+        );
+        let kids = match &w.children {
+            ExitChildren::Sorted { children, starts } => children.len() + starts.len(),
+            ExitChildren::Text(t) => t.len(),
+        };
+        let bytes = (w.ids.len() + w.exits.len() + kids) * 4 + 128;
+        let mut c = self.sub_walks.write().unwrap_or_else(|e| e.into_inner());
+        if c.bytes + bytes > SUB_WALK_BYTES {
+            c.map.clear();
+            c.bytes = 0;
+        }
+        if c.map.insert(key, (dfa.clone(), w.clone())).is_none() {
+            c.bytes += bytes;
+        }
+        w
+    }
+
+    /// [`TokenTrie::sub_walk`]'s walk, node by node, for any automaton.
+    fn sub_walk_general(&self, i: usize, dfa: &Dfa, state: u32) -> SubWalk {
         let mut ids = Vec::new();
         let mut exits = Vec::new();
-        self.walk_lex(i, dfa, state, &mut ids, &mut exits);
+        self.walk_lex_general(i, dfa, state, &mut ids, &mut exits);
         // The exits' children by byte, counting sort: count, then place.
         let each_child = |f: &mut dyn FnMut(u8, u32)| {
             for &e in &exits {
@@ -584,22 +653,11 @@ impl TokenTrie {
             children[at[b as usize] as usize] = c;
             at[b as usize] += 1;
         });
-        let w = Arc::new(SubWalk {
+        SubWalk {
             ids,
             exits,
-            children,
-            starts,
-        });
-        let bytes = (w.ids.len() + w.exits.len() + w.children.len() + w.starts.len()) * 4 + 128;
-        let mut c = self.sub_walks.write().unwrap_or_else(|e| e.into_inner());
-        if c.bytes + bytes > SUB_WALK_BYTES {
-            c.map.clear();
-            c.bytes = 0;
+            children: ExitChildren::Sorted { children, starts },
         }
-        if c.map.insert(key, (dfa.clone(), w.clone())).is_none() {
-            c.bytes += bytes;
-        }
-        w
     }
 }
 

@@ -207,8 +207,14 @@ pub(super) fn regex_node(c: &mut Compiler, re: &str) -> Result<NodeId> {
 
 /// Whitespace between a dialect's tokens (`@ws`), as [`CompileOptions::whitespace`] allows it.
 pub(super) fn ws_node(c: &mut Compiler) -> Result<NodeId> {
-    let re = c.opts.whitespace_regex(0);
-    regex_node(c, &re)
+    let o = c.opts;
+    let key = format!("ws|{:?}|{}", o.whitespace, o.max_whitespace);
+    let d = c.cached(key, |c| {
+        c.opts
+            .whitespace_dfa(0, c.opts.max_lexeme_states)
+            .map_err(|e| c.b.dfa_err(e, "", ""))
+    })?;
+    c.lexeme(d)
 }
 
 /// Free text (valid UTF-8) holding none of `markers`, at most `max` characters, captured as
@@ -220,19 +226,8 @@ pub(super) fn text_node(
     cap: Capture,
 ) -> Result<NodeId> {
     let d = c.cached(format!("text|{markers:?}|{max:?}"), |c| {
-        let mut any = c.b.regex("(?s:.)*", "")?;
-        let states = c.opts.max_lexeme_states;
-        if let Some(m) = max {
-            any = crate::grammar::dfa::Dfa::char_count(0, Some(u64::from(m)), states)
-                .map_err(|e| c.b.dfa_err(e, "", ""))?;
-        }
-        if markers.is_empty() {
-            return Ok(any);
-        }
-        let alts: Vec<String> = markers.iter().map(|m| regex_syntax::escape(m)).collect();
-        let bad =
-            c.b.regex(&format!("(?s:.)*(?:{})(?s:.)*", alts.join("|")), "")?;
-        any.product(&bad, crate::grammar::dfa::Op::AndNot, states)
+        let ms: Vec<&str> = markers.iter().map(String::as_str).collect();
+        crate::grammar::dfa::Dfa::text_without(&ms, max.map(u64::from), c.opts.max_lexeme_states)
             .map_err(|e| c.b.dfa_err(e, "", ""))
     })?;
     let l = c.lexeme(d)?;

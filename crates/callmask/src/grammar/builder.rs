@@ -137,15 +137,38 @@ impl Default for Whitespace {
 }
 
 impl CompileOptions {
-    /// The regular expression of one gap at nesting `depth` (a dialect's `@ws`: depth 0).
-    pub(crate) fn whitespace_regex(&self, depth: u32) -> String {
-        let w = self.max_whitespace;
+    /// The automaton of one gap at nesting `depth` (a dialect's `@ws`: depth 0), built
+    /// directly: `[ \t\n\r]{0,w}` for [`Whitespace::Any`], else `[ \t]{0,w}` then at most one
+    /// newline with its indentation (`(?:\n[ \t]{0,i})?`).
+    pub(crate) fn whitespace_dfa(&self, depth: u32, max_states: usize) -> Result<Dfa, DfaError> {
+        let w = self.max_whitespace as u64;
+        let mut classes = [0u8; 256];
+        classes[b' ' as usize] = 1;
+        classes[b'\t' as usize] = 1;
+        classes[b'\n' as usize] = 2;
+        classes[b'\r' as usize] = 3;
+        // State: (after the newline, bytes in this part).
         match self.whitespace {
-            Whitespace::Any => format!("[ \\t\\n\\r]{{0,{w}}}"),
-            Whitespace::Tidy { .. } if w == 0 => String::new(),
+            Whitespace::Any => Dfa::build(
+                0u64,
+                max_states,
+                &classes,
+                |&n, b| (matches!(b, b' ' | b'\t' | b'\n' | b'\r') && n < w).then_some(n + 1),
+                |_| true,
+            ),
             Whitespace::Tidy { indent } => {
-                let i = u32::from(indent).saturating_mul(depth + 1);
-                format!("[ \\t]{{0,{w}}}(?:\\n[ \\t]{{0,{i}}})?")
+                let i = u64::from(indent) * (u64::from(depth) + 1);
+                Dfa::build(
+                    (false, 0u64),
+                    max_states,
+                    &classes,
+                    |&(nl, n), b| match b {
+                        b' ' | b'\t' if n < if nl { i } else { w } => Some((nl, n + 1)),
+                        b'\n' if !nl && w > 0 => Some((true, 0)),
+                        _ => None,
+                    },
+                    |_| true,
+                )
             }
         }
     }
@@ -500,4 +523,50 @@ fn depths(g: &GrammarInner) -> Vec<u16> {
         }
     }
     depth
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The directly built gap automaton has the language of the regex it replaced.
+    #[test]
+    fn whitespace_dfa_equals_its_regex() {
+        let configs = [
+            (Whitespace::Tidy { indent: 4 }, 20, 0),
+            (Whitespace::Tidy { indent: 2 }, 3, 2),
+            (Whitespace::Tidy { indent: 0 }, 0, 0),
+            (Whitespace::Tidy { indent: 4 }, 0, 1),
+            (Whitespace::Any, 5, 0),
+            (Whitespace::Any, 0, 0),
+        ];
+        for (ws, w, depth) in configs {
+            let opts = CompileOptions::default().whitespace(ws).max_whitespace(w);
+            let re = match ws {
+                Whitespace::Any => format!("[ \\t\\n\\r]{{0,{w}}}"),
+                Whitespace::Tidy { .. } if w == 0 => String::new(),
+                Whitespace::Tidy { indent } => format!(
+                    "[ \\t]{{0,{w}}}(?:\\n[ \\t]{{0,{}}})?",
+                    u32::from(indent) * (depth + 1)
+                ),
+            };
+            let slow = Dfa::from_regex(&re, 10_000).unwrap();
+            let fast = opts.whitespace_dfa(depth, 10_000).unwrap();
+            let mut words: Vec<Vec<u8>> = vec![vec![]];
+            while let Some(word) = words.pop() {
+                assert_eq!(
+                    fast.matches(&word),
+                    slow.matches(&word),
+                    "{ws:?} {w} {word:?}"
+                );
+                if word.len() < 9 && (fast.matches(&word) || slow.matches(&word)) {
+                    for b in [b' ', b'\t', b'\n', b'\r', b'a'] {
+                        let mut n = word.clone();
+                        n.push(b);
+                        words.push(n);
+                    }
+                }
+            }
+        }
+    }
 }

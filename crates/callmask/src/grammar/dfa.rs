@@ -29,6 +29,10 @@ pub(crate) struct Dfa {
     /// True when the state has at least one live transition.
     has_out: Vec<bool>,
     start: StateId,
+    /// Set by [`Dfa::text_without`] alone (every other construction leaves it `None`): the
+    /// automaton is exactly "valid UTF-8 holding none of these markers", which lets token walks
+    /// use a per-vocabulary index instead of walking the whole vocabulary.
+    text_markers: Option<std::sync::Arc<[Vec<u8>]>>,
 }
 
 /// How [`Dfa::product`] combines acceptance.
@@ -290,6 +294,70 @@ impl Dfa {
         Ok(Dfa::trimmed(classes, STRIDE, trans, accept, 1))
     }
 
+    /// Free text: valid UTF-8 holding none of `markers` (as bytes; a marker is itself UTF-8, so
+    /// it can only occur at a character boundary), of at most `max` characters. Built directly,
+    /// as a product of [`Dfa::char_count`] and a marker-avoiding automaton (the longest suffix
+    /// that begins a marker is the state, as in Aho-Corasick), not by determinizing a regex.
+    /// Without `max`, the result is marked as text ([`Dfa::text_markers`]).
+    pub(crate) fn text_without(
+        markers: &[&str],
+        max: Option<u64>,
+        max_states: usize,
+    ) -> Result<Dfa, DfaError> {
+        let any = Dfa::char_count(0, max, max_states)?;
+        let words: Vec<&[u8]> = markers.iter().map(|m| m.as_bytes()).collect();
+        if words.iter().any(|w| w.is_empty()) {
+            // Every text, the empty one included, holds the empty marker.
+            return Dfa::literals(std::iter::empty(), max_states);
+        }
+        let mut d = if words.is_empty() {
+            any
+        } else {
+            let mut classes = [0u8; 256];
+            let mut next = 1u8;
+            for w in &words {
+                for &b in *w {
+                    if classes[b as usize] == 0 {
+                        classes[b as usize] = next;
+                        next = next.saturating_add(1);
+                    }
+                }
+            }
+            if next == u8::MAX {
+                classes = std::array::from_fn(|i| i as u8);
+            }
+            // State: the longest suffix of what was read that is a proper prefix of a marker.
+            let avoid = Self::build(
+                Vec::<u8>::new(),
+                max_states,
+                &classes,
+                |s: &Vec<u8>, b| {
+                    let mut t = s.clone();
+                    t.push(b);
+                    if words.iter().any(|w| t.ends_with(w)) {
+                        return None;
+                    }
+                    let keep = (0..=t.len())
+                        .find(|&k| words.iter().any(|w| w.starts_with(&t[k..])))
+                        .unwrap_or(t.len());
+                    Some(t[keep..].to_vec())
+                },
+                |_| true,
+            )?;
+            any.product(&avoid, Op::And, max_states)?
+        };
+        if max.is_none() && !d.is_empty() {
+            d.text_markers = Some(words.iter().map(|w| w.to_vec()).collect());
+        }
+        Ok(d)
+    }
+
+    /// The markers of an automaton built as unbounded free text by [`Dfa::text_without`]
+    /// (empty: any valid UTF-8); `None` for every other automaton.
+    pub(crate) fn text_markers(&self) -> Option<&[Vec<u8>]> {
+        self.text_markers.as_deref()
+    }
+
     /// The automaton matching exactly the given byte strings.
     pub(crate) fn literals<'a>(
         words: impl IntoIterator<Item = &'a [u8]>,
@@ -413,6 +481,7 @@ impl Dfa {
                 accept: vec![false],
                 has_out: vec![false],
                 start: 0,
+                text_markers: None,
             };
         }
         let mut map = vec![0 as StateId; n];
@@ -452,6 +521,7 @@ impl Dfa {
             accept: na,
             has_out: no,
             start: 1,
+            text_markers: None,
         }
     }
 
@@ -756,6 +826,61 @@ mod tests {
             .json_string(100)
             .unwrap();
         assert!(lit.matches(br#""a\"b""#) && !lit.matches(br#""a"b""#));
+    }
+
+    /// The direct free-text automaton has the language (and live prefixes) of the regex one it
+    /// replaced, on every string of up to 6 bytes over an alphabet that makes markers, UTF-8
+    /// characters of 2 and 3 bytes, and broken UTF-8.
+    #[test]
+    fn text_without_equals_the_regex_construction() {
+        let alphabet: &[u8] = &[b'a', b'<', b't', b'>', 0xc3, 0xa9, 0xe2, 0x82, 0xac, 0xff];
+        let sets: &[&[&str]] = &[
+            &[],
+            &["<t>"],
+            &["<", "<<"],
+            &["at", "ta", "<t>"],
+            &["é", "€a"],
+            &["t<t", "<t<"],
+        ];
+        for markers in sets {
+            let fast = Dfa::text_without(markers, None, 10_000).unwrap();
+            let any = Dfa::from_regex("(?s:.)*", 10_000).unwrap();
+            let slow = if markers.is_empty() {
+                any
+            } else {
+                let alts: Vec<String> = markers.iter().map(|m| regex_syntax::escape(m)).collect();
+                let bad = Dfa::from_regex(&format!("(?s:.)*(?:{})(?s:.)*", alts.join("|")), 10_000)
+                    .unwrap();
+                any.product(&bad, Op::AndNot, 10_000).unwrap()
+            };
+            assert!(fast.text_markers().is_some());
+            let mut words: Vec<Vec<u8>> = vec![vec![]];
+            let mut checked = 0;
+            while let Some(w) = words.pop() {
+                let run = |d: &Dfa| w.iter().fold(d.start(), |s, &b| d.next(s, b));
+                let (f, s) = (run(&fast), run(&slow));
+                assert_eq!(f == Dfa::DEAD, s == Dfa::DEAD, "{markers:?} {w:?}");
+                assert_eq!(
+                    fast.is_accepting(f),
+                    slow.is_accepting(s),
+                    "{markers:?} {w:?}"
+                );
+                checked += 1;
+                if w.len() < 6 && f != Dfa::DEAD {
+                    for &b in alphabet {
+                        let mut n = w.clone();
+                        n.push(b);
+                        words.push(n);
+                    }
+                }
+            }
+            assert!(checked > 1000, "{markers:?}: {checked}");
+        }
+        let none = Dfa::text_without(&[""], None, 100).unwrap();
+        assert!(none.is_empty() && none.text_markers().is_none());
+        let capped = Dfa::text_without(&["<t>"], Some(2), 100).unwrap();
+        assert!(capped.matches("é<".as_bytes()) && !capped.matches(b"a<t"));
+        assert!(capped.text_markers().is_none());
     }
 
     #[test]

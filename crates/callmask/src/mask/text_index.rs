@@ -1,0 +1,329 @@
+//! A per-vocabulary index that spares free-text lexemes (`@text`, `@text_without(...)`) their
+//! whole-vocabulary walk.
+//!
+//! A dialect whose output may start with text (tool_choice `auto`, functools, pythonic, inline)
+//! takes almost every token at its start, so the walk of its text lexeme visits every node of
+//! the token trie, and the nodes where the text may end are almost all of them too. Both depend
+//! on the grammar only through its markers: text is valid UTF-8 holding none of them. So the
+//! trie carries, built once with it (part of loading a vocabulary, like the trie), each node's
+//! three lists in node order: the nodes that end a token, the nodes at a
+//! character boundary with children, and per byte the nodes whose parent is at a boundary.
+//! A text walk then copies slices of these lists and cuts out the subtrees below each place a
+//! marker completes, found by descending the marker's bytes from the (few) nodes that hold its
+//! first byte. The result is exactly that of [`TokenTrie::walk_lex`] (a test compares them on
+//! every first-byte subtree); the index costs about 9 bytes per trie node.
+//!
+//! The shortcut applies to an automaton marked by [`Dfa::text_without`] (unbounded text) in
+//! its start state, at the root or one byte below it; every other walk takes the general path.
+
+use super::{ExitChildren, SubWalk, TokenTrie, NO_TOKEN};
+use crate::grammar::dfa::Dfa;
+
+/// See the module documentation.
+#[derive(Debug, Default)]
+pub(super) struct TextIndex {
+    /// Nodes ending a token whose bytes are a valid UTF-8 prefix.
+    token_nodes: Vec<u32>,
+    /// Nodes at a character boundary (the root excluded) with children.
+    inner: Vec<u32>,
+    /// Per byte: the nodes with that byte whose parent (the root included) is at a boundary.
+    by_byte: Vec<Vec<u32>>,
+}
+
+/// A node range `[lo, hi)`: a subtree.
+type Range = (u32, u32);
+
+/// What a text walk needs to list its exits' children by byte: its subtree, the subtrees cut
+/// out below completed markers, and whether the subtree's root is an exit.
+#[derive(Debug)]
+pub(super) struct TextChildren {
+    from: u32,
+    end: u32,
+    cuts: Vec<Range>,
+    from_exit: bool,
+}
+
+impl TextChildren {
+    /// Size in 4-byte words.
+    pub(super) fn len(&self) -> usize {
+        4 + 2 * self.cuts.len()
+    }
+}
+
+impl TextIndex {
+    /// Builds the index of `trie`, one pass over its nodes.
+    pub(super) fn new(trie: &TokenTrie) -> TextIndex {
+        let utf8_dfa = Dfa::char_count(0, None, 64).expect("the UTF-8 automaton has 9 states");
+        let n = trie.nodes.len();
+        let mut x = TextIndex {
+            token_nodes: Vec::new(),
+            inner: Vec::new(),
+            by_byte: vec![Vec::new(); 256],
+        };
+        let mut states = vec![0u32; trie.max_depth + 2];
+        states[0] = utf8_dfa.start();
+        let mut i = 1;
+        while i < n {
+            let node = trie.nodes[i];
+            let d = node.depth as usize;
+            if utf8_dfa.is_accepting(states[d - 1]) {
+                // Listed whatever the byte: what follows the text decides.
+                x.by_byte[node.byte as usize].push(i as u32);
+            }
+            let s = utf8_dfa.next(states[d - 1], node.byte);
+            if s == Dfa::DEAD {
+                i = node.next as usize;
+                continue;
+            }
+            states[d] = s;
+            let boundary = utf8_dfa.is_accepting(s);
+            if node.tok != NO_TOKEN {
+                x.token_nodes.push(i as u32);
+            }
+            if boundary && trie.has_children(i) {
+                x.inner.push(i as u32);
+            }
+            i += 1;
+        }
+        x
+    }
+}
+
+/// The entries of a node-ordered `list` inside `(lo, hi)` (`lo` itself excluded).
+fn slice_within(list: &[u32], lo: usize, hi: usize) -> &[u32] {
+    let a = list.partition_point(|&v| v as usize <= lo);
+    let b = list.partition_point(|&v| (v as usize) < hi);
+    &list[a..b.max(a)]
+}
+
+/// Calls `f` with each node of a node-ordered `list` outside the sorted, disjoint `cuts`
+/// (`strict`: a node equal to a cut's first node is kept, so a cut removes the children of
+/// its subtree, not the subtree's root).
+fn outside(list: &[u32], cuts: &[Range], strict: bool, mut f: impl FnMut(u32)) {
+    let mut c = 0;
+    for &v in list {
+        while c < cuts.len() && cuts[c].1 <= v {
+            c += 1;
+        }
+        let cut = c < cuts.len() && (cuts[c].0 < v || (!strict && cuts[c].0 == v));
+        if !cut {
+            f(v);
+        }
+    }
+}
+
+impl TokenTrie {
+    /// [`TokenTrie::walk_lex`] from `state` below `from` through the text index, where it
+    /// applies (see the module documentation): `None` where it does not. The exits' children
+    /// are read from the index when asked for ([`TokenTrie::text_children`]).
+    pub(super) fn walk_text(&self, from: usize, dfa: &Dfa, state: u32) -> Option<SubWalk> {
+        let markers = dfa.text_markers()?;
+        let fresh = match self.nodes[from].depth {
+            0 => state == dfa.start(),
+            1 => state == dfa.next(dfa.start(), self.nodes[from].byte),
+            _ => false,
+        };
+        if !fresh || state == Dfa::DEAD {
+            return None;
+        }
+        let x = &self.text;
+        let end = self.nodes[from].next as usize;
+        // Subtrees below a node where a marker completes: every occurrence of a marker starts at
+        // a node with its first byte whose parent is at a character boundary (a marker is UTF-8).
+        let mut cuts: Vec<Range> = Vec::new();
+        for m in markers {
+            let (first, rest) = m.split_first()?;
+            let list = &x.by_byte[*first as usize];
+            let a = list.partition_point(|&v| (v as usize) < from);
+            let b = list.partition_point(|&v| (v as usize) < end);
+            for &v in &list[a..b.max(a)] {
+                if let Some(z) = self.descend(v as usize, rest) {
+                    cuts.push((z as u32, self.nodes[z].next));
+                }
+            }
+        }
+        cuts.sort_unstable();
+        // Subtrees nest or are disjoint: keep the outermost.
+        let mut outer: Vec<Range> = Vec::with_capacity(cuts.len());
+        for c in cuts {
+            if outer.last().is_none_or(|l| c.0 >= l.1) {
+                outer.push(c);
+            }
+        }
+        let cuts = outer;
+        let mut ids = Vec::with_capacity(x.token_nodes.len().min(end - from));
+        outside(slice_within(&x.token_nodes, from, end), &cuts, false, |v| {
+            self.push_tokens(v as usize, &mut ids)
+        });
+        // `from` is never inside a cut: its state is live.
+        let from_exit = dfa.is_accepting(state) && self.has_children(from);
+        let mut exits = Vec::with_capacity(slice_within(&x.inner, from, end).len() + 1);
+        if from_exit {
+            exits.push(from as u32);
+        }
+        outside(slice_within(&x.inner, from, end), &cuts, false, |v| {
+            exits.push(v)
+        });
+        Some(SubWalk {
+            ids,
+            exits,
+            children: ExitChildren::Text(TextChildren {
+                from: from as u32,
+                end: end as u32,
+                cuts,
+                from_exit,
+            }),
+        })
+    }
+
+    /// The children of a text walk's exits whose byte is `byte`, appended to `out`.
+    pub(super) fn text_children(&self, t: &TextChildren, byte: u8, out: &mut Vec<u32>) {
+        let (from, end) = (t.from as usize, t.end as usize);
+        let list = slice_within(&self.text.by_byte[byte as usize], from, end);
+        let child_depth = self.nodes[from].depth + 1;
+        outside(list, &t.cuts, true, |v| {
+            if t.from_exit || self.nodes[v as usize].depth != child_depth {
+                out.push(v)
+            }
+        });
+    }
+
+    /// The node reached from `node` by `bytes`, if the trie has it.
+    fn descend(&self, mut node: usize, bytes: &[u8]) -> Option<usize> {
+        for &b in bytes {
+            let end = self.nodes[node].next as usize;
+            let mut c = node + 1;
+            loop {
+                if c >= end {
+                    return None;
+                }
+                if self.nodes[c].byte == b {
+                    break;
+                }
+                c = self.nodes[c].next as usize;
+            }
+            node = c;
+        }
+        Some(node)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::grammar::dfa::Dfa;
+    use crate::mask::TokenTrie;
+    use crate::vocab::Vocab;
+
+    /// The indexed walk equals the node-by-node one (tokens, exits, exits' children by byte)
+    /// below the root and every first-byte node, for several marker sets, on a vocabulary of
+    /// random tokens made of marker pieces, multi-byte characters and broken UTF-8, and on
+    /// Llama 3.1's where the cache has it.
+    #[test]
+    fn indexed_text_walks_equal_general_walks() {
+        let pieces: &[&[u8]] = &[
+            b"<",
+            b"tool",
+            b"_call",
+            b">",
+            b"<tool_call>",
+            b"a",
+            b" ",
+            b"\n",
+            "é".as_bytes(),
+            "€".as_bytes(),
+            &[0xe2, 0x82],
+            &[0xac],
+            &[0xff],
+            b"functools",
+            b"[",
+            b"<|",
+            b"|>",
+            b"<<",
+            b"t",
+        ];
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rand = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+        for _ in 0..3000 {
+            let mut t = Vec::new();
+            for _ in 0..1 + rand(4) {
+                t.extend_from_slice(pieces[rand(pieces.len())]);
+            }
+            tokens.push(t);
+        }
+        let n = tokens.len();
+        let synthetic = Vocab::from_parts(tokens, vec![false; n], vec![]).unwrap();
+        let mut vocabs = vec![synthetic];
+        let cache = std::env::var_os("CALLMASK_CACHE")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/../../.cache").into());
+        let llama = cache.join("tokenizers/llama3_1-3.7.2/tokenizer.json");
+        if let Ok(v) = Vocab::from_tokenizer_json(&llama) {
+            vocabs.push(v);
+        }
+        let sets: &[&[&str]] = &[
+            &[],
+            &["<tool_call>"],
+            &["<", "<<"],
+            &["functools["],
+            &["<|python_tag|>", "<tool_call>", "é"],
+            &["\\n"],
+        ];
+        for vocab in &vocabs {
+            let trie = TokenTrie::new(vocab);
+            for markers in sets {
+                let dfa = Dfa::text_without(markers, None, 100_000).unwrap();
+                let mut froms = vec![(0usize, dfa.start())];
+                let mut c = 1;
+                while c < trie.nodes.len() {
+                    froms.push((c, dfa.next(dfa.start(), trie.nodes[c].byte)));
+                    c = trie.nodes[c].next as usize;
+                }
+                let mut fast_paths = 0;
+                for (from, state) in froms {
+                    if state == Dfa::DEAD {
+                        assert!(trie.walk_text(from, &dfa, state).is_none());
+                        continue;
+                    }
+                    let fast = trie.walk_text(from, &dfa, state).expect("applies");
+                    let slow = trie.sub_walk_general(from, &dfa, state);
+                    let mut a = fast.ids.clone();
+                    let mut b = slow.ids.clone();
+                    a.sort_unstable();
+                    b.sort_unstable();
+                    assert_eq!(a, b, "{markers:?} below node {from}");
+                    assert_eq!(fast.exits, slow.exits, "{markers:?} below node {from}");
+                    for byte in 0..256 {
+                        let part = |w: &super::SubWalk| {
+                            let mut v = match &w.children {
+                                super::ExitChildren::Sorted { children, starts } => children
+                                    [starts[byte] as usize..starts[byte + 1] as usize]
+                                    .to_vec(),
+                                super::ExitChildren::Text(t) => {
+                                    let mut v = Vec::new();
+                                    trie.text_children(t, byte as u8, &mut v);
+                                    v
+                                }
+                            };
+                            v.sort_unstable();
+                            v
+                        };
+                        assert_eq!(part(&fast), part(&slow), "{markers:?} {from} byte {byte}");
+                    }
+                    fast_paths += 1;
+                }
+                assert!(fast_paths > 100, "{markers:?}: {fast_paths}");
+                // Not a fresh text state: the general walk.
+                let deep = dfa.next(dfa.next(dfa.start(), b'a'), b'<');
+                if deep != Dfa::DEAD && deep != dfa.next(dfa.start(), b'<') {
+                    assert!(trie.walk_text(1, &dfa, deep).is_none());
+                }
+            }
+        }
+    }
+}
