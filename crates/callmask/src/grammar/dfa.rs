@@ -13,6 +13,10 @@ use regex_automata::{Anchored, MatchKind};
 use std::collections::HashMap;
 use std::hash::Hash;
 
+/// Most state pairs [`Dfa::product`] numbers through a dense table (4 bytes each); larger
+/// products use a hash map.
+const DENSE_PRODUCT_PAIRS: usize = 1 << 22;
+
 /// A state of a [`Dfa`]; [`Dfa::DEAD`] rejects everything.
 pub(crate) type StateId = u32;
 
@@ -30,9 +34,19 @@ pub(crate) struct Dfa {
     has_out: Vec<bool>,
     start: StateId,
     /// Set by [`Dfa::text_without`] alone (every other construction leaves it `None`): the
-    /// automaton is exactly "valid UTF-8 holding none of these markers", which lets token walks
-    /// use a per-vocabulary index instead of walking the whole vocabulary.
-    text_markers: Option<std::sync::Arc<[Vec<u8>]>>,
+    /// automaton is exactly "valid UTF-8 holding none of these markers, of at most this many
+    /// characters", which lets token walks use a per-vocabulary index instead of walking the
+    /// whole vocabulary.
+    text: Option<std::sync::Arc<TextSpec>>,
+}
+
+/// What an automaton built by [`Dfa::text_without`] accepts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct TextSpec {
+    /// The markers the text never holds (none empty).
+    pub(crate) markers: Vec<Vec<u8>>,
+    /// The most characters, if bounded.
+    pub(crate) max_chars: Option<u64>,
 }
 
 /// How [`Dfa::product`] combines acceptance.
@@ -298,7 +312,7 @@ impl Dfa {
     /// it can only occur at a character boundary), of at most `max` characters. Built directly,
     /// as a product of [`Dfa::char_count`] and a marker-avoiding automaton (the longest suffix
     /// that begins a marker is the state, as in Aho-Corasick), not by determinizing a regex.
-    /// Without `max`, the result is marked as text ([`Dfa::text_markers`]).
+    /// The result is marked as text ([`Dfa::text_spec`]).
     pub(crate) fn text_without(
         markers: &[&str],
         max: Option<u64>,
@@ -346,16 +360,19 @@ impl Dfa {
             )?;
             any.product(&avoid, Op::And, max_states)?
         };
-        if max.is_none() && !d.is_empty() {
-            d.text_markers = Some(words.iter().map(|w| w.to_vec()).collect());
+        if !d.is_empty() {
+            d.text = Some(std::sync::Arc::new(TextSpec {
+                markers: words.iter().map(|w| w.to_vec()).collect(),
+                max_chars: max,
+            }));
         }
         Ok(d)
     }
 
-    /// The markers of an automaton built as unbounded free text by [`Dfa::text_without`]
-    /// (empty: any valid UTF-8); `None` for every other automaton.
-    pub(crate) fn text_markers(&self) -> Option<&[Vec<u8>]> {
-        self.text_markers.as_deref()
+    /// What an automaton built as free text by [`Dfa::text_without`] accepts; `None` for every
+    /// other automaton.
+    pub(crate) fn text_spec(&self) -> Option<&TextSpec> {
+        self.text.as_deref()
     }
 
     /// The automaton matching exactly the given byte strings.
@@ -481,7 +498,7 @@ impl Dfa {
                 accept: vec![false],
                 has_out: vec![false],
                 start: 0,
-                text_markers: None,
+                text: None,
             };
         }
         let mut map = vec![0 as StateId; n];
@@ -521,13 +538,17 @@ impl Dfa {
             accept: na,
             has_out: no,
             start: 1,
-            text_markers: None,
+            text: None,
         }
     }
 
     /// Combines two automata over the same bytes.
     pub(crate) fn product(&self, other: &Dfa, op: Op, max_states: usize) -> Result<Dfa, DfaError> {
         let classes = refine(&self.classes, &other.classes);
+        let (na, nb) = (self.accept.len(), other.accept.len());
+        if na.saturating_mul(nb) <= DENSE_PRODUCT_PAIRS {
+            return self.dense_product(other, op, max_states, &classes);
+        }
         Self::build(
             (self.start, other.start),
             max_states,
@@ -550,6 +571,64 @@ impl Dfa {
                 }
             },
         )
+    }
+
+    /// [`Dfa::product`] with the pairs numbered through a dense table instead of a hash map
+    /// (the same exploration order, so the same automaton).
+    fn dense_product(
+        &self,
+        other: &Dfa,
+        op: Op,
+        max_states: usize,
+        classes: &[u8; 256],
+    ) -> Result<Dfa, DfaError> {
+        let (cls, reps) = dense_classes(classes);
+        let stride = reps.len();
+        let nb = other.accept.len();
+        let pair = |a: StateId, b: StateId| a as usize * nb + b as usize;
+        let mut ids = vec![0 as StateId; self.accept.len() * nb];
+        let mut keys: Vec<(StateId, StateId)> = vec![(self.start, other.start)];
+        ids[pair(self.start, other.start)] = 1;
+        let mut trans: Vec<StateId> = vec![0; 2 * stride];
+        let mut acc = vec![false];
+        let mut i = 0;
+        while i < keys.len() {
+            let (a, b) = keys[i];
+            let (x, y) = (self.is_accepting(a), other.is_accepting(b));
+            acc.push(match op {
+                Op::And => x && y,
+                Op::Or => x || y,
+                Op::AndNot => x && !y,
+            });
+            let sid = i + 1;
+            for (c, &byte) in reps.iter().enumerate() {
+                let (na, nb) = (self.next(a, byte), other.next(b, byte));
+                let keep = match op {
+                    Op::And => na != 0 && nb != 0,
+                    Op::Or => na != 0 || nb != 0,
+                    Op::AndNot => na != 0,
+                };
+                if !keep {
+                    continue;
+                }
+                let slot = pair(na, nb);
+                let id = if ids[slot] != 0 {
+                    ids[slot]
+                } else {
+                    if keys.len() + 1 >= max_states {
+                        return Err(DfaError::TooLarge);
+                    }
+                    let id = keys.len() as StateId + 1;
+                    ids[slot] = id;
+                    keys.push((na, nb));
+                    trans.extend(std::iter::repeat_n(0, stride));
+                    id
+                };
+                trans[sid * stride + c] = id;
+            }
+            i += 1;
+        }
+        Ok(Dfa::trimmed(cls, stride, trans, acc, 1))
     }
 
     /// The JSON string literal (quotes included) whose decoded content this DFA accepts.
@@ -853,7 +932,7 @@ mod tests {
                     .unwrap();
                 any.product(&bad, Op::AndNot, 10_000).unwrap()
             };
-            assert!(fast.text_markers().is_some());
+            assert!(fast.text_spec().is_some());
             let mut words: Vec<Vec<u8>> = vec![vec![]];
             let mut checked = 0;
             while let Some(w) = words.pop() {
@@ -877,10 +956,50 @@ mod tests {
             assert!(checked > 1000, "{markers:?}: {checked}");
         }
         let none = Dfa::text_without(&[""], None, 100).unwrap();
-        assert!(none.is_empty() && none.text_markers().is_none());
+        assert!(none.is_empty() && none.text_spec().is_none());
         let capped = Dfa::text_without(&["<t>"], Some(2), 100).unwrap();
         assert!(capped.matches("é<".as_bytes()) && !capped.matches(b"a<t"));
-        assert!(capped.text_markers().is_none());
+        assert_eq!(capped.text_spec().unwrap().max_chars, Some(2));
+    }
+
+    /// The dense-table product is the hash-map one, state for state.
+    #[test]
+    fn dense_products_equal_hashed_products() {
+        let a = Dfa::from_regex("[a-c]{0,6}x?", 1000).unwrap();
+        let b = Dfa::text_without(&["ab", "ca"], Some(5), 1000).unwrap();
+        for op in [Op::And, Op::Or, Op::AndNot] {
+            let classes = refine(&a.classes, &b.classes);
+            let dense = a.dense_product(&b, op, 10_000, &classes).unwrap();
+            let hashed = Dfa::build(
+                (a.start, b.start),
+                10_000,
+                &classes,
+                |&(x, y), byte| {
+                    let (nx, ny) = (a.next(x, byte), b.next(y, byte));
+                    let keep = match op {
+                        Op::And => nx != 0 && ny != 0,
+                        Op::Or => nx != 0 || ny != 0,
+                        Op::AndNot => nx != 0,
+                    };
+                    keep.then_some((nx, ny))
+                },
+                |&(x, y)| {
+                    let (p, q) = (a.is_accepting(x), b.is_accepting(y));
+                    match op {
+                        Op::And => p && q,
+                        Op::Or => p || q,
+                        Op::AndNot => p && !q,
+                    }
+                },
+            )
+            .unwrap();
+            assert_eq!(dense, hashed, "{op:?}");
+            assert!(dense.state_count() > 5, "{op:?}");
+            assert!(matches!(
+                a.dense_product(&b, op, 3, &classes),
+                Err(DfaError::TooLarge)
+            ));
+        }
     }
 
     #[test]

@@ -11,10 +11,12 @@
 //! A text walk then copies slices of these lists and cuts out the subtrees below each place a
 //! marker completes, found by descending the marker's bytes from the (few) nodes that hold its
 //! first byte. The result is exactly that of [`TokenTrie::walk_lex`] (a test compares them on
-//! every first-byte subtree); the index costs about 9 bytes per trie node.
+//! every first-byte subtree); the index costs about 11 bytes per trie node.
 //!
-//! The shortcut applies to an automaton marked by [`Dfa::text_without`] (unbounded text) in
-//! its start state, at the root or one byte below it; every other walk takes the general path.
+//! Text of at most N characters ([`Dfa::text_without`] with a maximum, as a dialect's text before
+//! a required call) filters the same lists by the characters each node begins from the root.
+//! The shortcut applies to an automaton marked by [`Dfa::text_without`] in its start state, at
+//! the root or one byte below it; every other walk takes the general path.
 
 use super::{ExitChildren, SubWalk, TokenTrie, NO_TOKEN};
 use crate::grammar::dfa::Dfa;
@@ -28,6 +30,14 @@ pub(super) struct TextIndex {
     inner: Vec<u32>,
     /// Per byte: the nodes with that byte whose parent (the root included) is at a boundary.
     by_byte: Vec<Vec<u32>>,
+    /// Per node: the characters begun from the root (bytes that are not UTF-8 continuation
+    /// bytes), saturating; set wherever the parent is a valid prefix.
+    chars: Vec<u16>,
+}
+
+/// True for a byte that begins a character (ASCII or a lead byte; not `0x80..=0xBF`).
+fn begins_char(b: u8) -> bool {
+    !(0x80..=0xbf).contains(&b)
 }
 
 /// A node range `[lo, hi)`: a subtree.
@@ -41,6 +51,8 @@ pub(super) struct TextChildren {
     end: u32,
     cuts: Vec<Range>,
     from_exit: bool,
+    /// The most characters an exit may have begun.
+    cap: u16,
 }
 
 impl TextChildren {
@@ -59,13 +71,17 @@ impl TextIndex {
             token_nodes: Vec::new(),
             inner: Vec::new(),
             by_byte: vec![Vec::new(); 256],
+            chars: vec![0; n],
         };
         let mut states = vec![0u32; trie.max_depth + 2];
+        let mut counts = vec![0u16; trie.max_depth + 2];
         states[0] = utf8_dfa.start();
         let mut i = 1;
         while i < n {
             let node = trie.nodes[i];
             let d = node.depth as usize;
+            x.chars[i] = counts[d - 1].saturating_add(u16::from(begins_char(node.byte)));
+            counts[d] = x.chars[i];
             if utf8_dfa.is_accepting(states[d - 1]) {
                 // Listed whatever the byte: what follows the text decides.
                 x.by_byte[node.byte as usize].push(i as u32);
@@ -117,7 +133,12 @@ impl TokenTrie {
     /// applies (see the module documentation): `None` where it does not. The exits' children
     /// are read from the index when asked for ([`TokenTrie::text_children`]).
     pub(super) fn walk_text(&self, from: usize, dfa: &Dfa, state: u32) -> Option<SubWalk> {
-        let markers = dfa.text_markers()?;
+        let spec = dfa.text_spec()?;
+        let markers = &spec.markers;
+        // Characters are counted from the root; no path holds u16::MAX of them.
+        let cap = spec
+            .max_chars
+            .map_or(u16::MAX, |m| m.min(u16::MAX as u64) as u16);
         let fresh = match self.nodes[from].depth {
             0 => state == dfa.start(),
             1 => state == dfa.next(dfa.start(), self.nodes[from].byte),
@@ -127,6 +148,7 @@ impl TokenTrie {
             return None;
         }
         let x = &self.text;
+        let fits = |v: u32| x.chars[v as usize] <= cap;
         let end = self.nodes[from].next as usize;
         // Subtrees below a node where a marker completes: every occurrence of a marker starts at
         // a node with its first byte whose parent is at a character boundary (a marker is UTF-8).
@@ -153,7 +175,9 @@ impl TokenTrie {
         let cuts = outer;
         let mut ids = Vec::with_capacity(x.token_nodes.len().min(end - from));
         outside(slice_within(&x.token_nodes, from, end), &cuts, false, |v| {
-            self.push_tokens(v as usize, &mut ids)
+            if fits(v) {
+                self.push_tokens(v as usize, &mut ids)
+            }
         });
         // `from` is never inside a cut: its state is live.
         let from_exit = dfa.is_accepting(state) && self.has_children(from);
@@ -162,7 +186,9 @@ impl TokenTrie {
             exits.push(from as u32);
         }
         outside(slice_within(&x.inner, from, end), &cuts, false, |v| {
-            exits.push(v)
+            if fits(v) {
+                exits.push(v)
+            }
         });
         Some(SubWalk {
             ids,
@@ -172,6 +198,7 @@ impl TokenTrie {
                 end: end as u32,
                 cuts,
                 from_exit,
+                cap,
             }),
         })
     }
@@ -181,8 +208,16 @@ impl TokenTrie {
         let (from, end) = (t.from as usize, t.end as usize);
         let list = slice_within(&self.text.by_byte[byte as usize], from, end);
         let child_depth = self.nodes[from].depth + 1;
+        let parent_chars = |v: u32| {
+            let c = self.text.chars[v as usize];
+            c.saturating_sub(u16::from(
+                begins_char(self.nodes[v as usize].byte) && c < u16::MAX,
+            ))
+        };
         outside(list, &t.cuts, true, |v| {
-            if t.from_exit || self.nodes[v as usize].depth != child_depth {
+            if (t.from_exit || self.nodes[v as usize].depth != child_depth)
+                && parent_chars(v) <= t.cap
+            {
                 out.push(v)
             }
         });
@@ -276,8 +311,9 @@ mod tests {
         ];
         for vocab in &vocabs {
             let trie = TokenTrie::new(vocab);
-            for markers in sets {
-                let dfa = Dfa::text_without(markers, None, 100_000).unwrap();
+            let bounds = [None, Some(0), Some(1), Some(3), Some(100)];
+            for (markers, max) in sets.iter().flat_map(|m| bounds.map(|b| (m, b))) {
+                let dfa = Dfa::text_without(markers, max, 100_000).unwrap();
                 let mut froms = vec![(0usize, dfa.start())];
                 let mut c = 1;
                 while c < trie.nodes.len() {
@@ -296,8 +332,11 @@ mod tests {
                     let mut b = slow.ids.clone();
                     a.sort_unstable();
                     b.sort_unstable();
-                    assert_eq!(a, b, "{markers:?} below node {from}");
-                    assert_eq!(fast.exits, slow.exits, "{markers:?} below node {from}");
+                    assert_eq!(a, b, "{markers:?} {max:?} below node {from}");
+                    assert_eq!(
+                        fast.exits, slow.exits,
+                        "{markers:?} {max:?} below node {from}"
+                    );
                     for byte in 0..256 {
                         let part = |w: &super::SubWalk| {
                             let mut v = match &w.children {
@@ -313,11 +352,16 @@ mod tests {
                             v.sort_unstable();
                             v
                         };
-                        assert_eq!(part(&fast), part(&slow), "{markers:?} {from} byte {byte}");
+                        assert_eq!(
+                            part(&fast),
+                            part(&slow),
+                            "{markers:?} {max:?} {from} byte {byte}"
+                        );
                     }
                     fast_paths += 1;
                 }
-                assert!(fast_paths > 100, "{markers:?}: {fast_paths}");
+                let least = if max == Some(0) { 1 } else { 100 };
+                assert!(fast_paths >= least, "{markers:?} {max:?}: {fast_paths}");
                 // Not a fresh text state: the general walk.
                 let deep = dfa.next(dfa.next(dfa.start(), b'a'), b'<');
                 if deep != Dfa::DEAD && deep != dfa.next(dfa.start(), b'<') {
