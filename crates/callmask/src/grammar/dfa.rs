@@ -470,12 +470,25 @@ impl Dfa {
         start: StateId,
     ) -> Dfa {
         let n = accept.len();
-        let mut rev: Vec<Vec<StateId>> = vec![Vec::new(); n];
+        // Predecessors in one flat array (counted, then placed): `preds[at[t]..at[t + 1]]`.
+        let mut at = vec![0u32; n + 1];
         for s in 1..n {
-            for b in 0..stride {
-                let t = trans[s * stride + b] as usize;
+            for &t in &trans[s * stride..(s + 1) * stride] {
                 if t != 0 {
-                    rev[t].push(s as StateId);
+                    at[t as usize + 1] += 1;
+                }
+            }
+        }
+        for t in 0..n {
+            at[t + 1] += at[t];
+        }
+        let mut fill = at.clone();
+        let mut preds = vec![0 as StateId; at[n] as usize];
+        for s in 1..n {
+            for &t in &trans[s * stride..(s + 1) * stride] {
+                if t != 0 {
+                    preds[fill[t as usize] as usize] = s as StateId;
+                    fill[t as usize] += 1;
                 }
             }
         }
@@ -483,7 +496,7 @@ impl Dfa {
         live[0] = false;
         let mut work: Vec<usize> = (1..n).filter(|&s| live[s]).collect();
         while let Some(s) = work.pop() {
-            for &p in &rev[s] {
+            for &p in &preds[at[s] as usize..at[s + 1] as usize] {
                 if !live[p as usize] {
                     live[p as usize] = true;
                     work.push(p as usize);
