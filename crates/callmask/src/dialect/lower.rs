@@ -201,7 +201,10 @@ pub(super) fn lit_node(c: &mut Compiler, bytes: &[u8]) -> Result<NodeId> {
 
 /// A regex lexeme (shared process-wide, so its token walks are too).
 pub(super) fn regex_node(c: &mut Compiler, re: &str) -> Result<NodeId> {
-    let d = c.cached(format!("re|{re}"), |c| c.b.regex(re, ""))?;
+    let d = c.cached(format!("re|{re}"), |c| {
+        c.b.regex(re, "")
+            .map(crate::grammar::dfa::Dfa::with_text_states)
+    })?;
     c.lexeme(d)
 }
 
@@ -323,7 +326,8 @@ impl<'a> Lowering<'a> {
                         let d = c.b.regex(r, "")?;
                         let states = c.opts.max_lexeme_states;
                         match max {
-                            None => Ok(d),
+                            // States that behave as free text walk the text index.
+                            None => Ok(d.with_text_states()),
                             Some(m) => {
                                 crate::grammar::dfa::Dfa::char_count(0, Some(u64::from(m)), states)
                                     .and_then(|n| {

@@ -38,6 +38,10 @@ pub(crate) struct Dfa {
     /// characters", which lets token walks use a per-vocabulary index instead of walking the
     /// whole vocabulary.
     text: Option<std::sync::Arc<TextSpec>>,
+    /// Set by [`Dfa::with_text_states`] alone: pure text's automaton (valid UTF-8, no markers,
+    /// no bound; [`Dfa::text_without`]) and, per state of this one, the state of it with the
+    /// same future ([`Dfa::DEAD`] for none).
+    text_states: Option<std::sync::Arc<(Dfa, Vec<StateId>)>>,
 }
 
 /// What an automaton built by [`Dfa::text_without`] accepts.
@@ -369,6 +373,88 @@ impl Dfa {
         Ok(d)
     }
 
+    /// Marks, in a small automaton (at most 64 states), the states whose future is that of
+    /// pure text (any valid UTF-8) from one of its states, found by partition refinement of
+    /// both automata together (Moore): e.g. every state of `(?:[^{\s](?s:.)*)?` after its
+    /// first character. Token walks from such a state take the text index
+    /// ([`Dfa::text_view`]). A no-op for other automata.
+    pub(crate) fn with_text_states(mut self) -> Dfa {
+        if self.text.is_some() || self.accept.len() > 64 || self.is_empty() {
+            return self;
+        }
+        let Ok(u) = Dfa::text_without(&[], None, 64) else {
+            return self;
+        };
+        let (_, reps) = dense_classes(&refine(&self.classes, &u.classes));
+        let n = self.accept.len();
+        let total = n + u.accept.len();
+        // Nodes 0..n are this automaton's states, n.. pure text's (n is its dead state).
+        let next = |x: usize, b: u8| -> usize {
+            if x < n {
+                self.next(x as StateId, b) as usize
+            } else {
+                n + u.next((x - n) as StateId, b) as usize
+            }
+        };
+        let accepting = |x: usize| {
+            if x < n {
+                self.is_accepting(x as StateId)
+            } else {
+                u.is_accepting((x - n) as StateId)
+            }
+        };
+        let mut block: Vec<u32> = (0..total)
+            .map(|x| match x {
+                _ if x == 0 || x == n => 0,
+                _ if accepting(x) => 1,
+                _ => 2,
+            })
+            .collect();
+        let mut blocks = 3;
+        loop {
+            let mut ids: HashMap<(u32, Vec<u32>), u32> = HashMap::new();
+            let refined: Vec<u32> = (0..total)
+                .map(|x| {
+                    let sig = (block[x], reps.iter().map(|&b| block[next(x, b)]).collect());
+                    let fresh = ids.len() as u32;
+                    *ids.entry(sig).or_insert(fresh)
+                })
+                .collect();
+            let count = ids.len();
+            block = refined;
+            if count == blocks {
+                break;
+            }
+            blocks = count;
+        }
+        let dead = block[0];
+        let equiv: Vec<StateId> = (0..n)
+            .map(|q| {
+                (1..u.accept.len())
+                    .find(|&v| block[q] != dead && block[n + v] == block[q])
+                    .map_or(Self::DEAD, |v| v as StateId)
+            })
+            .collect();
+        if equiv.iter().any(|&e| e != Self::DEAD) {
+            self.text_states = Some(std::sync::Arc::new((u, equiv)));
+        }
+        self
+    }
+
+    /// The free-text automaton and its state that `state` of this one behaves as: this
+    /// automaton itself where [`Dfa::text_without`] built it, else the pure-text state marked by
+    /// [`Dfa::with_text_states`]; `None` where neither applies.
+    pub(crate) fn text_view(&self, state: StateId) -> Option<(&Dfa, StateId)> {
+        if self.text.is_some() {
+            return Some((self, state));
+        }
+        let (u, equiv) = self.text_states.as_deref()?;
+        match equiv.get(state as usize) {
+            Some(&s) if s != Self::DEAD => Some((u, s)),
+            _ => None,
+        }
+    }
+
     /// What an automaton built as free text by [`Dfa::text_without`] accepts; `None` for every
     /// other automaton.
     pub(crate) fn text_spec(&self) -> Option<&TextSpec> {
@@ -512,6 +598,7 @@ impl Dfa {
                 has_out: vec![false],
                 start: 0,
                 text: None,
+                text_states: None,
             };
         }
         let mut map = vec![0 as StateId; n];
@@ -552,6 +639,7 @@ impl Dfa {
             has_out: no,
             start: 1,
             text: None,
+            text_states: None,
         }
     }
 
@@ -1013,6 +1101,31 @@ mod tests {
                 Err(DfaError::TooLarge)
             ));
         }
+    }
+
+    /// States of a text-like regex after its first character behave as pure text; the others
+    /// (and automata that are not text) are not marked.
+    #[test]
+    fn text_states_of_a_text_like_regex() {
+        let d = Dfa::from_regex("(?:[^{\\s](?s:.)*)?", 1000)
+            .unwrap()
+            .with_text_states();
+        assert!(
+            d.text_view(d.start()).is_none(),
+            "the first character is restricted"
+        );
+        let (u, s) = d
+            .text_view(d.next(d.start(), b'a'))
+            .expect("text after 'a'");
+        assert_eq!(s, u.next(u.start(), b'a'));
+        let (u, s) = d
+            .text_view(d.next(d.start(), 0xc3))
+            .expect("inside a character");
+        assert_eq!(s, u.next(u.start(), 0xc3));
+        let lit = Dfa::from_regex("abc", 100).unwrap().with_text_states();
+        assert!((0..lit.state_count() as StateId + 1).all(|q| lit.text_view(q).is_none()));
+        let any = Dfa::from_regex("(?s:.)*", 100).unwrap().with_text_states();
+        assert!(any.text_view(any.start()).is_some());
     }
 
     #[test]

@@ -16,7 +16,9 @@
 //! Text of at most N characters ([`Dfa::text_without`] with a maximum, as a dialect's text before
 //! a required call) filters the same lists by the characters each node begins from the root.
 //! The shortcut applies to an automaton marked by [`Dfa::text_without`] in its start state, at
-//! the root or one byte below it; every other walk takes the general path.
+//! the root or one byte below it, and to a state that behaves as such a one
+//! ([`Dfa::with_text_states`]: a dialect's `@text_matching("(?:[^{\s](?s:.)*)?")` after its
+//! first character); every other walk takes the general path.
 
 use super::{ExitChildren, SubWalk, TokenTrie, NO_TOKEN};
 use crate::grammar::dfa::Dfa;
@@ -133,6 +135,7 @@ impl TokenTrie {
     /// applies (see the module documentation): `None` where it does not. The exits' children
     /// are read from the index when asked for ([`TokenTrie::text_children`]).
     pub(super) fn walk_text(&self, from: usize, dfa: &Dfa, state: u32) -> Option<SubWalk> {
+        let (dfa, state) = dfa.text_view(state)?;
         let spec = dfa.text_spec()?;
         let markers = &spec.markers;
         // Characters are counted from the root; no path holds u16::MAX of them.
@@ -368,6 +371,27 @@ mod tests {
                     assert!(trie.walk_text(1, &dfa, deep).is_none());
                 }
             }
+            // A dialect's text-like regex: its states after the first character are text.
+            let like = Dfa::from_regex("(?:[^{\\s](?s:.)*)?", 10_000)
+                .unwrap()
+                .with_text_states();
+            let mut fast_paths = 0;
+            let mut c = 1;
+            while c < trie.nodes.len() {
+                let state = like.next(like.start(), trie.nodes[c].byte);
+                if let Some(fast) = trie.walk_text(c, &like, state) {
+                    let slow = trie.sub_walk_general(c, &like, state);
+                    let (mut a, mut b) = (fast.ids.clone(), slow.ids.clone());
+                    a.sort_unstable();
+                    b.sort_unstable();
+                    assert_eq!(a, b, "text-like below node {c}");
+                    assert_eq!(fast.exits, slow.exits, "text-like below node {c}");
+                    fast_paths += 1;
+                }
+                c = trie.nodes[c].next as usize;
+            }
+            assert!(fast_paths > 100, "text-like: {fast_paths}");
+            assert!(trie.walk_text(0, &like, like.start()).is_none());
         }
     }
 }
