@@ -1,6 +1,6 @@
 //! `not`, `if`/`then`/`else`, `oneOf` with overlapping alternatives (issue 17c) and
 //! `multipleOf` (exact on decimal digits), `dependentRequired`/`dependentSchemas`, `propertyNames`,
-//! `minProperties`/`maxProperties`, `contains`/`minContains`/`maxContains`, `format` as an annotation on request, static `unevaluatedProperties`/`unevaluatedItems`:
+//! `minProperties`/`maxProperties`, `contains`/`minContains`/`maxContains`, `format` as an annotation on request, the regular formats (hostname, ipv6, duration, json-pointer, uri-reference), static `unevaluatedProperties`/`unevaluatedItems`:
 //! accepted and
 //! rejected instances at the byte level and at the token level (Llama 3.1), agreement with the
 //! `jsonschema` crate on generated values, refusals by name, and fuzzing with validation.
@@ -401,6 +401,138 @@ fn format_is_asserted_by_default_and_an_annotation_on_request() {
     assert!(g.check_bytes(br#""not an address""#).is_err());
 }
 
+/// The regular formats added for issue 17 (hostname, ipv6, duration, json-pointer,
+/// uri-reference): strings they accept (every one valid for the `jsonschema` crate with formats
+/// asserted, checked here) and strings they refuse, at the byte level and the token level.
+/// Where a format is a subset of the valid strings (hostname, ipv6, uri-reference), the refused
+/// list holds valid strings outside the subset too; they are documented in `strings.rs`.
+#[test]
+fn regular_formats() {
+    let vocab = common::llama_vocab();
+    let (long63, long64) = ("a".repeat(63), "a".repeat(64));
+    let cases: &[(&str, &[&str], &[&str])] = &[
+        (
+            "hostname",
+            &[
+                "localhost",
+                "a.b.c",
+                "x-1.example.com",
+                "A0",
+                "ab-c--d",
+                "a-b",
+                &long63,
+            ],
+            &[
+                "", "-a", "a-", "a..b", "a.", "a_b", "ab--cd", &long64, "a.b.c.d",
+            ],
+        ),
+        (
+            "ipv6",
+            &[
+                "::",
+                "::1",
+                "1::",
+                "2001:db8::8a2e:370:7334",
+                "1:2:3:4:5:6:7:8",
+                "FFFF::a:b",
+            ],
+            &[
+                "",
+                ":",
+                "1:2:3:4:5:6:7",
+                "1::2::3",
+                "12345::",
+                "1:2:3:4:5:6:7:8:9",
+                "g::",
+                "::1.2.3.4",
+            ],
+        ),
+        (
+            "duration",
+            &[
+                "P1D",
+                "P3Y6M4DT12H30M5S",
+                "PT0S",
+                "P2W",
+                "P1Y2M",
+                "PT36H",
+                "P0D",
+            ],
+            &[
+                "", "P", "PT", "P1", "1D", "P1DT", "P1W2D", "P1D1Y", "PT1H1S", "P1Y1D", "P1.5D",
+                "P-1D",
+            ],
+        ),
+        (
+            "json-pointer",
+            &["", "/", "/a/b", "/~0~1", "/a~1b/0", "//", "/é\n"],
+            &["a", "/~", "/~2", "/a~", "#/a"],
+        ),
+        (
+            "uri-reference",
+            &[
+                "",
+                "a/b",
+                "/a/b?q#f",
+                "?q",
+                "#frag",
+                "../x",
+                "https://example.com/p?q=1#f",
+                "a%20b",
+            ],
+            &["a:b/c:d", "//host", "a b", "%zz", "/a\\b"],
+        ),
+    ];
+    for (format, accept, reject) in cases {
+        let schema = json!({"type": "string", "format": format});
+        let g = grammar(&schema);
+        let a = TokenAutomaton::new(&g, vocab.clone()).unwrap();
+        let validator = jsonschema::options()
+            .should_validate_formats(true)
+            .build(&schema)
+            .unwrap();
+        for (list, want) in [(*accept, true), (*reject, false)] {
+            for s in list {
+                let v = json!(s);
+                if want {
+                    assert!(validator.is_valid(&v), "jsonschema refuses {v} as {format}");
+                }
+                let text = serde_json::to_string(&v).unwrap();
+                let bytes = g.check_bytes(text.as_bytes()).is_ok();
+                assert_eq!(bytes, want, "check_bytes {text} as {format}");
+                let tokens = vocab.tokenize(&text).unwrap();
+                let mut m = a.matcher();
+                let ok = tokens.iter().all(|&t| m.accept(t).is_ok()) && m.can_end();
+                assert_eq!(ok, want, "tokens of {text} as {format}");
+            }
+        }
+    }
+}
+
+/// `allOf` parts with a `pattern` or `format` each merge into a list of them; beside an `enum`
+/// (whose values are checked against the merged schema by a validator) the lists are spelled
+/// out for it, not refused as an invalid schema (found by the random-schema proptest).
+#[test]
+fn merged_pattern_and_format_lists_beside_enum() {
+    check(
+        json!({"allOf": [{"pattern": "a"}, {"pattern": "b"}], "enum": ["ab", "a", "b", 3]}),
+        &[json!("ab"), json!(3)],
+        &[json!("a"), json!("b"), json!("ba")],
+    );
+    let both = json!({
+        "properties": {"p": {"allOf": [
+            {"type": "string", "format": "json-pointer"},
+            {"type": "string", "format": "uuid"}
+        ]}},
+        "allOf": [{"properties": {"q": {"format": "date"}}}],
+        "enum": [{"p": "/a"}, {"q": "2024-01-31"}, {"q": "x"}]
+    });
+    let g = grammar(&both);
+    assert!(g.check_bytes(br#"{"q":"2024-01-31"}"#).is_ok());
+    assert!(g.check_bytes(br#"{"p":"/a"}"#).is_err());
+    assert!(g.check_bytes(br#"{"q":"x"}"#).is_err());
+}
+
 #[test]
 fn dependent_required() {
     check(
@@ -785,6 +917,13 @@ fn value() -> impl Strategy<Value = Value> {
 /// Schemas of this file's keywords, to compare against the `jsonschema` crate.
 fn schemas() -> Vec<Value> {
     vec![
+        json!({"type": "object", "properties": {
+            "h": {"type": "string", "format": "hostname"},
+            "i": {"type": "string", "format": "ipv6"},
+            "d": {"type": "string", "format": "duration"},
+            "p": {"type": "string", "format": "json-pointer"},
+            "u": {"type": "string", "format": "uri-reference"}
+        }, "required": ["h", "i", "d", "p", "u"], "additionalProperties": false}),
         json!({"not": {"type": "integer"}}),
         json!({"not": {"anyOf": [{"type": "string", "maxLength": 2}, {"minimum": 0}]}}),
         json!({"not": {"properties": {"a": {"type": "integer"}}, "required": ["b"]}}),

@@ -56,6 +56,7 @@ impl Compiler<'_> {
                     check.insert(d.into(), v.clone());
                 }
             }
+            spell_out_lists(&mut check);
             let v = jsonschema::options()
                 .should_validate_formats(!self.opts.format_annotation)
                 .build(&Value::Object(check))
@@ -160,5 +161,59 @@ impl Compiler<'_> {
                 self.compile_enum(&m, path)
             }
         }
+    }
+}
+
+/// Rewrites, in `schema` and its subschemas, the lists of patterns or formats that merging
+/// `allOf` parts leaves in `pattern`/`format` (see `merge.rs`) as one `allOf` part each, so that
+/// a validator reads them.
+fn spell_out_lists(schema: &mut Map<String, Value>) {
+    for k in ["pattern", "format"] {
+        if let Some(Value::Array(list)) = schema.get(k) {
+            let parts: Vec<Value> = list
+                .iter()
+                .map(|v| Value::Object(Map::from_iter([(k.to_string(), v.clone())])))
+                .collect();
+            schema.remove(k);
+            match schema.get_mut("allOf") {
+                Some(Value::Array(all)) => all.extend(parts),
+                _ => {
+                    schema.insert("allOf".into(), Value::Array(parts));
+                }
+            }
+        }
+    }
+    for (k, v) in schema.iter_mut() {
+        match (k.as_str(), v) {
+            (
+                "properties" | "patternProperties" | "$defs" | "definitions" | "dependentSchemas",
+                Value::Object(map),
+            ) => map.values_mut().for_each(spell_out_in),
+            ("allOf" | "anyOf" | "oneOf" | "prefixItems" | "items", Value::Array(list)) => {
+                list.iter_mut().for_each(spell_out_in)
+            }
+            (
+                "items"
+                | "additionalProperties"
+                | "additionalItems"
+                | "not"
+                | "contains"
+                | "propertyNames"
+                | "if"
+                | "then"
+                | "else"
+                | "unevaluatedProperties"
+                | "unevaluatedItems",
+                v,
+            ) => spell_out_in(v),
+            _ => {}
+        }
+    }
+}
+
+/// [`spell_out_lists`] on a subschema (booleans have nothing to rewrite).
+fn spell_out_in(v: &mut Value) {
+    if let Value::Object(m) = v {
+        spell_out_lists(m);
     }
 }

@@ -80,6 +80,55 @@ pub(super) fn format_regex(f: &str) -> Option<String> {
         "uri" => format!(
             "[a-z][a-z0-9+.-]*://[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]{{1,5}})?(?:/{pchar}*)*(?:\\?(?:{pchar}|[/?])*)?(?:#(?:{pchar}|[/?])*)?"
         ),
+        // RFC 1123 host names: 1 to 3 labels of letters, digits and hyphens, each of 1 to 63
+        // characters, no hyphen first or last (191 characters in all, under the 253 allowed).
+        // Hyphens in both the third and fourth places are refused: IDNA (RFC 5891) reserves
+        // them for `xn--` labels, which validators decode as Punycode. A subset: at most 3
+        // labels.
+        "hostname" => {
+            let (c, ch) = ("[A-Za-z0-9]", "[A-Za-z0-9-]");
+            let label = format!(
+                "(?:{c}(?:{ch}{{0,2}}{c})?|{c}{ch}(?:{c}{ch}|-{c}){ch}{{0,58}}{c})"
+            );
+            format!("{label}(?:\\.{label}){{0,2}}")
+        }
+        // RFC 4291 text forms without an embedded IPv4 address: eight groups, or `::` standing
+        // for at least two groups (at most six written).
+        "ipv6" => {
+            let h = "[0-9A-Fa-f]{1,4}";
+            let groups = |n: usize| match n {
+                0 => String::new(),
+                n => format!("{h}(?::{h}){{{}}}", n - 1),
+            };
+            let mut forms = vec![format!("{h}(?::{h}){{7}}")];
+            for head in 0..=6 {
+                for tail in 0..=6 - head {
+                    forms.push(format!("{}::{}", groups(head), groups(tail)));
+                }
+            }
+            format!("(?:{})", forms.join("|"))
+        }
+        // RFC 3339 appendix A, exactly.
+        "duration" => {
+            let (d, t) = (
+                "(?:[0-9]+D|[0-9]+M(?:[0-9]+D)?|[0-9]+Y(?:[0-9]+M(?:[0-9]+D)?)?)",
+                "T(?:[0-9]+H(?:[0-9]+M(?:[0-9]+S)?)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S)",
+            );
+            format!("P(?:{d}(?:{t})?|{t}|[0-9]+W)")
+        }
+        // RFC 6901, exactly: `/`-separated tokens where `~` only escapes (`~0`, `~1`).
+        "json-pointer" => "(?:/(?:[^/~]|~[01])*)*".into(),
+        // RFC 3986 references: an absolute URI as `uri` above, or a relative reference (an
+        // absolute path, or a relative one whose first segment has no colon) with optional
+        // query and fragment.
+        "uri-reference" => {
+            let nc = "(?:[A-Za-z0-9._~!$&'()*+,;=@-]|%[0-9A-Fa-f]{2})";
+            let rest = format!("(?:\\?(?:{pchar}|[/?])*)?(?:#(?:{pchar}|[/?])*)?");
+            format!(
+                "(?:{}|(?:/(?:{pchar}+(?:/{pchar}*)*)?|{nc}+(?:/{pchar}*)*)?{rest})",
+                format_regex("uri")?
+            )
+        }
         _ => return None,
     })
 }
