@@ -216,7 +216,30 @@ pub(crate) struct Compiler<'a> {
     any: HashMap<Encoding, NodeId>,
     /// The encoding values are compiled for.
     pub(crate) enc: Encoding,
+    /// Steps taken merging `allOf` parts and resolving `$ref`s inside them (see
+    /// [`Compiler::merge_step`]).
+    merge_steps: std::cell::Cell<usize>,
+    /// JSON nodes of the schemas merging produced so far (see [`Compiler::merge_charge`]).
+    merge_nodes: std::cell::Cell<usize>,
+    /// The document declares draft 4 (or 3) in `$schema`, where an integer is a number
+    /// written without a fraction (`1.0` is not one); from draft 6 on it is any number whose
+    /// fraction is zero.
+    pub(crate) draft4_integers: bool,
 }
+
+/// True when `doc`'s `$schema` names draft 3 or 4.
+fn declares_draft4(doc: &Value) -> bool {
+    doc.get("$schema")
+        .and_then(Value::as_str)
+        .is_some_and(|s| s.contains("draft-04") || s.contains("draft-03"))
+}
+
+/// Most steps of `allOf` merging per compile, and most JSON nodes the merged schemas may hold
+/// in all (summed over the steps): parts whose `$ref`s lead back into merged parts (`allOf` of
+/// `if`/`then` whose properties refer to the schema itself) would otherwise expand without
+/// bound, in time and memory, before any depth limit is reached.
+const MAX_MERGE_STEPS: usize = 100_000;
+const MAX_MERGE_NODES: usize = 1_000_000;
 
 fn invalid(path: &str, message: impl Into<String>) -> Error {
     Error::InvalidSchema {
@@ -243,6 +266,56 @@ impl<'a> Compiler<'a> {
             depth: 0,
             any: HashMap::new(),
             enc: Encoding::Json,
+            merge_steps: std::cell::Cell::new(0),
+            merge_nodes: std::cell::Cell::new(0),
+            draft4_integers: declares_draft4(root),
+        }
+    }
+
+    /// Counts one step of `allOf` merging: [`Error::LimitExceeded`] past [`MAX_MERGE_STEPS`]
+    /// or the compile deadline.
+    pub(crate) fn merge_step(&self) -> Result<()> {
+        let n = self.merge_steps.get() + 1;
+        self.merge_steps.set(n);
+        if n > MAX_MERGE_STEPS {
+            return Err(Error::LimitExceeded {
+                what: "allOf merge steps",
+                limit: MAX_MERGE_STEPS,
+            });
+        }
+        if n % 256 == 0 {
+            self.b.check_budget()?;
+        }
+        Ok(())
+    }
+
+    /// Charges the JSON nodes of a schema that merging produced: [`Error::LimitExceeded`] once
+    /// they exceed [`MAX_MERGE_NODES`] in all. Counting stops at the limit, so the count costs
+    /// no more than the limit over a compile.
+    pub(crate) fn merge_charge(&self, v: &Value) -> Result<()> {
+        fn count(v: &Value, left: &mut usize) -> bool {
+            if *left == 0 {
+                return false;
+            }
+            *left -= 1;
+            match v {
+                Value::Array(a) => a.iter().all(|x| count(x, left)),
+                Value::Object(o) => o.values().all(|x| count(x, left)),
+                _ => true,
+            }
+        }
+        let mut left = MAX_MERGE_NODES.saturating_sub(self.merge_nodes.get());
+        let before = left;
+        let fits = count(v, &mut left);
+        self.merge_nodes
+            .set(self.merge_nodes.get() + (before - left));
+        if fits {
+            Ok(())
+        } else {
+            Err(Error::LimitExceeded {
+                what: "JSON nodes of merged allOf parts",
+                limit: MAX_MERGE_NODES,
+            })
         }
     }
 
@@ -253,6 +326,7 @@ impl<'a> Compiler<'a> {
         }
         self.root = root;
         self.enc = enc;
+        self.draft4_integers = declares_draft4(root);
     }
 
     /// The object syntax of the current encoding.

@@ -316,6 +316,39 @@ fn recursive_schema_is_bounded_by_max_depth() {
     assert!(!accepts(&g, &nested(3)));
 }
 
+/// `allOf` parts whose properties refer back to the schema itself (the shape of SchemaStore's
+/// `minecraft-item-modifier.json` "number provider", found by the JSONSchemaBench run): merging
+/// them expanded the references into each other without bound (24 GB before the kernel killed
+/// the process). Now the merge stops at its node limit, by name.
+#[test]
+fn self_referring_allof_parts_are_bounded() {
+    let kinds: Vec<String> = (0..8).map(|i| format!("k{i}")).collect();
+    let provider = |k: &str| {
+        let mut then = serde_json::Map::new();
+        for p in ["min", "max", "n", k] {
+            then.insert(
+                p.into(),
+                json!({"type": ["number", "object"], "$ref": "#/definitions/p"}),
+            );
+        }
+        json!({
+            "if": {"properties": {"type": {"const": k}}},
+            "then": {"properties": then}
+        })
+    };
+    let schema = json!({
+        "definitions": {"p": {
+            "properties": {"type": {"enum": kinds}},
+            "allOf": kinds.iter().map(|k| provider(k)).collect::<Vec<_>>()
+        }},
+        "type": "object",
+        "properties": {"count": {"$ref": "#/definitions/p"}}
+    });
+    let r = compile("self-referring allOf", schema);
+    let what = limit_name("self-referring allOf", r);
+    assert!(what.contains("allOf"), "{what}");
+}
+
 /// A small byte vocabulary: every printable ASCII byte, some multi-byte pieces, and an end token.
 fn tiny_vocab(extra: &[&[u8]]) -> Arc<Vocab> {
     let mut tokens: Vec<Vec<u8>> = (0x20u8..0x7f).map(|b| vec![b]).collect();

@@ -533,6 +533,30 @@ fn merged_pattern_and_format_lists_beside_enum() {
     assert!(g.check_bytes(br#"{"q":"x"}"#).is_err());
 }
 
+/// Draft 4 integers are written without a fraction (`1.0` is a number, not an integer); from
+/// draft 6 on, `1.0` is an integer (found by the JSONSchemaBench run: two draft-04 schemas).
+#[test]
+fn draft4_integers_have_no_fraction() {
+    let d4 = "http://json-schema.org/draft-04/schema#";
+    // The same keywords without `$schema` first: the process-wide lexeme cache keeps the two
+    // meanings apart.
+    check(
+        json!({"type": "object", "properties": {"id": {"type": "integer", "minimum": 1}}}),
+        &[json!({"id": 12345.0})],
+        &[json!({"id": 0})],
+    );
+    check(
+        json!({"$schema": d4, "type": "object", "properties": {"id": {"type": "integer", "minimum": 1}}}),
+        &[json!({"id": 12345}), json!({})],
+        &[json!({"id": 12345.0}), json!({"id": 0}), json!({"id": 1.5})],
+    );
+    check(
+        json!({"type": "integer"}),
+        &[json!(7), json!(7.0)],
+        &[json!(7.5), json!("7")],
+    );
+}
+
 #[test]
 fn dependent_required() {
     check(

@@ -15,7 +15,8 @@ impl Compiler<'_> {
         Ok(acc)
     }
 
-    /// The conjunction of two schemas as one schema, where keywords combine exactly.
+    /// The conjunction of two schemas as one schema, where keywords combine exactly (bounded
+    /// in steps and size: [`Compiler::merge_step`], [`Compiler::merge_charge`]).
     pub(super) fn merge_two(
         &self,
         a: &Value,
@@ -23,6 +24,14 @@ impl Compiler<'_> {
         path: &str,
         depth: usize,
     ) -> Result<Value> {
+        self.merge_step()?;
+        let merged = self.merge_two_unbounded(a, b, path, depth)?;
+        self.merge_charge(&merged)?;
+        Ok(merged)
+    }
+
+    /// [`Compiler::merge_two`] without its bounds.
+    fn merge_two_unbounded(&self, a: &Value, b: &Value, path: &str, depth: usize) -> Result<Value> {
         let (a, b) = match (a, b) {
             (Value::Bool(false), _) | (_, Value::Bool(false)) => return Ok(Value::Bool(false)),
             (Value::Bool(true), x) | (x, Value::Bool(true)) => {

@@ -64,6 +64,7 @@ impl Compiler<'_> {
 
     /// Resolves a top-level `$ref` of a part for merging (one level, no recursion needed).
     pub(super) fn deref_part(&self, part: &Value, path: &str, depth: usize) -> Result<Value> {
+        self.merge_step()?;
         if depth > 32 {
             return Err(Error::LimitExceeded {
                 what: "$ref chain length",

@@ -22,6 +22,9 @@ impl Compiler<'_> {
             // The scalar part depends only on these keywords: compiled lexemes are shared
             // process-wide (formats, bounded strings and numbers recur across tool sets).
             let mut key = format!("scalar|{scalar_types}|");
+            if self.draft4_integers && scalar_types & T_INT != 0 {
+                key.push_str("draft4|");
+            }
             for kw in [
                 "minLength",
                 "maxLength",
@@ -228,6 +231,7 @@ impl Compiler<'_> {
                 .map(|&(b, ex)| if ex { b.ceil() - 1.0 } else { b.floor() })
                 .fold(None, |a: Option<f64>, b| Some(a.map_or(b, |a| a.min(b))));
             let re = match int_range_regex(lo, hi) {
+                Some(r) if self.draft4_integers => r,
                 Some(r) => format!("(?:{r})(?:\\.0{{1,20}})?"),
                 None => return Ok(Dfa::literals(std::iter::empty(), 10).unwrap()),
             };
