@@ -183,7 +183,11 @@ fn main() {
                 t.callmask_other_errors += 1;
                 let kind = match &e {
                     Error::LimitExceeded { what, .. } => format!("limit: {what}"),
-                    other => format!("{other}").split(':').next().unwrap_or("").to_string(),
+                    other => format!("{other}")
+                        .split(':')
+                        .next()
+                        .unwrap_or("")
+                        .to_string(),
                 };
                 *refusals.entry(format!("(error) {kind}")).or_default() += 1;
                 None
