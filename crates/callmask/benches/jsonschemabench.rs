@@ -5,7 +5,9 @@
 //! schema whether callmask's verdict ([`Grammar::check_bytes`] on the compact JSON text) agrees
 //! with the label. A disagreement is checked with the `jsonschema` crate (formats asserted): an
 //! instance callmask accepts that both the label and the crate call invalid is a **false
-//! accept**, and the run fails on any.
+//! accept**, and the run fails on any. Every instance with characters past ASCII is checked
+//! again ASCII-escaped, as Python's `json.dumps` writes it by default (`"a\u00f1o"`): its
+//! verdict must not change, and the run fails on any that does.
 //!
 //! ```text
 //! git clone https://github.com/guidance-ai/jsonschemabench /tmp/jsb
@@ -47,6 +49,10 @@ struct Tally {
     /// with the label (false accepts), or with callmask (the label is disputed).
     false_accepts: usize,
     label_disputed: usize,
+    /// Instances whose text has characters past ASCII, and of those, the ones whose verdict
+    /// changes when they are written ASCII-escaped (as `json.dumps` writes them by default).
+    non_ascii_instances: usize,
+    ascii_verdict_changed: usize,
 }
 
 impl Tally {
@@ -68,7 +74,9 @@ impl Tally {
             invalid_instances,
             invalid_rejected,
             false_accepts,
-            label_disputed
+            label_disputed,
+            non_ascii_instances,
+            ascii_verdict_changed
         );
     }
 }
@@ -141,6 +149,7 @@ fn main() {
     let mut by_subset: BTreeMap<String, Tally> = BTreeMap::new();
     let mut refusals: BTreeMap<String, usize> = BTreeMap::new();
     let mut false_accepts: Vec<String> = Vec::new();
+    let mut ascii_changed: Vec<String> = Vec::new();
     let mut disputed: Vec<String> = Vec::new();
     let mut unreadable = 0usize;
     for (n, path) in files.iter().enumerate() {
@@ -208,6 +217,17 @@ fn main() {
             let data = &test["data"];
             let text = serde_json::to_string(data).unwrap();
             let accepted = g.check_bytes(text.as_bytes()).is_ok();
+            if !text.is_ascii() {
+                let ascii = ascii_escaped(&text);
+                t.non_ascii_instances += 1;
+                if g.check_bytes(ascii.as_bytes()).is_ok() != accepted {
+                    t.ascii_verdict_changed += 1;
+                    ascii_changed.push(format!(
+                        "{name}: {}",
+                        ascii.chars().take(200).collect::<String>()
+                    ));
+                }
+            }
             if valid {
                 t.valid_instances += 1;
                 t.valid_accepted += usize::from(accepted);
@@ -276,6 +296,14 @@ fn main() {
     for d in disputed.iter().take(20) {
         println!("disputed label (the jsonschema crate accepts it too): {d}");
     }
+    println!(
+        "ASCII-escaped (json.dumps' default): {} of {} instances with characters past ASCII get \
+         another verdict",
+        all.ascii_verdict_changed, all.non_ascii_instances
+    );
+    for a in ascii_changed.iter().take(20) {
+        println!("verdict changed ASCII-escaped: {a}");
+    }
     for f in false_accepts.iter().take(50) {
         println!("FALSE ACCEPT: {f}");
     }
@@ -292,8 +320,29 @@ fn main() {
         target.join("jsonschemabench.json"),
         serde_json::to_string_pretty(&out).unwrap(),
     );
-    if !false_accepts.is_empty() {
-        eprintln!("jsonschemabench: {} false accepts", false_accepts.len());
+    if !false_accepts.is_empty() || !ascii_changed.is_empty() {
+        eprintln!(
+            "jsonschemabench: {} false accepts, {} verdicts changed ASCII-escaped",
+            false_accepts.len(),
+            ascii_changed.len()
+        );
         std::process::exit(1);
     }
+}
+
+/// JSON text with every character past ASCII written as `\uxxxx` (a surrogate pair past
+/// U+FFFF), as Python's `json.dumps` writes it by default.
+fn ascii_escaped(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    let mut units = [0u16; 2];
+    for c in json.chars() {
+        if c.is_ascii() {
+            out.push(c);
+        } else {
+            for u in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{u:04x}"));
+            }
+        }
+    }
+    out
 }

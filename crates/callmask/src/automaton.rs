@@ -91,13 +91,17 @@ impl Seen {
         (listed + self.extra.as_ref().map_or(0, |x| x.done.len())) as u32
     }
 
-    /// The set with key `k` added, and its other spelling in `o`, if any.
+    /// The set with key `k` added, and its other spellings in `o`, if any.
     fn with_key(&self, o: &ObjectNode, k: u32) -> Seen {
-        let s = self.with(k);
-        match o.alias.get(k as usize) {
-            Some(&a) if a != k => s.with(a),
-            _ => s,
+        let mut s = self.with(k);
+        if let Some(&first) = o.alias.get(k as usize) {
+            for (j, &a) in o.alias.iter().enumerate() {
+                if a == first && j as u32 != k {
+                    s = s.with(j as u32);
+                }
+            }
         }
+        s
     }
 
     fn with(&self, k: u32) -> Seen {
@@ -1029,16 +1033,25 @@ pub(crate) fn key_value(raw: &[u8]) -> Vec<u8> {
             b'u' => 4,
             _ => 0,
         };
-        if hex > 0 {
-            let code = body
-                .get(i..i + hex)
+        let unit = |at: usize| {
+            body.get(at..at + hex)
                 .and_then(|h| std::str::from_utf8(h).ok())
                 .and_then(|h| u32::from_str_radix(h, 16).ok())
-                .and_then(char::from_u32);
-            if let Some(c) = code {
+        };
+        if hex > 0 {
+            let mut code = unit(i).map(|u| (u, hex));
+            // A surrogate pair `\uD83D\uDE00` is one character.
+            if let Some((hi @ 0xd800..=0xdbff, _)) = code {
+                if hex == 4 && body.get(i + 4..i + 6) == Some(b"\\u") {
+                    if let Some(lo @ 0xdc00..=0xdfff) = unit(i + 6) {
+                        code = Some((0x10000 + ((hi - 0xd800) << 10) + (lo - 0xdc00), 10));
+                    }
+                }
+            }
+            if let Some((c, len)) = code.and_then(|(u, len)| char::from_u32(u).map(|c| (c, len))) {
                 let mut buf = [0u8; 4];
                 out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
-                i += hex;
+                i += len;
                 continue;
             }
         }

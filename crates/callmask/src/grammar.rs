@@ -210,8 +210,9 @@ pub(crate) struct ObjectNode {
     pub(crate) additional: Option<(LexId, NodeId)>,
     /// How the object is spelled.
     pub(crate) syntax: Syntax,
-    /// Keys with two spellings (Python `'k'` and `"k"`): `alias[i]` is the other spelling of
-    /// key `i` (empty when no key has one).
+    /// Keys with several spellings (Python `'k'` and `"k"`; JSON `"ñ"` and `"\u00f1"`):
+    /// `alias[i]` is the first spelling of the key that spelling `i` spells (empty when no key
+    /// has two).
     pub(crate) alias: Vec<u32>,
 }
 

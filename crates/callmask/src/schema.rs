@@ -369,11 +369,34 @@ impl<'a> Compiler<'a> {
         }
     }
 
-    /// The spellings of an object key in the current encoding (Python has two).
+    /// The spellings of an object key in the current encoding.
+    ///
+    /// JSON: as `serde_json` writes it, and, for a key with characters past ASCII, with each of
+    /// them as `\uxxxx` (lowercase hex, as `json.dumps` writes it) or `\uXXXX` (uppercase).
+    /// Inside a JSON string, those three escaped once more, and the raw one with its characters
+    /// past ASCII escaped at the outer level. Python: single and double quotes.
     fn key_spellings(&self, k: &str) -> Result<Vec<Vec<u8>>> {
+        let raw = serde_json::to_string(k)?;
+        let mut json = vec![raw.clone()];
+        if !k.is_ascii() {
+            json.push(ascii_escaped(&raw, false));
+            json.push(ascii_escaped(&raw, true));
+        }
         Ok(match self.enc {
-            Encoding::Json => vec![serde_json::to_vec(k)?],
-            Encoding::JsonInString => vec![escape_in_json_string(&serde_json::to_vec(k)?)],
+            Encoding::Json => json.into_iter().map(String::into_bytes).collect(),
+            Encoding::JsonInString => {
+                let inner = escape_in_json_string(raw.as_bytes());
+                let mut out: Vec<Vec<u8>> = json
+                    .iter()
+                    .map(|s| escape_in_json_string(s.as_bytes()))
+                    .collect();
+                if !k.is_ascii() {
+                    let inner = String::from_utf8(inner).map_err(|e| invalid("", e.to_string()))?;
+                    out.push(ascii_escaped(&inner, false).into_bytes());
+                    out.push(ascii_escaped(&inner, true).into_bytes());
+                }
+                out
+            }
             Encoding::Python => vec![
                 py_quote(k, '\'').into_bytes(),
                 py_quote(k, '"').into_bytes(),
@@ -661,6 +684,27 @@ pub fn normalize_type_aliases(schema: &Value) -> Value {
             }
             Value::Array(a) => todo.extend(a.iter_mut()),
             _ => {}
+        }
+    }
+    out
+}
+
+/// `text` with every character past ASCII written as `\uXXXX` (a surrogate pair past U+FFFF),
+/// in lowercase or uppercase hex.
+fn ascii_escaped(text: &str, upper: bool) -> String {
+    let mut out = String::with_capacity(text.len() * 2);
+    let mut units = [0u16; 2];
+    for c in text.chars() {
+        if c.is_ascii() {
+            out.push(c);
+            continue;
+        }
+        for u in c.encode_utf16(&mut units) {
+            if upper {
+                out.push_str(&format!("\\u{u:04X}"));
+            } else {
+                out.push_str(&format!("\\u{u:04x}"));
+            }
         }
     }
     out

@@ -15,7 +15,10 @@
 //!
 //! Invalid instances are also checked pretty-printed (`serde_json::to_string_pretty`): accepting
 //! that form is a false accept too. Valid instances accepted compact but rejected pretty are
-//! reported (the whitespace policy is bounded), not failed. The `format.json` files test the
+//! reported (the whitespace policy is bounded), not failed. Every instance is also checked
+//! ASCII-escaped, as Python's `json.dumps` writes it by default (each character past ASCII as
+//! `\uxxxx`, a surrogate pair past U+FFFF): it must get the compact form's verdict exactly (an
+//! invalid one accepted is a false accept, a valid one rejected a hard failure). The `format.json` files test the
 //! drafts' default, where `format` is an annotation ("invalid date string is only an annotation
 //! by default"): their cases are compiled with `CompileOptions::format_annotation`, the option a
 //! user wanting that default sets. Every other file runs with the defaults, which assert formats
@@ -25,7 +28,7 @@
 //! from the current results; it never excuses false accepts, panics or the 1% limit.
 //!
 //! A second test runs the token-level path on the Llama 3.1 vocabulary: each instance (valid or
-//! not, compact and pretty) of a sample of in-scope cases is tokenized as the model would and fed
+//! not, compact, pretty and ASCII-escaped) of a sample of in-scope cases is tokenized as the model would and fed
 //! to a matcher; it must be accepted exactly when `check_bytes` accepts it. `CALLMASK_TOKEN_SAMPLE_EVERY=K` takes
 //! every K-th in-scope case (default 1: all of them).
 //!
@@ -252,6 +255,23 @@ fn bless(
 }
 
 /// One line: newlines and ` :: ` would break the file format.
+/// JSON text with every character past ASCII written as `\uxxxx` (a surrogate pair past
+/// U+FFFF), as Python's `json.dumps` writes it by default.
+fn ascii_escaped(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    let mut units = [0u16; 2];
+    for c in json.chars() {
+        if c.is_ascii() {
+            out.push(c);
+        } else {
+            for u in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{u:04x}"));
+            }
+        }
+    }
+    out
+}
+
 fn one_line(s: &str) -> String {
     s.replace(['\n', '\r'], " ").replace(" :: ", " : ")
 }
@@ -281,6 +301,8 @@ fn json_schema_test_suite_byte_level() {
     let mut slowest: Vec<(Duration, String)> = Vec::new();
     let total_instances: usize = cases.iter().map(|c| c.tests.len()).sum();
     let mut pretty_rejected = Vec::new();
+    let mut ascii_rejected = Vec::new();
+    let mut ascii_escaped_instances = 0usize;
 
     for case in &cases {
         let draft = case.file.split('/').next().unwrap();
@@ -326,9 +348,12 @@ fn json_schema_test_suite_byte_level() {
             let pretty = serde_json::to_string_pretty(&test.data).unwrap();
             let check =
                 |t: &str| catch_unwind(AssertUnwindSafe(|| grammar.check_bytes(t.as_bytes())));
-            let (result, pretty_ok) = match (check(&text), check(&pretty)) {
-                (Ok(r), Ok(p)) => (r, p.is_ok()),
-                (Err(p), _) | (_, Err(p)) => {
+            let ascii = ascii_escaped(&text);
+            ascii_escaped_instances += usize::from(ascii != text);
+            let (result, pretty_ok, ascii_ok) = match (check(&text), check(&pretty), check(&ascii))
+            {
+                (Ok(r), Ok(p), Ok(a)) => (r, p.is_ok(), a.is_ok()),
+                (Err(p), _, _) | (_, Err(p), _) | (_, _, Err(p)) => {
                     panics.push(format!(
                         "check_bytes panicked: {} on {text}: {}",
                         case.key(test),
@@ -352,6 +377,9 @@ fn json_schema_test_suite_byte_level() {
                             )),
                         );
                     }
+                    Ok(()) if !ascii_ok => {
+                        ascii_rejected.push(format!("{}: {ascii}", case.key(test)))
+                    }
                     Ok(()) if !pretty_ok => {
                         pretty_rejected.push(format!("{}: {pretty:?}", case.key(test)))
                     }
@@ -360,12 +388,18 @@ fn json_schema_test_suite_byte_level() {
             } else {
                 invalid_in += 1;
                 counts[3] += 1;
-                if result.is_ok() || pretty_ok {
+                if result.is_ok() || pretty_ok || ascii_ok {
                     false_accepts.push(format!(
                         "{}\n    schema:   {}\n    instance: {}",
                         case.key(test),
                         show(&case.schema),
-                        if result.is_ok() { &text } else { &pretty }
+                        if result.is_ok() {
+                            &text
+                        } else if pretty_ok {
+                            &pretty
+                        } else {
+                            &ascii
+                        }
                     ));
                 }
             }
@@ -403,6 +437,11 @@ fn json_schema_test_suite_byte_level() {
     for p in pretty_rejected.iter().take(10) {
         eprintln!("  {p}");
     }
+    eprintln!(
+        "ASCII-escaped (as json.dumps writes them; {ascii_escaped_instances} instances differ from \
+         the compact form): {} valid instances accepted compact but rejected ASCII-escaped",
+        ascii_rejected.len()
+    );
     eprintln!(
         "out of scope: {} cases",
         out_of_scope.values().map(|v| v.0).sum::<usize>()
@@ -453,6 +492,13 @@ fn json_schema_test_suite_byte_level() {
             "{} FALSE ACCEPTS (invalid instances accepted):\n  {}",
             false_accepts.len(),
             false_accepts.join("\n  ")
+        ));
+    }
+    if !ascii_rejected.is_empty() {
+        failures.push(format!(
+            "{} valid instances accepted compact but rejected ASCII-escaped:\n  {}",
+            ascii_rejected.len(),
+            ascii_rejected.join("\n  ")
         ));
     }
     if !panics.is_empty() {
@@ -511,7 +557,8 @@ fn json_schema_test_suite_token_level_llama3() {
         for test in &case.tests {
             let compact = serde_json::to_string(&test.data).unwrap();
             let pretty = serde_json::to_string_pretty(&test.data).unwrap();
-            for text in [compact, pretty] {
+            let ascii = ascii_escaped(&compact);
+            for text in [compact, pretty, ascii] {
                 let bytes_ok = grammar.check_bytes(text.as_bytes()).is_ok();
                 let tokens = vocab
                     .tokenize(&text)
@@ -547,7 +594,7 @@ fn json_schema_test_suite_token_level_llama3() {
     }
     eprintln!(
         "token level (Llama 3.1): {sampled} of {in_scope} in-scope cases (every {every}), \
-         {instances} texts (compact and pretty; {accepted} accepted), {tokens_fed} tokens fed, {} mismatches, {:.1} s",
+         {instances} texts (compact, pretty and ASCII-escaped; {accepted} accepted), {tokens_fed} tokens fed, {} mismatches, {:.1} s",
         mismatches.len(),
         started.elapsed().as_secs_f64()
     );

@@ -512,6 +512,71 @@ fn regular_formats() {
 /// `allOf` parts with a `pattern` or `format` each merge into a list of them; beside an `enum`
 /// (whose values are checked against the merged schema by a validator) the lists are spelled
 /// out for it, not refused as an invalid schema (found by the random-schema proptest).
+/// Checks texts as written (escapes and all): the expected verdict, `check_bytes`, the token
+/// matcher (Llama 3.1), and, for texts that parse, the `jsonschema` crate.
+fn check_texts(schema: Value, accept: &[&str], reject: &[&str]) {
+    let g = grammar(&schema);
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let vocab = common::llama_vocab();
+    let a = TokenAutomaton::new(&g, vocab.clone()).unwrap();
+    for (list, want) in [(accept, true), (reject, false)] {
+        for text in list {
+            match serde_json::from_str::<Value>(text) {
+                Ok(v) if want => assert!(validator.is_valid(&v), "jsonschema on {text}"),
+                Ok(_) | Err(_) => {}
+            }
+            assert_eq!(
+                g.check_bytes(text.as_bytes()).is_ok(),
+                want,
+                "check_bytes {text} for {schema}"
+            );
+            let tokens = vocab.tokenize(text).unwrap();
+            let mut m = a.matcher();
+            let ok = tokens.iter().all(|&t| m.accept(t).is_ok()) && m.can_end();
+            assert_eq!(ok, want, "tokens of {text} for {schema}");
+        }
+    }
+}
+
+/// Every character past ASCII may be written `\uXXXX` (either hex case; a surrogate pair past
+/// U+FFFF) in free strings, enums, keys, patterns, and lengths count it as one character.
+/// Printable ASCII is never hex-escaped (the documented policy) and lone surrogates are refused.
+#[test]
+fn unicode_escapes_in_every_string_position() {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "año": {"enum": ["niño", "€uro"]},
+            "s": {"type": "string", "maxLength": 2, "pattern": "^[a-zñ😀]*$"},
+            "t": {"type": "string"}
+        },
+        "required": ["año"],
+        "additionalProperties": {"type": "integer"}
+    });
+    check_texts(
+        schema.clone(),
+        &[
+            r#"{"año": "niño"}"#,
+            r#"{"a\u00f1o": "ni\u00f1o"}"#,
+            r#"{"a\u00F1o": "\u20ACuro", "s": "\ud83d\ude00\u00f1"}"#,
+            r#"{"año": "\u20acuro", "s": "😀", "t": "\u000a\u00e9\uD83D\uDE00"}"#,
+            r#"{"año": "niño", "\u00e9": 1, "é\u00e9": 2}"#,
+        ],
+        &[
+            r#"{"a\u00f1o": "nino"}"#,
+            r#"{"año": "niño", "s": "\u00f1\u00f1a"}"#,
+            r#"{"año": "niño", "s": "\u00f1a😀"}"#,
+            r#"{"año": "niño", "t": "\ud83d"}"#,
+            r#"{"año": "niño", "t": "\ude00\ud83d"}"#,
+            r#"{"año": "ni\u00f1\u006f"}"#,
+            r#"{"año": "niño", "t": "\u0061"}"#,
+            r#"{"año": "niño", "a\u00f1o": "niño"}"#,
+            r#"{"año": "niño", "\u00e9": 1, "é": 2}"#,
+            r#"{"a\u00f1o": "ni\u00f1o", "\u00c9": "x"}"#,
+        ],
+    );
+}
+
 #[test]
 fn merged_pattern_and_format_lists_beside_enum() {
     check(
@@ -941,6 +1006,10 @@ fn value() -> impl Strategy<Value = Value> {
 /// Schemas of this file's keywords, to compare against the `jsonschema` crate.
 fn schemas() -> Vec<Value> {
     vec![
+        json!({"type": "object", "properties": {
+            "año": {"enum": ["niño", "€uro", "😀"]},
+            "s": {"type": "string", "maxLength": 3, "pattern": "^[^a-z]*$"}
+        }, "required": ["año", "s"], "additionalProperties": {"type": "string", "maxLength": 1}}),
         json!({"type": "object", "properties": {
             "h": {"type": "string", "format": "hostname"},
             "i": {"type": "string", "format": "ipv6"},

@@ -38,7 +38,7 @@ impl Compiler<'_> {
             (0..spelled.len())
                 .map(|i| {
                     (0..spelled.len())
-                        .find(|&j| j != i && spelled[j].1 == spelled[i].1)
+                        .find(|&j| spelled[j].1 == spelled[i].1)
                         .unwrap_or(i) as u32
                 })
                 .collect()
