@@ -2,6 +2,7 @@
 //!
 //! Supported, with exact semantics: `type` (lists, and the aliases `dict`, `float`, `tuple`,
 //! `any`), `nullable`, `enum`, `const`, `properties`, `required`, `additionalProperties`,
+//! `patternProperties` (where the extra keys want one schema; see `pattern_properties.rs`),
 //! `items`, `prefixItems` (and draft-07 array `items` with `additionalItems`), `minItems`,
 //! `maxItems`, `minLength`, `maxLength`, `pattern`, `format` (date, time, date-time, email, uuid,
 //! ipv4, uri; or an annotation with [`CompileOptions::format_annotation`]), `minimum`,
@@ -34,6 +35,7 @@ mod merge;
 mod negate;
 mod numbers;
 mod objects;
+mod pattern_properties;
 mod refs;
 mod resolve;
 mod scalars;
@@ -119,6 +121,7 @@ pub(crate) fn check_schema_shape<'v>(
 /// JSON Schema ignores unknown keywords) unless [`UNSUPPORTED`] refuses it by name.
 const KEYWORDS: &[&str] = &[
     "$ref",
+    "patternProperties",
     "type",
     "nullable",
     "enum",
@@ -167,7 +170,6 @@ const UNSUPPORTED: &[(&str, &str)] = &[
         "uniqueItems",
         "item uniqueness cannot be enforced by an automaton",
     ),
-    ("patternProperties", "pattern properties are not supported"),
     (
         "dependentSchemas",
         "more than 4 dependent schemas in one object (each doubles its variants)",

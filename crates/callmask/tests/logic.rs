@@ -577,6 +577,90 @@ fn unicode_escapes_in_every_string_position() {
     );
 }
 
+/// `patternProperties`: listed keys take the schemas of the patterns they match beside their
+/// own; other keys take the patterns' schemas, or `additionalProperties` when they match none;
+/// kinds of keys that would need different schemas are refused by name.
+#[test]
+fn pattern_properties() {
+    check(
+        json!({
+            "properties": {"a": {"type": "integer"}, "x-b": {"maxLength": 2}},
+            "patternProperties": {"^x-": {"type": "string"}},
+            "additionalProperties": false
+        }),
+        &[
+            json!({"a": 1}),
+            json!({"x-c": "s"}),
+            json!({"x-b": "ab", "x-": ""}),
+            json!({}),
+        ],
+        &[
+            json!({"b": 1}),
+            json!({"x-c": 1}),
+            json!({"x-b": "abc"}),
+            json!({"x-b": 1}),
+            json!({"ax-": "s"}),
+        ],
+    );
+    // A pattern every key matches (unanchored search): every value is an integer.
+    check(
+        json!({"patternProperties": {".*": {"type": "integer"}}, "properties": {"p": {"minimum": 3}}}),
+        &[json!({"a": 1, "": 2}), json!({"p": 3}), json!({})],
+        &[json!({"a": "x"}), json!({"p": 2}), json!({"p": "x"})],
+    );
+    // Two patterns that agree on the schema; keys matching neither are refused.
+    check(
+        json!({"patternProperties": {"a": {"minimum": 0}, "b": {"minimum": 0}}, "additionalProperties": false}),
+        &[json!({"ab": 1, "b": 2, "xa": 0})],
+        &[json!({"c": 1}), json!({"ab": -1}), json!({"b": -1})],
+    );
+    // A pattern whose schema is `false`: those keys cannot appear.
+    check(
+        json!({"patternProperties": {"^_": false}, "additionalProperties": {"type": "string"}}),
+        &[json!({"a": "x"}), json!({"a_": "x"})],
+        &[json!({"_a": "x"}), json!({"a": 1})],
+    );
+    // Non-ASCII, and `.` stops at line terminators as in ECMA-262.
+    check(
+        json!({"patternProperties": {"^á": {}, "^b.c$": {}}, "additionalProperties": false}),
+        &[json!({"ármányos": 2, "bxc": 1})],
+        &[json!({"élmény": 2}), json!({"b\nc": 1})],
+    );
+    // ECMA-262's `.` does not match `\r` either (the jsonschema crate's regex engine does, so it
+    // is not the judge of this one).
+    let g = grammar(&json!({"patternProperties": {"^b.c$": {}}, "additionalProperties": false}));
+    assert!(g.check_bytes(br#"{"bxc": 1}"#).is_ok());
+    assert!(g.check_bytes(br#"{"b\rc": 1}"#).is_err());
+    assert!(g.check_bytes(br#"{"b\u2028c": 1}"#).is_err());
+    // Merged with a part that lists more properties: its patterns still govern them.
+    check(
+        json!({"allOf": [
+            {"patternProperties": {"^x": {"type": "integer"}}, "additionalProperties": false},
+            {"properties": {"xa": {"minimum": 2}, "y": true}}
+        ]}),
+        &[json!({"xa": 2}), json!({"xb": 5}), json!({})],
+        &[json!({"y": 1}), json!({"xa": 1}), json!({"xa": "s"})],
+    );
+    refused(
+        json!({"patternProperties": {"^[a-z]+$": {"type": "integer"}}}),
+        "patternProperties",
+        "different schemas",
+    );
+    refused(
+        json!({"patternProperties": {"^\\s": {}}, "additionalProperties": false}),
+        "patternProperties",
+        "does not translate exactly",
+    );
+    refused(
+        json!({"allOf": [
+            {"properties": {"a": true}, "additionalProperties": false},
+            {"patternProperties": {"^b": {}}}
+        ]}),
+        "allOf",
+        "look past",
+    );
+}
+
 #[test]
 fn merged_pattern_and_format_lists_beside_enum() {
     check(
@@ -1006,6 +1090,8 @@ fn value() -> impl Strategy<Value = Value> {
 /// Schemas of this file's keywords, to compare against the `jsonschema` crate.
 fn schemas() -> Vec<Value> {
     vec![
+        json!({"patternProperties": {"^x-": {"type": "integer", "minimum": 0}, "^x-.": {"minimum": 0, "type": "integer"}},
+            "properties": {"a": {"type": "string"}, "x-a": {"maximum": 5}}, "additionalProperties": false}),
         json!({"type": "object", "properties": {
             "año": {"enum": ["niño", "€uro", "😀"]},
             "s": {"type": "string", "maxLength": 3, "pattern": "^[^a-z]*$"}

@@ -77,8 +77,10 @@ impl Compiler<'_> {
         // property (position) the other part names but this one does not is, for this part, one
         // its additionalProperties (items) governs. Spelled out first, the merge is exact.
         let (mut a2, mut b2) = (a.clone(), b.clone());
-        spell_out_siblings(&mut a2, &b);
-        spell_out_siblings(&mut b2, a);
+        let by_a = self.matching_pattern_properties(a, &b, path)?;
+        let by_b = self.matching_pattern_properties(&b, a, path)?;
+        spell_out_siblings(&mut a2, &b, &by_a);
+        spell_out_siblings(&mut b2, a, &by_b);
         let (a, b) = (&a2, b2);
         for (x, y) in [(a, &b), (&b, a)] {
             let keys = property_names;
@@ -86,15 +88,24 @@ impl Compiler<'_> {
                 o.get(k).and_then(Value::as_array).map_or(0, Vec::len)
             };
             let restricts = |v: Option<&Value>| v.is_some_and(|v| v != &Value::Bool(true));
-            let conflict = (restricts(x.get("additionalProperties"))
-                && y.contains_key("properties")
-                && keys(x)
-                    != keys(y)
-                        .into_iter()
-                        .chain(keys(x))
-                        .collect::<std::collections::BTreeSet<_>>()
-                        .into_iter()
-                        .collect::<Vec<_>>())
+            let new_patterns = |x: &Map<String, Value>, y: &Map<String, Value>| {
+                y.get("patternProperties")
+                    .and_then(Value::as_object)
+                    .is_some_and(|yp| {
+                        let xp = x.get("patternProperties").and_then(Value::as_object);
+                        yp.keys().any(|p| xp.is_none_or(|xp| !xp.contains_key(p)))
+                    })
+            };
+            let conflict = (restricts(x.get("additionalProperties")) && new_patterns(x, y))
+                || (restricts(x.get("additionalProperties"))
+                    && y.contains_key("properties")
+                    && keys(x)
+                        != keys(y)
+                            .into_iter()
+                            .chain(keys(x))
+                            .collect::<std::collections::BTreeSet<_>>()
+                            .into_iter()
+                            .collect::<Vec<_>>())
                 || (restricts(x.get("items"))
                     && x.get("items").is_some_and(|i| !i.is_array())
                     && len(y, "prefixItems") > len(x, "prefixItems"))
@@ -245,6 +256,22 @@ impl Compiler<'_> {
                     }
                     Value::Array(all)
                 }
+                "patternProperties" => {
+                    // Every pattern of both parts applies; a pattern in both takes both schemas.
+                    let (Some(pa), Some(pb)) = (av.as_object(), bv.as_object()) else {
+                        return Err(invalid(path, "patternProperties must be an object"));
+                    };
+                    let mut m = pa.clone();
+                    for (p, ps) in pb {
+                        let both = match m.get(p) {
+                            Some(x) if x == ps => continue,
+                            Some(x) => serde_json::json!({ "allOf": [x, ps] }),
+                            None => ps.clone(),
+                        };
+                        m.insert(p.clone(), both);
+                    }
+                    Value::Object(m)
+                }
                 "dependentRequired" => {
                     // Both parts' dependencies hold: per key, the union of the names.
                     let (Some(da), Some(db)) = (av.as_object(), bv.as_object()) else {
@@ -315,10 +342,38 @@ impl Compiler<'_> {
     }
 }
 
+impl Compiler<'_> {
+    /// The properties `y` names that match a `patternProperties` pattern of `x`.
+    fn matching_pattern_properties(
+        &self,
+        x: &Map<String, Value>,
+        y: &Map<String, Value>,
+        path: &str,
+    ) -> Result<Vec<String>> {
+        let (Some(Value::Object(xp)), Some(Value::Object(yp))) =
+            (x.get("patternProperties"), y.get("properties"))
+        else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for p in xp.keys() {
+            let d = self.pattern_dfa(p, path)?;
+            for k in yp.keys() {
+                if d.matches(k.as_bytes()) && !out.contains(k) {
+                    out.push(k.clone());
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
 /// Gives `x` an explicit entry for each property (prefix position) that `y` names and `x` leaves
 /// to its `additionalProperties` (`items`): the entry is that keyword's schema, so `x` accepts
-/// exactly what it did, and its siblings now cover `y`'s.
-fn spell_out_siblings(x: &mut Map<String, Value>, y: &Map<String, Value>) {
+/// exactly what it did, and its siblings now cover `y`'s. A property matching one of `x`'s
+/// `patternProperties` (listed in `by_pattern`) is not `x`'s additional one: its entry is
+/// `true`, the patterns (kept in the merge) still apply to it.
+fn spell_out_siblings(x: &mut Map<String, Value>, y: &Map<String, Value>, by_pattern: &[String]) {
     // minContains/maxContains qualify only their own part's `contains`: without one they are
     // void, and must not attach to the other part's.
     if !x.contains_key("contains") {
@@ -334,7 +389,12 @@ fn spell_out_siblings(x: &mut Map<String, Value>, y: &Map<String, Value>) {
             let mut changed = false;
             for k in yp.keys() {
                 if !xp.contains_key(k) {
-                    xp.insert(k.clone(), add.clone());
+                    let entry = if by_pattern.contains(k) {
+                        Value::Bool(true)
+                    } else {
+                        add.clone()
+                    };
+                    xp.insert(k.clone(), entry);
                     changed = true;
                 }
             }

@@ -657,7 +657,7 @@ fn check_negatable(o: &Map<String, Value>, path: &str, format_annotation: bool) 
 
 /// True when a pattern's translation accepts exactly what ECMA-262 accepts (rather than a subset
 /// or superset): its escapes are ASCII classes, anchors or literal characters.
-fn pattern_negatable(p: &str) -> bool {
+pub(super) fn pattern_negatable(p: &str) -> bool {
     let mut in_class = false;
     let mut chars = p.chars();
     while let Some(c) = chars.next() {

@@ -1,5 +1,6 @@
 //! Objects (JSON, JSON inside a string, Python keyword arguments) and arrays: properties in any
-//! order, each at most once, required ones enforced; `additionalProperties`; `items`,
+//! order, each at most once, required ones enforced; `additionalProperties` (and
+//! `patternProperties`, see `pattern_properties.rs`); `items`,
 //! `prefixItems`, `minItems`/`maxItems`.
 
 use super::*;
@@ -217,25 +218,45 @@ impl Compiler<'_> {
             Some(_) => return Err(invalid(path, "additionalProperties must be a schema")),
         };
         let never = self.b.push(Node::Never)?;
-        let mut entries: Vec<(String, NodeId)> = Vec::new();
-        for (k, s) in props {
-            let p = format!("{path}/properties/{}", escape_ptr(k));
-            let v = self.compile(s, &p)?;
-            entries.push((k.clone(), v));
-        }
+        let names = self.property_names_dfa(obj, path)?;
+        let mut listed: Vec<&str> = props.keys().map(String::as_str).collect();
         let named = required.iter().chain(
             dependencies
                 .iter()
                 .flat_map(|d| std::iter::once(&d.0).chain(&d.1)),
         );
         for r in named {
-            if !props.contains_key(r) && !entries.iter().any(|e| &e.0 == r) {
-                // A required (or dependency) key that only additionalProperties can match.
-                entries.push((r.clone(), additional_node.unwrap_or(never)));
+            if !listed.contains(&r.as_str()) {
+                listed.push(r);
             }
         }
+        let patterns = if kwargs && obj.contains_key("patternProperties") {
+            self.b
+                .unsupported("patternProperties", path, "on Python keyword arguments")?;
+            None
+        } else {
+            self.pattern_keys(obj, &listed, names.as_ref(), path)?
+        };
+        let mut entries: Vec<(String, NodeId)> = Vec::new();
+        for k in listed {
+            let by_pattern = patterns
+                .as_ref()
+                .map(|p| p.schemas_for(k))
+                .unwrap_or_default();
+            let own = props.get(k);
+            let p = format!("{path}/properties/{}", escape_ptr(k));
+            let v = match (own, by_pattern.is_empty()) {
+                (Some(s), true) => self.compile(s, &p)?,
+                // A required (or dependency) key that only additionalProperties can match.
+                (None, true) => additional_node.unwrap_or(never),
+                (own, false) => {
+                    let parts: Vec<Value> = own.into_iter().cloned().chain(by_pattern).collect();
+                    self.compile(&serde_json::json!({ "allOf": parts }), &p)?
+                }
+            };
+            entries.push((k.to_string(), v));
+        }
         // propertyNames: listed keys it refuses cannot appear; extra keys are limited to it.
-        let names = self.property_names_dfa(obj, path)?;
         if let Some(nd) = &names {
             for e in entries.iter_mut() {
                 if !nd.matches(e.0.as_bytes()) {
@@ -251,9 +272,22 @@ impl Compiler<'_> {
                     });
             }
         }
-        let additional = match additional_node {
-            None => None,
-            Some(v) => {
+        let additional = match (additional_node, &patterns) {
+            (_, Some(pk)) => match &pk.extra {
+                None => None,
+                Some((d, parts)) => {
+                    let v = if parts.is_empty() {
+                        self.any()?
+                    } else {
+                        let p = format!("{path}/patternProperties");
+                        self.compile(&serde_json::json!({ "allOf": parts }), &p)?
+                    };
+                    let d = self.quote(d, path)?;
+                    Some((self.key_lexeme(Arc::new(d), path)?, v))
+                }
+            },
+            (None, None) => None,
+            (Some(v), None) => {
                 let max = self.opts.max_lexeme_states;
                 let d = if kwargs {
                     // an identifier and `=`, other than the listed names

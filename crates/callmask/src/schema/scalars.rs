@@ -107,20 +107,7 @@ impl Compiler<'_> {
             parts.push(d);
         }
         for p in string_list(obj, "pattern", path)? {
-            let re = format!("(?s:.)*(?:{})(?s:.)*", translate_ecma(p));
-            parts.push(
-                Dfa::from_regex(&re, self.opts.max_lexeme_states).map_err(|e| match e {
-                    DfaError::Regex(m) => Error::InvalidPattern {
-                        pattern: p.into(),
-                        path: ptr(path),
-                        message: m,
-                    },
-                    DfaError::TooLarge => Error::LimitExceeded {
-                        what: "states in one lexeme automaton",
-                        limit: self.opts.max_lexeme_states,
-                    },
-                })?,
-            );
+            parts.push(self.pattern_dfa(p, path)?);
         }
         let formats = string_list(obj, "format", path)?;
         for f in formats.iter().filter(|_| !self.opts.format_annotation) {
@@ -140,6 +127,22 @@ impl Compiler<'_> {
             acc = self.b.and(&acc, &p, path)?;
         }
         Ok(acc)
+    }
+
+    /// The strings an ECMA-262 `pattern` matches somewhere in (a search, as `RegExp.test`).
+    pub(super) fn pattern_dfa(&self, p: &str, path: &str) -> Result<Dfa> {
+        let re = format!("(?s:.)*(?:{})(?s:.)*", translate_ecma(p));
+        Dfa::from_regex(&re, self.opts.max_lexeme_states).map_err(|e| match e {
+            DfaError::Regex(m) => Error::InvalidPattern {
+                pattern: p.into(),
+                path: ptr(path),
+                message: m,
+            },
+            DfaError::TooLarge => Error::LimitExceeded {
+                what: "states in one lexeme automaton",
+                limit: self.opts.max_lexeme_states,
+            },
+        })
     }
 
     /// Numbers (or integers) within the bounds and, with `multipleOf`, multiples of every step.

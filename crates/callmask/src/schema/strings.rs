@@ -45,6 +45,8 @@ pub(super) fn translate_ecma(p: &str) -> String {
                 out.push(c);
             }
             '[' if in_class => out.push_str("\\["),
+            // ECMA-262's `.` stops at every line terminator, the regex crate's only at `\n`.
+            '.' if !in_class => out.push_str("[^\\n\\r\\u{2028}\\u{2029}]"),
             _ => out.push(c),
         }
     }
@@ -140,5 +142,11 @@ mod tests {
     #[test]
     fn ecma_translation() {
         assert_eq!(translate_ecma(r"^\d+[\w-]$"), r"^[0-9]+[0-9A-Za-z_-]$");
+        // `.` stops at every ECMA-262 line terminator; `\.` and `[.]` are dots.
+        let dot = crate::grammar::dfa::Dfa::from_regex(&translate_ecma(r"a.b\.[.]"), 1000).unwrap();
+        assert!(dot.matches(b"axb.."));
+        for t in ["\n", "\r", "\u{2028}", "\u{2029}"] {
+            assert!(!dot.matches(format!("a{t}b..").as_bytes()), "{t:?}");
+        }
     }
 }
