@@ -19,8 +19,36 @@ use crate::grammar::dfa::{Dfa, StateId};
 use crate::grammar::{Grammar, GrammarInner, LexId, Node, NodeId, ObjectNode, Syntax};
 use std::sync::Arc;
 
-/// Key id for a key matched by an object's `additionalProperties`.
+/// Key id for a key matched by an object's `additionalProperties`; with kinds of extra keys
+/// (`ObjectNode::extra_kinds`), kind `i` is `ADDITIONAL - i` (see [`is_extra`]).
 pub(crate) const ADDITIONAL: u32 = u32::MAX;
+/// Most kinds of extra keys one object may have (`patternProperties` makes at most 16).
+const MAX_EXTRA_KINDS: u32 = 64;
+
+/// True for a key id that stands for an extra key (of some kind).
+pub(crate) fn is_extra(k: u32) -> bool {
+    k > ADDITIONAL - MAX_EXTRA_KINDS
+}
+
+/// The value node of extra key id `k` (see [`is_extra`]), if extra keys are allowed.
+pub(crate) fn extra_value(o: &ObjectNode, k: u32) -> Option<NodeId> {
+    if o.extra_kinds.is_empty() {
+        o.additional.map(|a| a.1)
+    } else {
+        o.extra_kinds.get((ADDITIONAL - k) as usize).map(|x| x.1)
+    }
+}
+
+/// The key id of a complete extra key whose decoded name is `name`.
+fn extra_key_id(o: &ObjectNode, name: &[u8]) -> Option<u32> {
+    if o.extra_kinds.is_empty() {
+        return Some(ADDITIONAL);
+    }
+    o.extra_kinds
+        .iter()
+        .position(|(d, _)| d.matches(name))
+        .map(|i| ADDITIONAL - i as u32)
+}
 /// No position in a key trie.
 pub(crate) const NO_TRIE: u32 = u32::MAX;
 
@@ -139,7 +167,7 @@ impl Seen {
     pub(crate) fn has_extra(&self, raw: &[u8]) -> bool {
         self.extra
             .as_ref()
-            .is_some_and(|x| x.done.binary_search(&key_value(raw)).is_ok())
+            .is_some_and(|x| x.done.binary_search(&decoded_key(raw)).is_ok())
     }
 
     /// True when some extra key is already used.
@@ -162,7 +190,7 @@ impl Seen {
     fn with_extra_done(&self, byte: u8) -> Option<Seen> {
         let mut x = self.extra.as_deref().cloned().unwrap_or_default();
         x.current.push(byte);
-        let key = key_value(&x.current);
+        let key = decoded_key(&x.current);
         let at = x.done.binary_search(&key).err()?;
         x.done.insert(at, key);
         x.current.clear();
@@ -628,9 +656,9 @@ impl GrammarInner {
                         }
                     }
                     ObjPhase::AfterColon(k) => {
-                        let child = if k == ADDITIONAL {
-                            match o.additional {
-                                Some((_, v)) => v,
+                        let child = if is_extra(k) {
+                            match extra_value(o, k) {
+                                Some(v) => v,
                                 None => return,
                             }
                         } else {
@@ -793,10 +821,18 @@ impl GrammarInner {
         if e != Dfa::DEAD {
             let d = &self.lexemes[o.additional.unwrap().0 as usize];
             if d.is_accepting(e) && !d.has_out(e) {
-                // An extra key is complete: unless it is one already used.
-                match seen.with_extra_done(byte) {
-                    Some(seen) => return Some((after_key(o, ADDITIONAL), seen)),
-                    None => e = Dfa::DEAD,
+                // An extra key is complete: unless it is one already used. Its kind, if the
+                // object has kinds of extra keys, comes from its decoded name.
+                let kind = if o.extra_kinds.is_empty() {
+                    Some(ADDITIONAL)
+                } else {
+                    let mut raw = seen.current_extra().to_vec();
+                    raw.push(byte);
+                    extra_key_id(o, &decoded_key(&raw))
+                };
+                match (kind, seen.with_extra_done(byte)) {
+                    (Some(k), Some(seen)) => return Some((after_key(o, k), seen)),
+                    _ => e = Dfa::DEAD,
                 }
             }
         }
@@ -1004,6 +1040,16 @@ impl Grammar {
                 reason: "the output ends before the value is complete".into(),
             })
         }
+    }
+}
+
+/// The name an extra key written as `raw` stands for: [`key_value`], twice for a key written
+/// inside a JSON string (`\"k\"`, whose escapes are escaped once more).
+fn decoded_key(raw: &[u8]) -> Vec<u8> {
+    if raw.starts_with(b"\\") {
+        key_value(&key_value(raw))
+    } else {
+        key_value(raw)
     }
 }
 

@@ -166,6 +166,7 @@ impl Node {
                         .sum::<usize>()
                     + (o.values.len() + o.required.len() + o.unavailable.len() + o.alias.len())
                         * size_of::<u32>()
+                    + o.extra_kinds.iter().map(|k| k.0.memory()).sum::<usize>()
                     + o.dependencies
                         .iter()
                         .map(|d| size_of::<(u32, Vec<u32>)>() + d.1.len() * size_of::<u32>())
@@ -208,6 +209,11 @@ pub(crate) struct ObjectNode {
     pub(crate) max_props: u32,
     /// Lexeme for any other key (excluding listed ones) and its value node, when allowed.
     pub(crate) additional: Option<(LexId, NodeId)>,
+    /// With `patternProperties` whose kinds of extra keys want different schemas: each kind's
+    /// names (decoded) and value node; an extra key's value is its kind's (the kinds are
+    /// disjoint and together make `additional`'s lexeme, whose own node is then the first
+    /// kind's). Empty otherwise.
+    pub(crate) extra_kinds: Vec<(Arc<Dfa>, NodeId)>,
     /// How the object is spelled.
     pub(crate) syntax: Syntax,
     /// Keys with several spellings (Python `'k'` and `"k"`; JSON `"ñ"` and `"\u00f1"`):
@@ -336,7 +342,8 @@ impl GrammarInner {
                             .iter()
                             .all(|&k| prod[o.values[k as usize] as usize])
                             && (o.min_props == 0
-                                || o.additional.is_some_and(|(_, v)| prod[v as usize])
+                                || (o.additional.is_some_and(|(_, v)| prod[v as usize])
+                                    && o.extra_kinds.iter().all(|k| prod[k.1 as usize]))
                                 || (0..o.keys.len())
                                     .filter(|&k| {
                                         prod[o.values[k] as usize]

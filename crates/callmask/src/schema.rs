@@ -2,7 +2,7 @@
 //!
 //! Supported, with exact semantics: `type` (lists, and the aliases `dict`, `float`, `tuple`,
 //! `any`), `nullable`, `enum`, `const`, `properties`, `required`, `additionalProperties`,
-//! `patternProperties` (where the extra keys want one schema; see `pattern_properties.rs`),
+//! `patternProperties` (see `pattern_properties.rs`),
 //! `items`, `prefixItems` (and draft-07 array `items` with `additionalItems`), `minItems`,
 //! `maxItems`, `minLength`, `maxLength`, `pattern`, `format` (date, time, date-time, email, uuid,
 //! ipv4, uri; or an annotation with [`CompileOptions::format_annotation`]), `minimum`,

@@ -274,7 +274,8 @@ fn random_walks_under_random_budgets_end_valid_within_the_budget() {
 }
 
 /// JSON Schema keywords that change what a completion must still write (`dependentRequired`
-/// and `minProperties` add keys, `maxProperties` stops them, `multipleOf` restricts numbers, static `unevaluated*` close objects and arrays)
+/// and `minProperties` add keys, `maxProperties` stops them, `multipleOf` restricts numbers, static `unevaluated*` close objects and arrays,
+/// `patternProperties` gives extra keys values by kind)
 /// under random budgets on Llama 3.1: every output ends valid within its budget (100 × scale
 /// outputs per schema, at least 20).
 #[test]
@@ -327,6 +328,16 @@ fn schema_keywords_end_valid_within_random_budgets() {
             "properties": {"p": {"type": "integer"}, "q": {"type": "integer"}, "r": {"type": "integer"}},
             "additionalProperties": false,
             "minProperties": 3
+        }),
+        // Kinds of extra keys with values of very different lengths.
+        serde_json::json!({
+            "type": "object",
+            "patternProperties": {
+                "^a": {"type": "array", "items": {"type": "integer"}, "minItems": 6},
+                "^b": {"type": "boolean"}
+            },
+            "additionalProperties": false,
+            "minProperties": 1
         }),
     ];
     let scale: f64 = std::env::var("CALLMASK_BUDGET_FUZZ_SCALE")

@@ -211,3 +211,57 @@ fn strict_tool_arguments_stay_strict() {
         .unwrap();
     assert!(g.check_bytes(b"[f(x=1, y=2)]").is_err());
 }
+
+/// Arguments embedded as a JSON string (empower): an extra key is the same key in every
+/// spelling (escaped at the inner level, `\\u00f1`, or at the outer one, `\u00f1`), and its
+/// kind (`patternProperties`) is read from its decoded name.
+#[test]
+fn keys_inside_a_json_string_decode_both_levels() {
+    let tools = Tools::from_json_str(
+        &json!([{"type": "function", "function": {
+            "name": "f",
+            "strict": false,
+            "parameters": {
+                "type": "object",
+                "properties": {"año": {"type": "integer"}},
+                "patternProperties": {"^ñ": {"type": "integer"}},
+                "additionalProperties": {"type": "string"}
+            }
+        }}])
+        .to_string(),
+    )
+    .unwrap();
+    let g = Dialect::by_name("empower")
+        .unwrap()
+        .compile(&tools, &DialectOptions::default())
+        .unwrap();
+    let call = |args: &str| format!(r#"<f>[{{"name": "f", "arguments": "{args}"}}]"#);
+    for ok in [
+        r#"{\"año\": 1}"#,
+        r#"{\"a\\u00f1o\": 1}"#,
+        r#"{\"a\u00f1o\": 1}"#,
+        r#"{\"ñx\": 1, \"x\": \"s\"}"#,
+        r#"{\"\\u00f1x\": 1, \"\u00f1y\": 2, \"\\u00e9\": \"\u00e9\"}"#,
+    ] {
+        let text = call(ok);
+        g.check_bytes(text.as_bytes())
+            .unwrap_or_else(|e| panic!("{text}: {e:?}"));
+    }
+    for bad in [
+        r#"{\"año\": \"s\"}"#,
+        r#"{\"a\\u00f1o\": \"s\"}"#,
+        r#"{\"ñx\": \"s\"}"#,
+        r#"{\"\\u00f1x\": \"s\"}"#,
+        r#"{\"\u00f1x\": \"s\"}"#,
+        r#"{\"x\": 1}"#,
+        r#"{\"ñx\": 1, \"\\u00f1x\": 2}"#,
+        r#"{\"ñx\": 1, \"\u00f1x\": 2}"#,
+        r#"{\"é\": \"s\", \"\\u00e9\": \"t\"}"#,
+    ] {
+        let text = call(bad);
+        assert!(
+            g.check_bytes(text.as_bytes()).is_err(),
+            "{text} was accepted"
+        );
+    }
+}

@@ -641,10 +641,31 @@ fn pattern_properties() {
         &[json!({"xa": 2}), json!({"xb": 5}), json!({})],
         &[json!({"y": 1}), json!({"xa": 1}), json!({"xa": "s"})],
     );
-    refused(
+    // Kinds of extra keys wanting different schemas: the kind is found from the decoded name.
+    check(
         json!({"patternProperties": {"^[a-z]+$": {"type": "integer"}}}),
-        "patternProperties",
-        "different schemas",
+        &[json!({"ab": 1, "A": "x", "": null, "a1": [1]})],
+        &[json!({"ab": "x"}), json!({"a": 1, "b": 2.5})],
+    );
+    check(
+        json!({
+            "patternProperties": {"^a": {"type": "integer"}, "b$": {"minimum": 5}},
+            "properties": {"ab": {"maximum": 9}},
+            "additionalProperties": {"type": "string"}
+        }),
+        &[
+            json!({"ax": 1, "xb": 7, "ab": 5, "c": "s", "xbb": "s", "abb": 6}),
+            json!({"añb": 5, "ñ": "ñ"}),
+        ],
+        &[
+            json!({"ax": "s"}),
+            json!({"ab": 4}),
+            json!({"ab": 10}),
+            json!({"abb": 5.5}),
+            json!({"c": 1}),
+            json!({"xb": 4}),
+            json!({"añb": 4}),
+        ],
     );
     refused(
         json!({"patternProperties": {"^\\s": {}}, "additionalProperties": false}),
@@ -1092,6 +1113,9 @@ fn schemas() -> Vec<Value> {
     vec![
         json!({"patternProperties": {"^x-": {"type": "integer", "minimum": 0}, "^x-.": {"minimum": 0, "type": "integer"}},
             "properties": {"a": {"type": "string"}, "x-a": {"maximum": 5}}, "additionalProperties": false}),
+        json!({"patternProperties": {"^a": {"type": "integer"}, "b$": {"minimum": 5}},
+            "properties": {"ab": {"maximum": 9}}, "additionalProperties": {"type": "string", "maxLength": 2},
+            "maxProperties": 4}),
         json!({"type": "object", "properties": {
             "año": {"enum": ["niño", "€uro", "😀"]},
             "s": {"type": "string", "maxLength": 3, "pattern": "^[^a-z]*$"}

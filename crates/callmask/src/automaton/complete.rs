@@ -13,7 +13,8 @@
 //! on, and ends within its budget (see `mask.rs`).
 
 use super::{
-    advance, ArrPhase, Frame, ObjPhase, RootPhase, Seen, Stack, Sym, ADDITIONAL, NO_TRIE, SPECIAL,
+    advance, extra_value, is_extra, ArrPhase, Frame, ObjPhase, RootPhase, Seen, Stack, Sym,
+    NO_TRIE, SPECIAL,
 };
 use crate::grammar::dfa::{Dfa, StateId};
 use crate::grammar::{Capture, GrammarInner, Node, NodeId, ObjectNode};
@@ -103,6 +104,20 @@ impl Completer {
             }
         }
         c
+    }
+
+    /// The fewest symbols (or tokens) of the value of an extra key of `o` whose kind is not
+    /// known yet: its costliest kind's, so that the count never falls short (see
+    /// `ObjectNode::extra_kinds`).
+    fn extra_value_min(&self, o: &ObjectNode) -> u32 {
+        if o.extra_kinds.is_empty() {
+            return o.additional.map_or(INF, |(_, v)| self.node_min[v as usize]);
+        }
+        o.extra_kinds
+            .iter()
+            .map(|&(_, v)| self.node_min[v as usize])
+            .max()
+            .unwrap_or(INF)
     }
 
     fn lex(&self, lex: u32, state: StateId) -> u32 {
@@ -296,11 +311,11 @@ impl Completer {
                     })
                     .map(|k| self.entry(node, o, k))
                     .collect();
-                if let Some((lex, v)) = o.additional {
+                if let Some((lex, _)) = o.additional {
                     let colon = u32::from(o.syntax.colon.is_some());
                     let d = self.g.lexemes[lex as usize].start();
                     let key = self.extra_key_rest(lex, d, seen);
-                    costs.push(add(add(key, colon), self.node_min[v as usize]));
+                    costs.push(add(add(key, colon), self.extra_value_min(o)));
                 }
                 costs.sort_unstable();
                 if costs.len() < need {
@@ -380,8 +395,8 @@ impl Completer {
                 let o = g.object(*node);
                 let colon = u32::from(o.syntax.colon.is_some());
                 let value = |k: u32| {
-                    if k == ADDITIONAL {
-                        o.additional.map_or(INF, |(_, v)| self.node_min[v as usize])
+                    if is_extra(k) {
+                        extra_value(o, k).map_or(INF, |v| self.node_min[v as usize])
                     } else {
                         self.node_min[o.values[k as usize] as usize]
                     }
@@ -405,11 +420,11 @@ impl Completer {
                                 ));
                             }
                         }
-                        if let Some((lex, v)) = o.additional {
+                        if let Some((lex, _)) = o.additional {
                             let d = g.lexemes[lex as usize].start();
                             let key = self.extra_key_rest(lex, d, seen);
                             best = best.min(add(
-                                add(add(key, colon), self.node_min[v as usize]),
+                                add(add(key, colon), self.extra_value_min(o)),
                                 self.close_object(*node, o, seen, true, 1),
                             ));
                         }
@@ -438,7 +453,7 @@ impl Completer {
                                 let c = add(
                                     add(self.extra_key_rest(lex, extra, seen), colon),
                                     add(
-                                        value(ADDITIONAL),
+                                        self.extra_value_min(o),
                                         self.close_object(*node, o, seen, true, 1),
                                     ),
                                 );
@@ -721,7 +736,7 @@ impl Completer {
             } => {
                 let o = g.object(*node);
                 let value = |k: u32| {
-                    if k == ADDITIONAL {
+                    if is_extra(k) {
                         INF
                     } else {
                         d.enter[o.values[k as usize] as usize]

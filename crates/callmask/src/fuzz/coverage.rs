@@ -272,6 +272,7 @@ fn grammar_states(g: &GrammarInner) -> HashSet<StateKey> {
                 if let Some((_, v)) = o.additional {
                     out.insert((1, n, crate::automaton::ADDITIONAL));
                     stack.push(v);
+                    stack.extend(o.extra_kinds.iter().map(|k| k.1));
                 }
             }
             Node::Array(a) => {

@@ -423,9 +423,12 @@ fn finalize(g: &mut GrammarInner, _opts: &CompileOptions) -> Result<()> {
                 o.unavailable = (0..o.keys.len() as u32)
                     .filter(|&k| off[k as usize])
                     .collect();
+                // Extra keys whose value (of any kind) cannot be written are not offered: the
+                // kinds share one key lexeme, so one unproductive kind takes them all away.
                 if let Some((_, v)) = o.additional {
-                    if !prod[v as usize] {
+                    if !prod[v as usize] || o.extra_kinds.iter().any(|k| !prod[k.1 as usize]) {
                         o.additional = None;
+                        o.extra_kinds.clear();
                     }
                 }
             }
@@ -496,6 +499,7 @@ fn depths(g: &GrammarInner) -> Vec<u16> {
         Node::Object(o) => {
             out.extend(&o.values);
             out.extend(o.additional.map(|(_, v)| v));
+            out.extend(o.extra_kinds.iter().map(|k| k.1));
         }
         Node::Array(a) => {
             out.extend(&a.prefix);

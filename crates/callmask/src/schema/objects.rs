@@ -74,6 +74,7 @@ impl Compiler<'_> {
             min_props: 0,
             max_props: u32::MAX,
             additional,
+            extra_kinds: Vec::new(),
             syntax,
             alias,
         })
@@ -272,20 +273,43 @@ impl Compiler<'_> {
                     });
             }
         }
+        let mut extra_kinds: Vec<(Arc<Dfa>, NodeId)> = Vec::new();
         let additional = match (additional_node, &patterns) {
-            (_, Some(pk)) => match &pk.extra {
-                None => None,
-                Some((d, parts)) => {
+            (_, Some(pk)) if pk.extra.is_empty() => None,
+            (_, Some(pk)) => {
+                let mut names: Option<Dfa> = None;
+                for (d, parts) in &pk.extra {
                     let v = if parts.is_empty() {
                         self.any()?
                     } else {
                         let p = format!("{path}/patternProperties");
                         self.compile(&serde_json::json!({ "allOf": parts }), &p)?
                     };
-                    let d = self.quote(d, path)?;
-                    Some((self.key_lexeme(Arc::new(d), path)?, v))
+                    if matches!(self.b.nodes[v as usize], Node::Never) {
+                        // No value fits this kind (patterns whose schemas contradict): its
+                        // keys cannot appear.
+                        continue;
+                    }
+                    extra_kinds.push((Arc::new(d.clone()), v));
+                    names = Some(match names {
+                        None => d.clone(),
+                        Some(n) => n
+                            .product(d, Op::Or, self.opts.max_lexeme_states)
+                            .map_err(|e| self.b.dfa_err(e, path, ""))?,
+                    });
                 }
-            },
+                match names {
+                    None => None,
+                    Some(names) => {
+                        let first = extra_kinds[0].1;
+                        if extra_kinds.len() == 1 {
+                            extra_kinds.clear();
+                        }
+                        let d = self.quote(&names, path)?;
+                        Some((self.key_lexeme(Arc::new(d), path)?, first))
+                    }
+                }
+            }
             (None, None) => None,
             (Some(v), None) => {
                 let max = self.opts.max_lexeme_states;
@@ -333,6 +357,7 @@ impl Compiler<'_> {
             kwargs,
             &dependencies,
         )?;
+        o.extra_kinds = extra_kinds;
         if !self.property_counts(obj, &mut o, required.len(), &dependencies, path)? {
             return Ok(id); // still Node::Never
         }

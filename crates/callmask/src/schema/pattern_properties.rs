@@ -9,10 +9,13 @@
 //! the kind matching no pattern takes `additionalProperties`.
 //!
 //! Trade-offs:
-//! - The object automaton has one lexeme for extra keys and one value for them, so the kinds
-//!   that allow a key must all want the same value schema (the common shapes: one pattern with
-//!   `additionalProperties: false`; a pattern that every key matches, such as `.*`; patterns
-//!   whose schemas agree). Kinds wanting different schemas are refused by name.
+//! - Kinds that want the same value schema are merged into one (the common shapes: one
+//!   pattern with `additionalProperties: false`; a pattern that every key matches, such as
+//!   `.*`). Otherwise the object keeps one lexeme for all extra keys, and the kind of a key is
+//!   found from its decoded name when it is complete (`ObjectNode::extra_kinds`). The token
+//!   budget then counts an extra key not yet complete at its costliest kind's value: never
+//!   less than it needs, sometimes more (a tight budget may forbid an extra key it had room
+//!   for).
 //! - The kinds are complements of patterns, so every pattern must translate exactly (no
 //!   `\s`, `\p{..}`, ...: see `pattern_negatable`), or it is refused by name.
 //! - At most [`MAX_PATTERNS`] patterns per object: the kinds number 2^n.
@@ -32,9 +35,10 @@ pub(super) struct PatternProperty {
 /// What `patternProperties` makes of an object's keys.
 pub(super) struct PatternKeys {
     pub(super) patterns: Vec<PatternProperty>,
-    /// The names an extra key may have (decoded, listed keys excluded) and the schema parts its
-    /// value must match (empty: any value); `None` when no extra key is allowed.
-    pub(super) extra: Option<(Dfa, Vec<Value>)>,
+    /// The kinds of extra keys that may appear, disjoint: the names of each (decoded, listed
+    /// keys excluded) and the schema parts its value must match (empty: any value). None when
+    /// no extra key is allowed; one when every kind wants the same schema.
+    pub(super) extra: Vec<(Dfa, Vec<Value>)>,
 }
 
 impl PatternKeys {
@@ -145,29 +149,14 @@ impl Compiler<'_> {
             parts.dedup();
             kinds.push((d, parts));
         }
-        let Some((first, rest)) = kinds.split_first() else {
-            return Ok(Some(PatternKeys {
-                patterns,
-                extra: None,
-            }));
-        };
-        if rest.iter().any(|k| k.1 != first.1) {
-            return refuse(
-                self,
-                format!(
-                    "keys that match different patterns (or none) need different schemas here ({} kinds of keys); one kind of key beyond the listed ones is supported",
-                    kinds.len()
-                ),
-            );
+        // Kinds wanting the same schema are one kind.
+        let mut extra: Vec<(Dfa, Vec<Value>)> = Vec::new();
+        for (d, parts) in kinds {
+            match extra.iter_mut().find(|k| k.1 == parts) {
+                Some(k) => k.0 = op(self, &k.0, &d, Op::Or)?,
+                None => extra.push((d, parts)),
+            }
         }
-        let mut names = first.0.clone();
-        for (d, _) in rest {
-            names = op(self, &names, d, Op::Or)?;
-        }
-        let parts = first.1.clone();
-        Ok(Some(PatternKeys {
-            patterns,
-            extra: Some((names, parts)),
-        }))
+        Ok(Some(PatternKeys { patterns, extra }))
     }
 }
