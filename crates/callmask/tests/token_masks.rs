@@ -75,6 +75,9 @@ fn schemas() -> Vec<Value> {
         json!({"oneOf": [{"type": "object", "properties": {"k": {"const": "a"}, "x": {"type": "integer"}}, "required": ["k"], "additionalProperties": false}, {"type": "object", "properties": {"k": {"const": "b"}, "y": {"type": "string"}}, "required": ["k"], "additionalProperties": false}]}),
         json!({}),
         json!({"type": "string", "pattern": "\\d{3}-\\d{2}"}),
+        json!({"type": "object", "patternProperties": {"^a": {"type": "integer"}, "b$": {"type": "string"}},
+            "properties": {"ab": {"type": "null"}}, "additionalProperties": {"type": "boolean"}}),
+        json!({"type": "object", "properties": {"ñ": {"enum": ["é", "€"]}}, "additionalProperties": {"type": "string", "maxLength": 2}}),
     ]
 }
 
