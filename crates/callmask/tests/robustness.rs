@@ -598,7 +598,7 @@ enum S {
     Enum(Vec<Value>),
     Const(Value),
     Any,
-    Obj(Vec<(String, S, bool)>, Option<bool>),
+    Obj(Vec<(String, S, bool)>, Option<bool>, Vec<(usize, S)>),
     Arr(Box<S>, Option<usize>, Option<usize>),
     Tuple(Vec<S>),
     AnyOf(Vec<S>),
@@ -649,6 +649,9 @@ const FORMATS: [(&str, &str); 8] = [
     ),
 ];
 
+/// `patternProperties` patterns of the random object schemas (anchored or not, overlapping).
+const KEY_PATTERNS: [&str; 5] = ["^a", "b$", "^[cd]+$", "é", "."];
+
 fn small_value() -> impl Strategy<Value = Value> {
     prop_oneof![
         Just(Value::Null),
@@ -681,13 +684,15 @@ fn frac_bound() -> impl Strategy<Value = Option<f64>> {
 /// An object schema built on `inner`.
 fn obj_strategy(inner: BoxedStrategy<S>) -> impl Strategy<Value = S> {
     (
-        prop::collection::btree_map("[a-c\"é]{1,2}", (inner, any::<bool>()), 0..4),
+        prop::collection::btree_map("[a-c\"é]{1,2}", (inner.clone(), any::<bool>()), 0..4),
         prop::option::of(any::<bool>()),
+        prop::collection::btree_map(0..KEY_PATTERNS.len(), inner, 0..3),
     )
-        .prop_map(|(props, additional)| {
+        .prop_map(|(props, additional, patterns)| {
             S::Obj(
                 props.into_iter().map(|(k, (s, r))| (k, s, r)).collect(),
                 additional,
+                patterns.into_iter().collect(),
             )
         })
 }
@@ -777,8 +782,11 @@ impl S {
             S::Enum(vs) => json!({ "enum": vs }),
             S::Const(v) => json!({ "const": v }),
             S::Any => json!({}),
-            S::Obj(props, additional) => {
+            S::Obj(props, additional, patterns) => {
                 let mut v = json!({"type": "object", "properties": {}});
+                for (i, s) in patterns {
+                    v["patternProperties"][KEY_PATTERNS[*i]] = s.to_schema();
+                }
                 let mut required = Vec::new();
                 for (k, s, r) in props {
                     v["properties"][k] = s.to_schema();
@@ -906,7 +914,7 @@ impl S {
             .boxed(),
             S::Const(v) => prop_oneof![4 => Just(v.clone()), 1 => small_value()].boxed(),
             S::Any => arbitrary_json().boxed(),
-            S::Obj(props, _) => {
+            S::Obj(props, _, patterns) => {
                 let fields: Vec<BoxedStrategy<Option<(String, Value)>>> = props
                     .iter()
                     .map(|(k, s, r)| {
@@ -917,7 +925,14 @@ impl S {
                             .boxed()
                     })
                     .collect();
-                let extra = prop::option::weighted(0.15, ("[a-dz]{1,2}", small_value()));
+                let extra_value = match patterns.first() {
+                    Some((_, s)) => prop_oneof![small_value(), s.instance()].boxed(),
+                    None => small_value().boxed(),
+                };
+                let extra = prop::option::weighted(
+                    if patterns.is_empty() { 0.15 } else { 0.5 },
+                    ("[a-dzé]{1,2}", extra_value),
+                );
                 (fields, extra, any::<bool>())
                     .prop_map(|(fields, extra, reverse)| {
                         let mut fields: Vec<(String, Value)> =
