@@ -80,6 +80,20 @@ impl Compiler<'_> {
         })
     }
 
+    /// The node of the values matching every schema of `parts`: any value for none, the part
+    /// itself for one (so that a `$ref` keeps its identity and recursion through it ends), an
+    /// `allOf` otherwise.
+    fn compile_all(&mut self, mut parts: Vec<Value>, path: &str) -> Result<NodeId> {
+        match parts.len() {
+            0 => self.any(),
+            1 => {
+                let only = parts.pop().expect("one part");
+                self.compile(&only, path)
+            }
+            _ => self.compile(&serde_json::json!({ "allOf": parts }), path),
+        }
+    }
+
     /// Registers a lexeme built outside `lexeme()` (object keys): escaped inside JSON strings.
     pub(super) fn key_lexeme(&mut self, dfa: Arc<Dfa>, path: &str) -> Result<LexId> {
         let dfa = self.encoded(dfa, path)?;
@@ -252,7 +266,7 @@ impl Compiler<'_> {
                 (None, true) => additional_node.unwrap_or(never),
                 (own, false) => {
                     let parts: Vec<Value> = own.into_iter().cloned().chain(by_pattern).collect();
-                    self.compile(&serde_json::json!({ "allOf": parts }), &p)?
+                    self.compile_all(parts, &p)?
                 }
             };
             entries.push((k.to_string(), v));
@@ -279,12 +293,8 @@ impl Compiler<'_> {
             (_, Some(pk)) => {
                 let mut names: Option<Dfa> = None;
                 for (d, parts) in &pk.extra {
-                    let v = if parts.is_empty() {
-                        self.any()?
-                    } else {
-                        let p = format!("{path}/patternProperties");
-                        self.compile(&serde_json::json!({ "allOf": parts }), &p)?
-                    };
+                    let v =
+                        self.compile_all(parts.clone(), &format!("{path}/patternProperties"))?;
                     if matches!(self.b.nodes[v as usize], Node::Never) {
                         // No value fits this kind (patterns whose schemas contradict): its
                         // keys cannot appear.
