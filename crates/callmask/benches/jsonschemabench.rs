@@ -218,7 +218,7 @@ fn main() {
             let text = serde_json::to_string(data).unwrap();
             let accepted = g.check_bytes(text.as_bytes()).is_ok();
             if !text.is_ascii() {
-                let ascii = ascii_escaped(&text);
+                let ascii = callmask::python::ensure_ascii(&text);
                 t.non_ascii_instances += 1;
                 if g.check_bytes(ascii.as_bytes()).is_ok() != accepted {
                     t.ascii_verdict_changed += 1;
@@ -328,21 +328,4 @@ fn main() {
         );
         std::process::exit(1);
     }
-}
-
-/// JSON text with every character past ASCII written as `\uxxxx` (a surrogate pair past
-/// U+FFFF), as Python's `json.dumps` writes it by default.
-fn ascii_escaped(json: &str) -> String {
-    let mut out = String::with_capacity(json.len());
-    let mut units = [0u16; 2];
-    for c in json.chars() {
-        if c.is_ascii() {
-            out.push(c);
-        } else {
-            for u in c.encode_utf16(&mut units) {
-                out.push_str(&format!("\\u{u:04x}"));
-            }
-        }
-    }
-    out
 }

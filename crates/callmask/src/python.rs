@@ -16,6 +16,43 @@ pub fn is_identifier(s: &str) -> bool {
         && b.all(|c| c == b'_' || c.is_ascii_alphanumeric())
 }
 
+/// JSON text as Python's `json.dumps` writes it by default (`ensure_ascii=True`): every
+/// character past ASCII as `\uxxxx` (lowercase hex; a surrogate pair past U+FFFF), the rest
+/// unchanged. The grammar accepts both this spelling and the raw one (see the README's grammar
+/// policy).
+///
+/// ```
+/// let json = r#"{"city": "Asunción", "mood": "😀"}"#;
+/// assert_eq!(
+///     callmask::python::ensure_ascii(json),
+///     r#"{"city": "Asunci\u00f3n", "mood": "\ud83d\ude00"}"#
+/// );
+/// ```
+pub fn ensure_ascii(json: &str) -> String {
+    escape_past_ascii(json, false)
+}
+
+/// `text` with every character past ASCII written as `\uXXXX` (a surrogate pair past U+FFFF),
+/// in lowercase or uppercase hex.
+pub(crate) fn escape_past_ascii(text: &str, upper: bool) -> String {
+    let mut out = String::with_capacity(text.len() * 2);
+    let mut units = [0u16; 2];
+    for c in text.chars() {
+        if c.is_ascii() {
+            out.push(c);
+            continue;
+        }
+        for u in c.encode_utf16(&mut units) {
+            let _ = if upper {
+                write!(out, "\\u{u:04X}")
+            } else {
+                write!(out, "\\u{u:04x}")
+            };
+        }
+    }
+    out
+}
+
 /// `s` as a Python string literal in quote `q`, escaped the way the grammar accepts.
 pub fn py_quote(s: &str, q: char) -> String {
     let mut out = String::with_capacity(s.len() + 2);

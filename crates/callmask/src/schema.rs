@@ -381,8 +381,8 @@ impl<'a> Compiler<'a> {
         let raw = serde_json::to_string(k)?;
         let mut json = vec![raw.clone()];
         if !k.is_ascii() {
-            json.push(ascii_escaped(&raw, false));
-            json.push(ascii_escaped(&raw, true));
+            json.push(crate::python::escape_past_ascii(&raw, false));
+            json.push(crate::python::escape_past_ascii(&raw, true));
         }
         Ok(match self.enc {
             Encoding::Json => json.into_iter().map(String::into_bytes).collect(),
@@ -394,8 +394,8 @@ impl<'a> Compiler<'a> {
                     .collect();
                 if !k.is_ascii() {
                     let inner = String::from_utf8(inner).map_err(|e| invalid("", e.to_string()))?;
-                    out.push(ascii_escaped(&inner, false).into_bytes());
-                    out.push(ascii_escaped(&inner, true).into_bytes());
+                    out.push(crate::python::escape_past_ascii(&inner, false).into_bytes());
+                    out.push(crate::python::escape_past_ascii(&inner, true).into_bytes());
                 }
                 out
             }
@@ -686,27 +686,6 @@ pub fn normalize_type_aliases(schema: &Value) -> Value {
             }
             Value::Array(a) => todo.extend(a.iter_mut()),
             _ => {}
-        }
-    }
-    out
-}
-
-/// `text` with every character past ASCII written as `\uXXXX` (a surrogate pair past U+FFFF),
-/// in lowercase or uppercase hex.
-fn ascii_escaped(text: &str, upper: bool) -> String {
-    let mut out = String::with_capacity(text.len() * 2);
-    let mut units = [0u16; 2];
-    for c in text.chars() {
-        if c.is_ascii() {
-            out.push(c);
-            continue;
-        }
-        for u in c.encode_utf16(&mut units) {
-            if upper {
-                out.push_str(&format!("\\u{u:04X}"));
-            } else {
-                out.push_str(&format!("\\u{u:04x}"));
-            }
         }
     }
     out

@@ -255,23 +255,6 @@ fn bless(
 }
 
 /// One line: newlines and ` :: ` would break the file format.
-/// JSON text with every character past ASCII written as `\uxxxx` (a surrogate pair past
-/// U+FFFF), as Python's `json.dumps` writes it by default.
-fn ascii_escaped(json: &str) -> String {
-    let mut out = String::with_capacity(json.len());
-    let mut units = [0u16; 2];
-    for c in json.chars() {
-        if c.is_ascii() {
-            out.push(c);
-        } else {
-            for u in c.encode_utf16(&mut units) {
-                out.push_str(&format!("\\u{u:04x}"));
-            }
-        }
-    }
-    out
-}
-
 fn one_line(s: &str) -> String {
     s.replace(['\n', '\r'], " ").replace(" :: ", " : ")
 }
@@ -348,7 +331,7 @@ fn json_schema_test_suite_byte_level() {
             let pretty = serde_json::to_string_pretty(&test.data).unwrap();
             let check =
                 |t: &str| catch_unwind(AssertUnwindSafe(|| grammar.check_bytes(t.as_bytes())));
-            let ascii = ascii_escaped(&text);
+            let ascii = callmask::python::ensure_ascii(&text);
             ascii_escaped_instances += usize::from(ascii != text);
             let (result, pretty_ok, ascii_ok) = match (check(&text), check(&pretty), check(&ascii))
             {
@@ -557,7 +540,7 @@ fn json_schema_test_suite_token_level_llama3() {
         for test in &case.tests {
             let compact = serde_json::to_string(&test.data).unwrap();
             let pretty = serde_json::to_string_pretty(&test.data).unwrap();
-            let ascii = ascii_escaped(&compact);
+            let ascii = callmask::python::ensure_ascii(&compact);
             for text in [compact, pretty, ascii] {
                 let bytes_ok = grammar.check_bytes(text.as_bytes()).is_ok();
                 let tokens = vocab
