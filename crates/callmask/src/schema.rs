@@ -5,7 +5,8 @@
 //! `patternProperties` (see `pattern_properties.rs`),
 //! `items`, `prefixItems` (and draft-07 array `items` with `additionalItems`), `minItems`,
 //! `maxItems`, `minLength`, `maxLength`, `pattern`, `format` (date, time, date-time, email, uuid,
-//! ipv4, uri; or an annotation with [`CompileOptions::format_annotation`]), `minimum`,
+//! ipv4, uri, hostname, ipv6, duration, json-pointer, relative-json-pointer, uri-reference,
+//! iri, iri-reference, idn-hostname; see `strings.rs`; or an annotation with [`CompileOptions::format_annotation`]), `minimum`,
 //! `maximum`, `exclusiveMinimum`, `exclusiveMaximum`, `multipleOf` (exact on decimal digits for
 //! small steps; see `numbers.rs`), `dependentRequired` and `dependentSchemas` (see
 //! `dependencies.rs`), static `unevaluatedProperties`/`unevaluatedItems` (see

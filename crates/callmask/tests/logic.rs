@@ -482,6 +482,28 @@ fn regular_formats() {
             ],
             &["a:b/c:d", "//host", "a b", "%zz", "/a\\b"],
         ),
+        (
+            "relative-json-pointer",
+            &["0", "1/a", "0#", "12/~0/b", "3"],
+            &["", "01", "-1", "#", "/a", "1#/a", "1/~2"],
+        ),
+        // The internationalized formats: their ASCII subsets (every URI is an IRI, every
+        // RFC 1123 host name an IDN host name).
+        (
+            "iri",
+            &["https://example.com/a?b#c", "urn://x"],
+            &["a b", "/rel", "https://exa mple.com"],
+        ),
+        (
+            "iri-reference",
+            &["a/b", "#f", "https://x.org/"],
+            &["a b", "%zz"],
+        ),
+        (
+            "idn-hostname",
+            &["example.com", "a-b.c"],
+            &["-a", "a..b", "a_b"],
+        ),
     ];
     for (format, accept, reject) in cases {
         let schema = json!({"type": "string", "format": format});
@@ -509,9 +531,6 @@ fn regular_formats() {
     }
 }
 
-/// `allOf` parts with a `pattern` or `format` each merge into a list of them; beside an `enum`
-/// (whose values are checked against the merged schema by a validator) the lists are spelled
-/// out for it, not refused as an invalid schema (found by the random-schema proptest).
 /// Checks texts as written (escapes and all): the expected verdict, `check_bytes`, the token
 /// matcher (Llama 3.1), and, for texts that parse, the `jsonschema` crate.
 fn check_texts(schema: Value, accept: &[&str], reject: &[&str]) {
@@ -682,6 +701,9 @@ fn pattern_properties() {
     );
 }
 
+/// `allOf` parts with a `pattern` or `format` each merge into a list of them; beside an `enum`
+/// (whose values are checked against the merged schema by a validator) the lists are spelled
+/// out for it, not refused as an invalid schema (found by the random-schema proptest).
 #[test]
 fn merged_pattern_and_format_lists_beside_enum() {
     check(

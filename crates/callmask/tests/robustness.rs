@@ -623,7 +623,7 @@ const PATTERNS: [(&str, &str); 4] = [
 ];
 
 /// `format`s, with a regex proptest generates (mostly valid) candidates from.
-const FORMATS: [(&str, &str); 8] = [
+const FORMATS: [(&str, &str); 9] = [
     (
         "date",
         "20[0-9]{2}-(0[1-9]|1[0-3])-(0[1-9]|[12][0-9]|3[01])",
@@ -643,6 +643,10 @@ const FORMATS: [(&str, &str); 8] = [
         "P([0-9]{1,2}[YMWD]){0,3}(T([0-9]{1,2}[HMS]){0,3})?",
     ),
     ("json-pointer", "(/([a-z~/]|~[0-2]){0,3}){0,3}"),
+    (
+        "relative-json-pointer",
+        "(0|[1-9]|01|-1)(#|(/([a-z~]|~[0-2]){0,2}){0,2})",
+    ),
     (
         "uri-reference",
         "([a-z]{1,3}:)?(//[a-z.]{1,5})?(/[a-z:%]{0,3}){0,3}(\\?[a-z]{0,2})?(#[a-z]{0,2})?",

@@ -131,6 +131,14 @@ pub(super) fn format_regex(f: &str) -> Option<String> {
                 format_regex("uri")?
             )
         }
+        // The relative JSON pointer draft, exactly, without its index manipulation (`0+1`): a
+        // level count, then `#` or a JSON pointer.
+        "relative-json-pointer" => "(?:0|[1-9][0-9]*)(?:#|(?:/(?:[^/~]|~[01])*)*)".into(),
+        // The internationalized forms, as their ASCII subsets: every URI is an IRI (RFC 3987)
+        // and every RFC 1123 host name an IDN host name (RFC 5890).
+        "iri" => format_regex("uri")?,
+        "iri-reference" => format_regex("uri-reference")?,
+        "idn-hostname" => format_regex("hostname")?,
         _ => return None,
     })
 }
