@@ -718,6 +718,21 @@ impl GrammarInner {
                             }
                         } else if let Some(item) = a.item(count) {
                             match &a.contains {
+                                None if !a.unique.is_empty() => {
+                                    // uniqueItems: only the values not used yet.
+                                    for (i, &v) in a.unique.iter().enumerate() {
+                                        if matched >> i & 1 == 0 {
+                                            let s = replace(Frame::Arr {
+                                                node,
+                                                phase: ArrPhase::InValue,
+                                                count,
+                                                matched: matched | 1 << i,
+                                                ws: 0,
+                                            });
+                                            self.start_value(s, v, sym, out);
+                                        }
+                                    }
+                                }
                                 None => {
                                     let s = replace(frame(ArrPhase::InValue, count, 0));
                                     self.start_value(s, item, sym, out);
@@ -739,6 +754,8 @@ impl GrammarInner {
                     ArrPhase::AfterValue => {
                         if byte == b','
                             && a.item(count).is_some()
+                            && (a.unique.is_empty()
+                                || (matched.count_ones() as usize) < a.unique.len())
                             && (a.contains.is_none() || {
                                 let (m, n) = self.item_kinds(a, count, matched);
                                 m || n

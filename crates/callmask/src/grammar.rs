@@ -294,7 +294,15 @@ pub(crate) struct ArrayNode {
     /// `contains` with `minContains`/`maxContains` (arrays without a prefix only): `items` is
     /// then the union of the two disjoint item nodes below.
     pub(crate) contains: Option<ContainsNode>,
+    /// `uniqueItems` over a finite set of values (arrays without a prefix or `contains`): one
+    /// node per value (at most [`MAX_UNIQUE_VALUES`]), `items` being their union. The array
+    /// frame keeps the values used so far as bits (in its `matched` count, which `contains`
+    /// would use) and starts only the others. Empty otherwise.
+    pub(crate) unique: Vec<NodeId>,
 }
+
+/// Most values `uniqueItems` is enforced over (the bits of an array frame's `matched`).
+pub(crate) const MAX_UNIQUE_VALUES: usize = 32;
 
 /// The items of an array with `contains`, split in two disjoint nodes, and the bounds on how
 /// many items match.
@@ -356,9 +364,12 @@ impl GrammarInner {
                         (0..a.min_items).all(|i| match a.prefix.get(i as usize) {
                             Some(&p) => prod[p as usize],
                             None => a.items.is_some_and(|it| prod[it as usize]),
-                        }) && a.contains.as_ref().is_none_or(|c| {
-                            c.min == 0 || (prod[c.matched as usize] && c.min <= a.max_items)
-                        })
+                        }) && (a.unique.is_empty()
+                            || a.unique.iter().filter(|&&v| prod[v as usize]).count()
+                                >= a.min_items as usize)
+                            && a.contains.as_ref().is_none_or(|c| {
+                                c.min == 0 || (prod[c.matched as usize] && c.min <= a.max_items)
+                            })
                     }
                     Node::Seq(e) => e.iter().all(|&x| prod[x as usize]),
                     Node::Repeat { item, min, .. } => *min == 0 || prod[*item as usize],

@@ -2,7 +2,8 @@
 //!
 //! Supported, with exact semantics: `type` (lists, and the aliases `dict`, `float`, `tuple`,
 //! `any`), `nullable`, `enum`, `const`, `properties`, `required`, `additionalProperties`,
-//! `patternProperties` (see `pattern_properties.rs`),
+//! `patternProperties` (see `pattern_properties.rs`), `uniqueItems` (over a finite set of
+//! values; see `objects.rs`),
 //! `items`, `prefixItems` (and draft-07 array `items` with `additionalItems`), `minItems`,
 //! `maxItems`, `minLength`, `maxLength`, `pattern`, `format` (date, time, date-time, email, uuid,
 //! ipv4, uri, hostname, ipv6, duration, json-pointer, relative-json-pointer, uri-reference,
@@ -50,6 +51,7 @@ use crate::grammar::dfa::{Dfa, DfaError, Op};
 pub use crate::grammar::CompileOptions;
 use crate::grammar::{
     ArrayNode, ContainsNode, Grammar, KeyTrie, LexId, Node, NodeId, ObjectNode, Syntax,
+    MAX_UNIQUE_VALUES,
 };
 use crate::python::{is_identifier, py_quote};
 use numbers::{ge_regex, int_range_regex, le_regex, Dec, BOUNDED_NUMBER, NUMBER};
@@ -122,6 +124,7 @@ pub(crate) fn check_schema_shape<'v>(
 /// JSON Schema ignores unknown keywords) unless [`UNSUPPORTED`] refuses it by name.
 const KEYWORDS: &[&str] = &[
     "$ref",
+    "uniqueItems",
     "patternProperties",
     "type",
     "nullable",
@@ -167,10 +170,6 @@ pub(crate) fn is_annotation(k: &str) -> bool {
 
 /// Assertion keywords callmask cannot enforce exactly, with the reason.
 const UNSUPPORTED: &[(&str, &str)] = &[
-    (
-        "uniqueItems",
-        "item uniqueness cannot be enforced by an automaton",
-    ),
     (
         "dependentSchemas",
         "more than 4 dependent schemas in one object (each doubles its variants)",
@@ -459,6 +458,7 @@ impl<'a> Compiler<'a> {
             max_items: u32::MAX,
             syntax: self.arr_syntax(),
             contains: None,
+            unique: Vec::new(),
         }))?;
         self.b.nodes[id as usize] = Node::Union(vec![scalar, obj, arr]);
         Ok(id)
@@ -604,9 +604,6 @@ impl<'a> Compiler<'a> {
     fn refuse_unsupported(&mut self, obj: &Map<String, Value>, path: &str) -> Result<()> {
         for (k, _) in obj.iter() {
             if let Some((_, reason)) = UNSUPPORTED.iter().find(|(u, _)| u == k) {
-                if k == "uniqueItems" && obj[k] == Value::Bool(false) {
-                    continue;
-                }
                 // Draft 7's `dependencies` with lists of names only: dependentRequired.
                 if k == "dependencies"
                     && obj[k]

@@ -329,6 +329,13 @@ fn schema_keywords_end_valid_within_random_budgets() {
             "additionalProperties": false,
             "minProperties": 3
         }),
+        // uniqueItems over a finite set: the cheapest values may be used up.
+        serde_json::json!({
+            "type": "array",
+            "items": {"enum": ["x", "yyyyyyyyyyyy", "zzzzzzzzzzzzzzzzzzzz", 7]},
+            "uniqueItems": true,
+            "minItems": 3
+        }),
         // Kinds of extra keys with values of very different lengths.
         serde_json::json!({
             "type": "object",

@@ -701,6 +701,62 @@ fn pattern_properties() {
     );
 }
 
+/// `uniqueItems` over a finite set of values: each value at most once (by JSON equality, so
+/// `1` and `1.0` are one), at every length the bounds allow; other item schemas are refused.
+#[test]
+fn unique_items_over_finite_sets() {
+    check(
+        json!({"type": "array", "items": {"enum": ["a", "b", 1, {"k": [2]}]}, "uniqueItems": true}),
+        &[
+            json!([]),
+            json!(["a"]),
+            json!(["b", "a", 1, {"k": [2]}]),
+            json!([1, "a"]),
+        ],
+        &[
+            json!(["a", "a"]),
+            json!([1, 1]),
+            json!([1, 1.0]),
+            json!(["a", "b", "a"]),
+            json!([{"k": [2]}, {"k": [2]}]),
+            json!(["c"]),
+        ],
+    );
+    check(
+        json!({"type": "array", "items": {"type": ["boolean", "null"]}, "uniqueItems": true, "minItems": 2}),
+        &[json!([true, false]), json!([null, false, true])],
+        &[
+            json!([true, true]),
+            json!([true]),
+            json!([null, null, true]),
+        ],
+    );
+    check(
+        json!({
+            "$defs": {"tag": {"type": "string", "enum": ["x", "y", 3]}},
+            "type": "array", "items": {"$ref": "#/$defs/tag"}, "uniqueItems": true
+        }),
+        &[json!(["x", "y"]), json!(["y"])],
+        &[json!(["x", "x"]), json!([3])],
+    );
+    // Merged: either part's uniqueItems holds.
+    check(
+        json!({"allOf": [{"uniqueItems": true}, {"items": {"enum": [1, 2]}}]}),
+        &[json!([2, 1])],
+        &[json!([2, 2])],
+    );
+    refused(
+        json!({"type": "array", "items": {"type": "string"}, "uniqueItems": true}),
+        "uniqueItems",
+        "finite set",
+    );
+    refused(
+        json!({"type": "array", "prefixItems": [true], "items": {"enum": [1]}, "uniqueItems": true}),
+        "uniqueItems",
+        "prefixItems",
+    );
+}
+
 /// `allOf` parts with a `pattern` or `format` each merge into a list of them; beside an `enum`
 /// (whose values are checked against the merged schema by a validator) the lists are spelled
 /// out for it, not refused as an invalid schema (found by the random-schema proptest).
@@ -1138,6 +1194,7 @@ fn schemas() -> Vec<Value> {
         json!({"patternProperties": {"^a": {"type": "integer"}, "b$": {"minimum": 5}},
             "properties": {"ab": {"maximum": 9}}, "additionalProperties": {"type": "string", "maxLength": 2},
             "maxProperties": 4}),
+        json!({"type": "array", "items": {"enum": ["x", 1, true, null, "yy"]}, "uniqueItems": true, "minItems": 2}),
         json!({"type": "object", "properties": {
             "año": {"enum": ["niño", "€uro", "😀"]},
             "s": {"type": "string", "maxLength": 3, "pattern": "^[^a-z]*$"}

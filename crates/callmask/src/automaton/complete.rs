@@ -245,6 +245,9 @@ impl Completer {
             Node::Array(a) if a.contains.is_some() => {
                 add(1, self.rest_with_contains(a, ArrPhase::AfterOpen, 0, 0))
             }
+            Node::Array(a) if !a.unique.is_empty() => {
+                add(1, self.rest_unique(a, ArrPhase::AfterOpen, 0, 0))
+            }
             Node::Array(a) => {
                 let mut total = 2 + a.min_items.saturating_sub(1);
                 for i in 0..a.min_items {
@@ -380,6 +383,51 @@ impl Completer {
         }
     }
 
+    /// [`Completer::rest`] of an array with `uniqueItems` over a finite set: the cheapest of the
+    /// values not used yet (bits of `used`), as many as `minItems` still needs (one after a
+    /// comma), their commas and the close.
+    fn rest_unique(
+        &self,
+        a: &crate::grammar::ArrayNode,
+        phase: ArrPhase,
+        count: u32,
+        used: u32,
+    ) -> u32 {
+        // The item in progress counts as written (its bit is set when it starts).
+        let cnt = match phase {
+            ArrPhase::InValue => count + 1,
+            ArrPhase::Done => return 0,
+            _ => count,
+        };
+        let mut need = a.min_items.saturating_sub(cnt) as usize;
+        if phase == ArrPhase::AfterComma && need == 0 {
+            need = 1; // a comma promised an item
+        }
+        let mut costs: Vec<u32> = a
+            .unique
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| used >> i & 1 == 0)
+            .map(|(_, &v)| self.node_min[v as usize])
+            .collect();
+        if costs.len() < need {
+            return INF;
+        }
+        costs.sort_unstable();
+        let items = costs[..need].iter().fold(0, |t, &c| add(t, c));
+        let need = need as u32;
+        match phase {
+            ArrPhase::AfterOpen | ArrPhase::AfterComma => {
+                if need == 0 {
+                    1
+                } else {
+                    add(items, need)
+                }
+            }
+            _ => add(items, need + 1),
+        }
+    }
+
     /// Symbols that `frame` (with no child above it) still needs before it is complete.
     fn rest(&self, frame: &Frame) -> u32 {
         let g = &*self.g;
@@ -482,6 +530,15 @@ impl Completer {
                 ..
             } if g.array(*node).contains.is_some() => {
                 self.rest_with_contains(g.array(*node), *phase, *count, *matched)
+            }
+            Frame::Arr {
+                node,
+                phase,
+                count,
+                matched,
+                ..
+            } if !g.array(*node).unique.is_empty() => {
+                self.rest_unique(g.array(*node), *phase, *count, *matched)
             }
             Frame::Arr {
                 node, phase, count, ..

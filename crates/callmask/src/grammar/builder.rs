@@ -433,6 +433,11 @@ fn finalize(g: &mut GrammarInner, _opts: &CompileOptions) -> Result<()> {
                 }
             }
             Node::Array(a) => {
+                // Unique values that cannot be written are not offered (they are the items).
+                if !a.unique.is_empty() {
+                    a.unique.retain(|&v| prod[v as usize]);
+                    a.max_items = a.max_items.min(a.unique.len() as u32);
+                }
                 let first_bad = a.prefix.iter().position(|&p| !prod[p as usize]);
                 if let Some(i) = first_bad {
                     a.max_items = a.max_items.min(i as u32);

@@ -104,6 +104,7 @@ impl Compiler<'_> {
                         max_items: n,
                         syntax: self.arr_syntax(),
                         contains: None,
+                        unique: Vec::new(),
                     }))?);
                 }
                 Value::Object(_) => others.push(self.const_node(v, path)?),

@@ -256,6 +256,8 @@ impl Compiler<'_> {
                     }
                     Value::Array(all)
                 }
+                // Both parts' items must be unique when either says so.
+                "uniqueItems" => Value::Bool(av == Value::Bool(true) || bv == &Value::Bool(true)),
                 "patternProperties" => {
                     // Every pattern of both parts applies; a pattern in both takes both schemas.
                     let (Some(pa), Some(pb)) = (av.as_object(), bv.as_object()) else {

@@ -426,6 +426,22 @@ impl Compiler<'_> {
             }
             None => None,
         };
+        let mut unique = Vec::new();
+        let mut max_items = max_items;
+        if obj.get("uniqueItems") == Some(&Value::Bool(true)) {
+            if let Some(values) =
+                self.unique_values(obj, prefix.is_empty() && contains.is_none(), path)?
+            {
+                for (i, v) in values.iter().enumerate() {
+                    unique.push(self.const_node(v, &format!("{path}/items/enum/{i}"))?);
+                }
+                items = Some(self.b.push(Node::Union(unique.clone()))?);
+                max_items = max_items.min(unique.len() as u32);
+                if min_items > max_items {
+                    return Ok(id); // still Node::Never
+                }
+            }
+        }
         self.b.nodes[id as usize] = Node::Array(ArrayNode {
             prefix,
             items,
@@ -433,8 +449,103 @@ impl Compiler<'_> {
             max_items,
             syntax: self.arr_syntax(),
             contains,
+            unique,
         });
         Ok(id)
+    }
+
+    /// `uniqueItems: true`: the finite set of values the items come from, deduplicated (JSON
+    /// equality: `1` and `1.0` are one value), when the items schema is an `enum`/`const`
+    /// (filtered by its `type`), `boolean` or `null`, at most [`MAX_UNIQUE_VALUES`] values, and
+    /// the array has neither a prefix nor `contains` (`ok_shape`). Otherwise refused by name
+    /// (`None` when lenient mode dropped it).
+    fn unique_values(
+        &mut self,
+        obj: &Map<String, Value>,
+        ok_shape: bool,
+        path: &str,
+    ) -> Result<Option<Vec<Value>>> {
+        let refuse = |this: &mut Self, reason: &str| {
+            this.b
+                .unsupported("uniqueItems", path, reason)
+                .map(|()| None)
+        };
+        if !ok_shape {
+            return refuse(
+                self,
+                "beside prefixItems or contains, item uniqueness is not enforced",
+            );
+        }
+        let mut schema = obj.get("items").cloned().unwrap_or(Value::Bool(true));
+        // One `$ref` (with annotations beside it) is followed.
+        if let Some(r) = schema.get("$ref").and_then(Value::as_str) {
+            if schema
+                .as_object()
+                .is_some_and(|m| m.keys().all(|k| k == "$ref" || is_annotation(k)))
+            {
+                schema = self.ref_target_of(r, path)?.1.clone();
+            }
+        }
+        let not_finite = "item uniqueness is enforced only over a finite set of item values (an enum or const, booleans, null; at most 32 values)";
+        let Some(m) = schema.as_object() else {
+            return refuse(self, not_finite);
+        };
+        if m.keys().any(|k| {
+            !matches!(k.as_str(), "type" | "enum" | "const" | "nullable") && !is_annotation(k)
+        }) {
+            return refuse(self, not_finite);
+        }
+        let mut types = match m.get("type") {
+            Some(t) => type_set(t, path)?,
+            None => T_ALL,
+        };
+        if m.get("nullable") == Some(&Value::Bool(true)) {
+            types |= T_NULL;
+        }
+        let mut values: Vec<Value> = match (m.get("enum"), m.get("const")) {
+            (Some(Value::Array(e)), Some(c)) => {
+                e.iter().filter(|x| json_eq(x, c)).cloned().collect()
+            }
+            (Some(Value::Array(e)), None) => e.clone(),
+            (Some(_), _) => return Err(invalid(path, "enum must be an array")),
+            (None, Some(c)) => vec![c.clone()],
+            (None, None) if types & !(T_NULL | T_BOOL) == 0 => {
+                let mut v = Vec::new();
+                if types & T_NULL != 0 {
+                    v.push(Value::Null);
+                }
+                if types & T_BOOL != 0 {
+                    v.extend([Value::Bool(false), Value::Bool(true)]);
+                }
+                v
+            }
+            (None, None) => return refuse(self, not_finite),
+        };
+        values.retain(|v| {
+            types
+                & match v {
+                    Value::Null => T_NULL,
+                    Value::Bool(_) => T_BOOL,
+                    Value::Number(n) if n.as_f64().is_some_and(|f| f.fract() == 0.0) => {
+                        T_INT | T_NUM
+                    }
+                    Value::Number(_) => T_NUM,
+                    Value::String(_) => T_STR,
+                    Value::Array(_) => T_ARR,
+                    Value::Object(_) => T_OBJ,
+                }
+                != 0
+        });
+        let mut distinct: Vec<Value> = Vec::new();
+        for v in values {
+            if !distinct.iter().any(|d| json_eq(d, &v)) {
+                distinct.push(v);
+            }
+        }
+        if distinct.len() > MAX_UNIQUE_VALUES {
+            return refuse(self, not_finite);
+        }
+        Ok(Some(distinct))
     }
 }
 
