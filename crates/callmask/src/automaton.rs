@@ -13,10 +13,12 @@
 //! an indentation bounded by the nesting depth ([`GrammarInner::gap_ws`]).
 
 pub(crate) mod complete;
+pub(crate) mod fresh;
 
 pub use crate::error::Rejection;
 use crate::grammar::dfa::{Dfa, StateId};
 use crate::grammar::{Grammar, GrammarInner, LexId, Node, NodeId, ObjectNode, Syntax};
+use fresh::literal_value;
 use std::sync::Arc;
 
 /// Key id for a key matched by an object's `additionalProperties`; with kinds of extra keys
@@ -163,11 +165,9 @@ impl Seen {
         self.extra.as_ref().map_or(&[], |x| &x.current)
     }
 
-    /// True when an extra key spelled `raw` (as written, quotes included) is already used.
-    pub(crate) fn has_extra(&self, raw: &[u8]) -> bool {
-        self.extra
-            .as_ref()
-            .is_some_and(|x| x.done.binary_search(&decoded_key(raw)).is_ok())
+    /// The extra keys already used (decoded, sorted).
+    pub(crate) fn extra_done(&self) -> &[Vec<u8>] {
+        self.extra.as_ref().map_or(&[], |x| &x.done)
     }
 
     /// True when some extra key is already used.
@@ -190,7 +190,7 @@ impl Seen {
     fn with_extra_done(&self, byte: u8) -> Option<Seen> {
         let mut x = self.extra.as_deref().cloned().unwrap_or_default();
         x.current.push(byte);
-        let key = decoded_key(&x.current);
+        let key = literal_value(&x.current);
         let at = x.done.binary_search(&key).err()?;
         x.done.insert(at, key);
         x.current.clear();
@@ -669,7 +669,7 @@ impl GrammarInner {
                     }
                     ObjPhase::AfterValue => {
                         if byte == b','
-                            && any_key_left(o, seen)
+                            && self.any_key_left(o, seen)
                             && (o.max_props == u32::MAX || seen.count_keys(o) < o.max_props)
                         {
                             out.push(replace(frame(ObjPhase::AfterComma, seen, 0)));
@@ -791,6 +791,16 @@ impl GrammarInner {
         )
     }
 
+    /// True when some key can still be written: a listed one not used yet, or an extra one
+    /// that can end as a key not used yet.
+    fn any_key_left(&self, o: &ObjectNode, seen: &Seen) -> bool {
+        seen.any_unseen(0, o.keys.len() as u32)
+            || o.additional.is_some_and(|(lex, _)| {
+                let d = &self.lexemes[lex as usize];
+                fresh::can_be_fresh(d, d.start(), b"", seen.extra_done())
+            })
+    }
+
     fn extra_start(&self, o: &ObjectNode) -> StateId {
         match o.additional {
             Some((lex, _)) => self.lexemes[lex as usize].start(),
@@ -845,12 +855,21 @@ impl GrammarInner {
                 } else {
                     let mut raw = seen.current_extra().to_vec();
                     raw.push(byte);
-                    extra_key_id(o, &decoded_key(&raw))
+                    extra_key_id(o, &literal_value(&raw))
                 };
                 match (kind, seen.with_extra_done(byte)) {
                     (Some(k), Some(seen)) => return Some((after_key(o, k), seen)),
                     _ => e = Dfa::DEAD,
                 }
+            }
+        }
+        if e != Dfa::DEAD && seen.any_extra() {
+            // Only if the key can still end as one not used yet.
+            let d = &self.lexemes[o.additional.unwrap().0 as usize];
+            let mut raw = seen.current_extra().to_vec();
+            raw.push(byte);
+            if !fresh::can_be_fresh(d, e, &raw, seen.extra_done()) {
+                e = Dfa::DEAD;
             }
         }
         if t.is_none() && e == Dfa::DEAD {
@@ -981,10 +1000,6 @@ pub(crate) fn missing_required(o: &ObjectNode, seen: &Seen) -> u32 {
         .count() as u32
 }
 
-fn any_key_left(o: &ObjectNode, seen: &Seen) -> bool {
-    o.additional.is_some() || seen.any_unseen(0, o.keys.len() as u32)
-}
-
 /// Adds `stack` to `set` unless an equal stack is there.
 pub(crate) fn insert_unique(set: &mut Vec<Stack>, stack: Stack) {
     if !set.contains(&stack) {
@@ -1058,74 +1073,4 @@ impl Grammar {
             })
         }
     }
-}
-
-/// The name an extra key written as `raw` stands for: [`key_value`], twice for a key written
-/// inside a JSON string (`\"k\"`, whose escapes are escaped once more).
-fn decoded_key(raw: &[u8]) -> Vec<u8> {
-    if raw.starts_with(b"\\") {
-        key_value(&key_value(raw))
-    } else {
-        key_value(raw)
-    }
-}
-
-/// What an object key written as `raw` (a JSON or Python string literal with its quotes, or a
-/// Python keyword followed by `=`) stands for, so that two spellings of one key compare equal.
-/// Decodes the escapes the grammar's key automata accept: `\xXX`, `\uXXXX`, `\b`, `\f`, `\n`,
-/// `\r`, `\t`, and a backslash before any other character (`\"`, `\'`, `\\`, `\/`).
-pub(crate) fn key_value(raw: &[u8]) -> Vec<u8> {
-    let body = match raw {
-        [q @ (b'"' | b'\''), body @ .., last] if last == q => body,
-        [body @ .., b'='] => body,
-        _ => raw,
-    };
-    let mut out = Vec::with_capacity(body.len());
-    let mut i = 0;
-    while i < body.len() {
-        let b = body[i];
-        i += 1;
-        if b != b'\\' || i == body.len() {
-            out.push(b);
-            continue;
-        }
-        let e = body[i];
-        i += 1;
-        let hex = match e {
-            b'x' => 2,
-            b'u' => 4,
-            _ => 0,
-        };
-        let unit = |at: usize| {
-            body.get(at..at + hex)
-                .and_then(|h| std::str::from_utf8(h).ok())
-                .and_then(|h| u32::from_str_radix(h, 16).ok())
-        };
-        if hex > 0 {
-            let mut code = unit(i).map(|u| (u, hex));
-            // A surrogate pair `\uD83D\uDE00` is one character.
-            if let Some((hi @ 0xd800..=0xdbff, _)) = code {
-                if hex == 4 && body.get(i + 4..i + 6) == Some(b"\\u") {
-                    if let Some(lo @ 0xdc00..=0xdfff) = unit(i + 6) {
-                        code = Some((0x10000 + ((hi - 0xd800) << 10) + (lo - 0xdc00), 10));
-                    }
-                }
-            }
-            if let Some((c, len)) = code.and_then(|(u, len)| char::from_u32(u).map(|c| (c, len))) {
-                let mut buf = [0u8; 4];
-                out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
-                i += len;
-                continue;
-            }
-        }
-        out.push(match e {
-            b'b' => 8,
-            b'f' => 12,
-            b'n' => b'\n',
-            b'r' => b'\r',
-            b't' => b'\t',
-            other => other,
-        });
-    }
-    out
 }

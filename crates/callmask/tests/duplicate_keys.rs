@@ -265,3 +265,85 @@ fn keys_inside_a_json_string_decode_both_levels() {
         );
     }
 }
+
+/// Where few names can be extra keys (`propertyNames` or `patternProperties` allow a finite
+/// set), no key may begin that can only end as one already used, and no comma may come once
+/// every name is used: the model would be stuck. Fuzzed walks (with and without a budget)
+/// never meet a dead end.
+#[test]
+fn no_key_begins_that_can_only_repeat_one() {
+    let vocab = common::llama_vocab();
+    let cases = [
+        (
+            json!({"type": "object", "propertyNames": {"enum": ["a", "ab"]},
+                "additionalProperties": {"type": "integer"}}),
+            vec![
+                r#"{"a": 1, "ab": 2}"#,
+                r#"{"ab": 1, "a": 2}"#,
+                r#"{"a": 1, "a"#,
+            ],
+            vec![
+                r#"{"a": 1, "a""#,
+                r#"{"a": 1, "ab": 2,"#,
+                r#"{"ab": 1, "a": 2, "#,
+            ],
+        ),
+        (
+            json!({"type": "object", "propertyNames": {"pattern": "^[ñx]$"},
+                "additionalProperties": {"type": "integer"}}),
+            vec![r#"{"ñ": 1, "x": 2}"#, r#"{"\u00f1": 1, "x"#],
+            vec![
+                r#"{"ñ": 1, "\u00f1"#,
+                r#"{"\u00F1": 1, "ñ"#,
+                r#"{"ñ": 1, "\u00"#,
+                r#"{"\u00F1": 1, "x": 2,"#,
+            ],
+        ),
+        (
+            json!({"type": "object", "patternProperties": {"^a$": {"type": "integer"},
+                "^b$": {"type": "string"}}, "additionalProperties": false}),
+            vec![r#"{"a": 1, "b": "x"}"#],
+            vec![r#"{"a": 1, "a"#, r#"{"b": "", "a": 1,"#],
+        ),
+    ];
+    for (schema, viable, dead) in cases {
+        let g = schema_grammar(&schema);
+        let a = TokenAutomaton::new(&g, vocab.clone()).unwrap();
+        let prefix_ok = |text: &str| {
+            let mut m = a.matcher();
+            a.tokenize(text)
+                .unwrap()
+                .iter()
+                .all(|&t| m.accept(t).is_ok())
+        };
+        for p in viable {
+            assert!(prefix_ok(p), "{schema}: {p} refused");
+        }
+        for p in dead {
+            assert!(!prefix_ok(p), "{schema}: {p} allowed, yet it cannot end");
+        }
+        let checker = Checker::for_schema(&schema).unwrap();
+        for budget in [None, Some((0, 12))] {
+            let mut o = FuzzOptions::default().seed(5);
+            o.budget_slack = budget;
+            let fuzzer = Fuzzer::new(&a, o).unwrap();
+            let mut n = 0;
+            fuzzer.run(
+                &checker,
+                100,
+                |_| (),
+                |s, ()| {
+                    assert!(
+                        matches!(s.outcome, Outcome::Valid),
+                        "{schema}: {:?}: {:?}",
+                        s.outcome,
+                        String::from_utf8_lossy(&s.text)
+                    );
+                    n += 1;
+                    true
+                },
+            );
+            assert_eq!(n, 100);
+        }
+    }
+}

@@ -13,12 +13,13 @@
 //! on, and ends within its budget (see `mask.rs`).
 
 use super::{
-    advance, extra_value, is_extra, ArrPhase, Frame, ObjPhase, RootPhase, Seen, Stack, Sym,
+    advance, extra_value, fresh, is_extra, ArrPhase, Frame, ObjPhase, RootPhase, Seen, Stack, Sym,
     NO_TRIE, SPECIAL,
 };
 use crate::grammar::dfa::{Dfa, StateId};
 use crate::grammar::{Capture, GrammarInner, Node, NodeId, ObjectNode};
 use crate::vocab::Vocab;
+use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
 
 /// The longest token looked for when spelling a completion in tokens (longer ones are ignored,
@@ -140,52 +141,50 @@ impl Completer {
     /// of its lexeme `lex`, the key being neither listed nor one of the extra keys in `seen`
     /// (whose bytes so far are `seen`'s current extra key).
     fn extra_key_rest(&self, lex: u32, state: StateId, seen: &Seen) -> u32 {
-        if !seen.any_extra() {
-            return self.lex(lex, state);
-        }
-        self.fresh_key_rest(lex, state, &mut seen.current_extra().to_vec(), seen, 4)
+        self.fresh_rest(lex, state, seen.current_extra(), seen.extra_done())
     }
 
-    /// [`Completer::extra_key_rest`] with the key's bytes so far in `key`: the shortest way,
-    /// if the key it ends with is new; otherwise one more byte (a letter, digit or `_`) and the
-    /// same again, at most `depth` times.
-    fn fresh_key_rest(
-        &self,
-        lex: u32,
-        state: StateId,
-        key: &mut Vec<u8>,
-        seen: &Seen,
-        depth: u32,
-    ) -> u32 {
-        let dfa = &self.g.lexemes[lex as usize];
-        let ways = self.lex_ways(lex);
-        let len = key.len();
-        if ways.finish(dfa, state, key) && !seen.has_extra(key) {
-            key.truncate(len);
+    /// Symbols (or tokens) that finish a literal of lexeme `lex`, from `state` after its bytes
+    /// `raw`, as a value not in `used` (sorted; see [`fresh::literal_value`]): a breadth-first
+    /// search over the bytes to write (one symbol or token each), each followed by the lexeme's
+    /// fixed shortest way, the first that ends fresh (or whose decoded prefix no used value
+    /// has) and is cheapest. Writing along the way found lowers the count by at least one per
+    /// token, so the count stays consistent. `INF` when no fresh value can be written.
+    pub(crate) fn fresh_rest(&self, lex: u32, state: StateId, raw: &[u8], used: &[Vec<u8>]) -> u32 {
+        if used.is_empty() {
             return self.lex(lex, state);
         }
-        key.truncate(len);
-        if depth == 0 {
-            return INF;
-        }
+        let dfa = &self.g.lexemes[lex as usize];
+        let ways = self.lex_ways(lex);
         let mut best = INF;
-        for &b in b"abcdefghijklmnopqrstuvwxyz0123456789_" {
-            let next = dfa.next(state, b);
-            if next == Dfa::DEAD || ways.bytes[next as usize] == u32::MAX {
-                continue;
-            }
-            key.push(b);
-            let c = if ways.bytes[next as usize] == 0 {
-                if seen.has_extra(key) {
-                    INF
-                } else {
-                    0
+        let mut visited = HashSet::new();
+        let mut level = vec![(state, raw.to_vec())];
+        let mut depth = 0u32;
+        while !level.is_empty() && depth < best {
+            let mut next_level = Vec::new();
+            for (s, r) in level {
+                let mut whole = r.clone();
+                let fresh_way = ways.finish(dfa, s, &mut whole)
+                    && used.binary_search(&fresh::literal_value(&whole)).is_err();
+                let prefix = fresh::decoded_prefix(&r);
+                if fresh_way || !fresh::some_begins_with(used, &prefix.value) {
+                    best = best.min(add(depth, self.lex(lex, s)));
+                    continue;
                 }
-            } else {
-                self.fresh_key_rest(lex, next, key, seen, depth - 1)
-            };
-            key.truncate(len);
-            best = best.min(add(c, 1));
+                if visited.len() >= fresh::SEARCH_LIMIT || !visited.insert((s, prefix)) {
+                    continue;
+                }
+                for b in 0..=255u8 {
+                    let n = dfa.next(s, b);
+                    if n != Dfa::DEAD && ways.bytes[n as usize] != u32::MAX {
+                        let mut r2 = r.clone();
+                        r2.push(b);
+                        next_level.push((n, r2));
+                    }
+                }
+            }
+            level = next_level;
+            depth += 1;
         }
         best
     }
