@@ -13,12 +13,11 @@
 //! an indentation bounded by the nesting depth ([`GrammarInner::gap_ws`]).
 
 pub(crate) mod complete;
-pub(crate) mod fresh;
 
 pub use crate::error::Rejection;
+use crate::grammar::dfa::fresh::{self, literal_value};
 use crate::grammar::dfa::{Dfa, StateId};
 use crate::grammar::{Grammar, GrammarInner, LexId, Node, NodeId, ObjectNode, Syntax};
-use fresh::literal_value;
 use std::sync::Arc;
 
 /// Key id for a key matched by an object's `additionalProperties`; with kinds of extra keys
@@ -60,7 +59,7 @@ pub(crate) const NO_TRIE: u32 = u32::MAX;
 pub(crate) struct Seen {
     listed: Listed,
     /// Keys matched by `additionalProperties` (absent until the first byte of one).
-    extra: Option<Arc<ExtraKeys>>,
+    extra: Option<Arc<Literals>>,
 }
 
 /// Listed key ids already used.
@@ -70,10 +69,11 @@ enum Listed {
     Large(Arc<[u64]>),
 }
 
-/// The `additionalProperties` keys of one object: those written (decoded, sorted) and the bytes
-/// of the one being written.
+/// Literals of one container that must all differ (an object's `additionalProperties` keys, a
+/// `uniqueItems` array's strings): those written (decoded, sorted) and the bytes of the one
+/// being written.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub(crate) struct ExtraKeys {
+pub(crate) struct Literals {
     done: Vec<Vec<u8>>,
     current: Vec<u8>,
 }
@@ -150,9 +150,9 @@ impl Seen {
     }
 
     /// The extra keys with no key in progress.
-    fn without_current(&self) -> Option<Arc<ExtraKeys>> {
+    fn without_current(&self) -> Option<Arc<Literals>> {
         match &self.extra {
-            Some(x) if !x.current.is_empty() => Some(Arc::new(ExtraKeys {
+            Some(x) if !x.current.is_empty() => Some(Arc::new(Literals {
                 done: x.done.clone(),
                 current: Vec::new(),
             })),
@@ -256,6 +256,12 @@ pub(crate) enum ArrPhase {
     InValue,
     /// Inside an item that matches the array's `contains`.
     InMatch,
+    /// Inside a string item of a `uniqueItems` array (`ArrayNode::unique_strings`), which the
+    /// array frame writes itself: its lexeme and state.
+    InString {
+        lex: LexId,
+        state: StateId,
+    },
     AfterValue,
     AfterComma,
     Done,
@@ -284,6 +290,8 @@ pub(crate) enum Frame {
         count: u32,
         /// Items that matched `contains` (0 without it).
         matched: u32,
+        /// With `ArrayNode::unique_strings`: the strings written (absent until the first).
+        strings: Option<Arc<Literals>>,
         ws: u16,
     },
     /// A sequence whose elements before `idx` are done (element `idx - 1` may be on top).
@@ -685,6 +693,7 @@ impl GrammarInner {
                 phase,
                 count,
                 matched,
+                strings,
                 ws,
             } => {
                 let (node, count, matched) = (*node, *count, *matched);
@@ -694,6 +703,7 @@ impl GrammarInner {
                     phase,
                     count,
                     matched,
+                    strings: strings.clone(),
                     ws,
                 };
                 let gap = matches!(
@@ -718,6 +728,16 @@ impl GrammarInner {
                             }
                         } else if let Some(item) = a.item(count) {
                             match &a.contains {
+                                None if !a.unique_strings.is_empty() => {
+                                    for &lex in &a.unique_strings {
+                                        let start = self.lexemes[lex as usize].start();
+                                        if let Some(f) = self.string_item_step(
+                                            node, count, strings, lex, start, byte,
+                                        ) {
+                                            out.push(replace(f));
+                                        }
+                                    }
+                                }
                                 None if !a.unique.is_empty() => {
                                     // uniqueItems: only the values not used yet.
                                     for (i, &v) in a.unique.iter().enumerate() {
@@ -727,6 +747,7 @@ impl GrammarInner {
                                                 phase: ArrPhase::InValue,
                                                 count,
                                                 matched: matched | 1 << i,
+                                                strings: None,
                                                 ws: 0,
                                             });
                                             self.start_value(s, v, sym, out);
@@ -756,6 +777,7 @@ impl GrammarInner {
                             && a.item(count).is_some()
                             && (a.unique.is_empty()
                                 || (matched.count_ones() as usize) < a.unique.len())
+                            && self.any_string_left(a, strings)
                             && (a.contains.is_none() || {
                                 let (m, n) = self.item_kinds(a, count, matched);
                                 m || n
@@ -767,6 +789,13 @@ impl GrammarInner {
                             && contains_ok(a, matched)
                         {
                             out.push(replace(frame(ArrPhase::Done, count, 0)));
+                        }
+                    }
+                    ArrPhase::InString { lex, state } => {
+                        if let Some(f) =
+                            self.string_item_step(node, count, strings, *lex, *state, byte)
+                        {
+                            out.push(replace(f));
                         }
                     }
                     ArrPhase::InValue | ArrPhase::InMatch | ArrPhase::Done => {}
@@ -789,6 +818,67 @@ impl GrammarInner {
             matched < c.max && !never(c.matched) && need.saturating_sub(1) <= room,
             !never(c.other) && need <= room,
         )
+    }
+
+    /// One byte of a string item of a `uniqueItems` array (`ArrayNode::unique_strings`) at
+    /// state `state` of lexeme `lex`: the array frame after it, unless the string would repeat
+    /// one in `strings` or could then only end as one.
+    fn string_item_step(
+        &self,
+        node: NodeId,
+        count: u32,
+        strings: &Option<Arc<Literals>>,
+        lex: LexId,
+        state: StateId,
+        byte: u8,
+    ) -> Option<Frame> {
+        let d = &self.lexemes[lex as usize];
+        let next = d.next(state, byte);
+        if next == Dfa::DEAD {
+            return None;
+        }
+        let mut x = strings.as_deref().cloned().unwrap_or_default();
+        x.current.push(byte);
+        let matched = 0;
+        if d.is_accepting(next) && !d.has_out(next) {
+            let v = literal_value(&x.current);
+            let at = x.done.binary_search(&v).err()?;
+            x.done.insert(at, v);
+            x.current.clear();
+            return Some(Frame::Arr {
+                node,
+                phase: ArrPhase::AfterValue,
+                count: count + 1,
+                matched,
+                strings: Some(Arc::new(x)),
+                ws: 0,
+            });
+        }
+        if !fresh::can_be_fresh(d, next, &x.current, &x.done) {
+            return None;
+        }
+        Some(Frame::Arr {
+            node,
+            phase: ArrPhase::InString { lex, state: next },
+            count,
+            matched,
+            strings: Some(Arc::new(x)),
+            ws: 0,
+        })
+    }
+
+    /// True unless `a` is a `uniqueItems` array of strings whose every string is in `strings`.
+    fn any_string_left(
+        &self,
+        a: &crate::grammar::ArrayNode,
+        strings: &Option<Arc<Literals>>,
+    ) -> bool {
+        let used = strings.as_ref().map_or(&[][..], |x| &x.done[..]);
+        a.unique_strings.is_empty()
+            || a.unique_strings.iter().any(|&l| {
+                let d = &self.lexemes[l as usize];
+                fresh::can_be_fresh(d, d.start(), b"", used)
+            })
     }
 
     /// True when some key can still be written: a listed one not used yet, or an extra one
@@ -930,6 +1020,7 @@ impl GrammarInner {
                         phase: ArrPhase::AfterOpen,
                         count: 0,
                         matched: 0,
+                        strings: None,
                         ws: 0,
                     });
                     out.push(stack);

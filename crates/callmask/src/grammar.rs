@@ -299,7 +299,17 @@ pub(crate) struct ArrayNode {
     /// frame keeps the values used so far as bits (in its `matched` count, which `contains`
     /// would use) and starts only the others. Empty otherwise.
     pub(crate) unique: Vec<NodeId>,
+    /// `uniqueItems` over strings (arrays without a prefix or `contains`, items not from a
+    /// finite set): the items' string lexemes (`items` being their union). The array frame
+    /// writes each item itself, keeping the strings written (decoded) so that no item repeats
+    /// one and no item begins that could only end as one (see `automaton::fresh`). Empty
+    /// otherwise.
+    pub(crate) unique_strings: Vec<LexId>,
 }
+
+/// Most items a `uniqueItems` array of strings may require (`minItems`): the compiler checks
+/// that as many distinct strings exist, and the completer counts the cheapest ones.
+pub(crate) const MAX_UNIQUE_STRINGS_REQUIRED: u32 = 64;
 
 /// Most values `uniqueItems` is enforced over (the bits of an array frame's `matched`).
 pub(crate) const MAX_UNIQUE_VALUES: usize = 32;

@@ -459,6 +459,7 @@ impl<'a> Compiler<'a> {
             syntax: self.arr_syntax(),
             contains: None,
             unique: Vec::new(),
+            unique_strings: Vec::new(),
         }))?;
         self.b.nodes[id as usize] = Node::Union(vec![scalar, obj, arr]);
         Ok(id)

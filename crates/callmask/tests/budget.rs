@@ -336,6 +336,26 @@ fn schema_keywords_end_valid_within_random_budgets() {
             "uniqueItems": true,
             "minItems": 3
         }),
+        // uniqueItems over strings: the shortest strings get used up, and few strings fit.
+        serde_json::json!({
+            "type": "array",
+            "items": {"type": "string", "maxLength": 2},
+            "uniqueItems": true,
+            "minItems": 4
+        }),
+        serde_json::json!({
+            "type": "array",
+            "items": {"type": "string", "pattern": "^(x|yyyyyyyyyy|zzzzzzzzzzzzzzzzzzzz)$"},
+            "uniqueItems": true,
+            "minItems": 2
+        }),
+        // Few names for extra keys: the shortest get used up.
+        serde_json::json!({
+            "type": "object",
+            "propertyNames": {"pattern": "^(a|bbbbbbbbbb|cccccccccccccccccccc)$"},
+            "additionalProperties": {"type": "integer"},
+            "minProperties": 1
+        }),
         // Kinds of extra keys with values of very different lengths.
         serde_json::json!({
             "type": "object",

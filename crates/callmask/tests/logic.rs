@@ -746,7 +746,7 @@ fn unique_items_over_finite_sets() {
         &[json!([2, 2])],
     );
     refused(
-        json!({"type": "array", "items": {"type": "string"}, "uniqueItems": true}),
+        json!({"type": "array", "items": {"type": "object"}, "uniqueItems": true}),
         "uniqueItems",
         "finite set",
     );
@@ -754,6 +754,101 @@ fn unique_items_over_finite_sets() {
         json!({"type": "array", "prefixItems": [true], "items": {"enum": [1]}, "uniqueItems": true}),
         "uniqueItems",
         "prefixItems",
+    );
+}
+
+/// `uniqueItems` over strings: no string twice in any spelling (`"ñ"`, `"\u00f1"`), and where
+/// few strings fit the items schema, no item begins that could only repeat one and no comma
+/// comes once all are used (the model would be stuck); a `minItems` more strings than exist
+/// admits no array.
+#[test]
+fn unique_items_over_strings() {
+    let free = json!({"type": "array", "items": {"type": "string"}, "uniqueItems": true});
+    check(
+        free.clone(),
+        &[
+            json!([]),
+            json!(["a"]),
+            json!(["a", "ab", ""]),
+            json!(["ñ", "n", "😀"]),
+        ],
+        &[json!(["a", "a"]), json!(["", "x", ""]), json!(["😀", "😀"])],
+    );
+    check_texts(
+        free.clone(),
+        &[r#"["\u00f1", "n"]"#],
+        &[
+            r#"["ñ", "\u00f1"]"#,
+            r#"["\u00F1", "\u00f1"]"#,
+            r#"["\ud83d\ude00", "😀"]"#,
+            r#"["\n", "\u000a"]"#,
+        ],
+    );
+    let few = json!({"type": "array", "items": {"type": "string", "pattern": "^(a|ab|ñ)$"},
+        "uniqueItems": true, "minItems": 2});
+    check(
+        few.clone(),
+        &[json!(["a", "ab"]), json!(["ab", "ñ", "a"])],
+        &[
+            json!(["a"]),
+            json!(["a", "a"]),
+            json!(["a", "ab", "ñ", "a"]),
+        ],
+    );
+    // Prefixes that cannot end: the mask must not allow them.
+    let g = grammar(&few);
+    let vocab = common::llama_vocab();
+    let a = TokenAutomaton::new(&g, vocab.clone()).unwrap();
+    let prefix_ok = |text: &str| {
+        let mut m = a.matcher();
+        vocab
+            .tokenize(text)
+            .unwrap()
+            .iter()
+            .all(|&t| m.accept(t).is_ok())
+    };
+    for p in [r#"["a", "a"#, r#"["ñ", "ab"#, r#"["a", "ab", ""#] {
+        assert!(prefix_ok(p), "{p} refused");
+    }
+    for p in [
+        r#"["a", "ab", "a""#,
+        r#"["ñ", "\u00f1"#,
+        r#"["ñ", "\u00"#,
+        r#"["a", "ab", "ñ","#,
+        r#"["ab", "a", "ñ", "#,
+    ] {
+        assert!(!prefix_ok(p), "{p} allowed, yet it cannot end");
+    }
+    // More strings required than exist: no array at all.
+    let none = grammar(
+        &json!({"type": "array", "items": {"type": "string", "pattern": "^[ab]$"},
+        "uniqueItems": true, "minItems": 3}),
+    );
+    assert!(none.check_bytes(br#"["a", "b"]"#).is_err());
+    assert!(none.check_bytes(br#"["a", "b", "a"]"#).is_err());
+    let none = grammar(
+        &json!({"type": "array", "items": {"type": "string", "maxLength": 0},
+        "uniqueItems": true, "minItems": 2}),
+    );
+    assert!(none.check_bytes(br#"["", ""]"#).is_err());
+    assert!(none.check_bytes(br#"[""]"#).is_err());
+    // Through a $ref, and a union of string schemas.
+    check(
+        json!({"$defs": {"id": {"type": "string", "minLength": 1}}, "type": "array",
+            "items": {"$ref": "#/$defs/id"}, "uniqueItems": true}),
+        &[json!(["x", "y"])],
+        &[json!(["x", "x"]), json!([""])],
+    );
+    check(
+        json!({"type": "array", "items": {"anyOf": [{"type": "string", "pattern": "^a"},
+            {"type": "string", "maxLength": 1}]}, "uniqueItems": true}),
+        &[json!(["ab", "b", "a"])],
+        &[json!(["ab", "ab"]), json!(["a", "a"])],
+    );
+    refused(
+        json!({"type": "array", "items": {"type": "string"}, "uniqueItems": true, "minItems": 65}),
+        "uniqueItems",
+        "minItems",
     );
 }
 
@@ -1195,6 +1290,8 @@ fn schemas() -> Vec<Value> {
             "properties": {"ab": {"maximum": 9}}, "additionalProperties": {"type": "string", "maxLength": 2},
             "maxProperties": 4}),
         json!({"type": "array", "items": {"enum": ["x", 1, true, null, "yy"]}, "uniqueItems": true, "minItems": 2}),
+        json!({"type": "array", "items": {"type": "string", "maxLength": 1, "pattern": "^[ab]*$"}, "uniqueItems": true, "minItems": 1}),
+        json!({"type": "array", "items": {"type": "string"}, "uniqueItems": true, "minItems": 3}),
         json!({"type": "object", "properties": {
             "año": {"enum": ["niño", "€uro", "😀"]},
             "s": {"type": "string", "maxLength": 3, "pattern": "^[^a-z]*$"}

@@ -13,10 +13,10 @@
 //! on, and ends within its budget (see `mask.rs`).
 
 use super::{
-    advance, extra_value, fresh, is_extra, ArrPhase, Frame, ObjPhase, RootPhase, Seen, Stack, Sym,
+    advance, extra_value, is_extra, ArrPhase, Frame, ObjPhase, RootPhase, Seen, Stack, Sym,
     NO_TRIE, SPECIAL,
 };
-use crate::grammar::dfa::{Dfa, StateId};
+use crate::grammar::dfa::{fresh, Dfa, StateId};
 use crate::grammar::{Capture, GrammarInner, Node, NodeId, ObjectNode};
 use crate::vocab::Vocab;
 use std::collections::HashSet;
@@ -154,21 +154,36 @@ impl Completer {
         if used.is_empty() {
             return self.lex(lex, state);
         }
+        self.fresh_way(lex, state, raw, used).0
+    }
+
+    /// [`Completer::fresh_rest`], and the value (decoded) of the way it counts, if any.
+    fn fresh_way(
+        &self,
+        lex: u32,
+        state: StateId,
+        raw: &[u8],
+        used: &[Vec<u8>],
+    ) -> (u32, Option<Vec<u8>>) {
         let dfa = &self.g.lexemes[lex as usize];
         let ways = self.lex_ways(lex);
-        let mut best = INF;
+        let mut best = (INF, None);
         let mut visited = HashSet::new();
         let mut level = vec![(state, raw.to_vec())];
         let mut depth = 0u32;
-        while !level.is_empty() && depth < best {
+        while !level.is_empty() && depth < best.0 {
             let mut next_level = Vec::new();
             for (s, r) in level {
                 let mut whole = r.clone();
-                let fresh_way = ways.finish(dfa, s, &mut whole)
-                    && used.binary_search(&fresh::literal_value(&whole)).is_err();
+                let finished = ways.finish(dfa, s, &mut whole);
+                let value = fresh::literal_value(&whole);
+                let fresh_way = finished && used.binary_search(&value).is_err();
                 let prefix = fresh::decoded_prefix(&r);
-                if fresh_way || !fresh::some_begins_with(used, &prefix.value) {
-                    best = best.min(add(depth, self.lex(lex, s)));
+                if fresh_way || (finished && !fresh::some_begins_with(used, &prefix.value)) {
+                    let c = add(depth, self.lex(lex, s));
+                    if c < best.0 {
+                        best = (c, Some(value));
+                    }
                     continue;
                 }
                 if visited.len() >= fresh::SEARCH_LIMIT || !visited.insert((s, prefix)) {
@@ -187,6 +202,67 @@ impl Completer {
             depth += 1;
         }
         best
+    }
+
+    /// [`Completer::rest`] of a `uniqueItems` array of strings (`ArrayNode::unique_strings`)
+    /// with the strings `strings` written: the item in progress (as a fresh string), then the
+    /// cheapest distinct fresh strings `minItems` still needs (one after a comma), their commas
+    /// and the close. With an item in progress, which may end as any fresh string, one more is
+    /// counted and the cheapest left out: never less than needed, and still lowered by every
+    /// token along the way counted.
+    fn rest_strings(
+        &self,
+        a: &crate::grammar::ArrayNode,
+        phase: ArrPhase,
+        count: u32,
+        strings: Option<&super::Literals>,
+    ) -> u32 {
+        let mut used: Vec<Vec<u8>> = strings.map_or(Vec::new(), |x| x.done.clone());
+        let (cnt, current) = match phase {
+            ArrPhase::InString { lex, state } => {
+                let raw = strings.map_or(&[][..], |x| &x.current[..]);
+                (count + 1, Some(self.fresh_rest(lex, state, raw, &used)))
+            }
+            ArrPhase::Done => return 0,
+            _ => (count, None),
+        };
+        let mut need = a.min_items.saturating_sub(cnt);
+        if phase == ArrPhase::AfterComma && need == 0 {
+            need = 1; // a comma promised an item
+        }
+        let take = if need > 0 && current.is_some() {
+            need + 1
+        } else {
+            need
+        };
+        let mut costs = Vec::new();
+        for _ in 0..take {
+            let best = a
+                .unique_strings
+                .iter()
+                .map(|&l| self.fresh_way(l, self.g.lexemes[l as usize].start(), b"", &used))
+                .min_by_key(|w| w.0);
+            match best {
+                Some((c, Some(v))) if c < INF => {
+                    costs.push(c);
+                    let at = used.binary_search(&v).unwrap_or_else(|e| e);
+                    used.insert(at, v);
+                }
+                _ => return INF,
+            }
+        }
+        let skip = usize::from(take > need);
+        let items = costs[skip..].iter().fold(0, |t, &c| add(t, c));
+        match phase {
+            ArrPhase::AfterOpen | ArrPhase::AfterComma => {
+                if need == 0 {
+                    1
+                } else {
+                    add(items, need)
+                }
+            }
+            _ => add(add(current.unwrap_or(0), items), need + 1),
+        }
     }
 
     /// Symbols (or tokens) that write key `k` of object `node` from its byte `from` on.
@@ -243,6 +319,9 @@ impl Completer {
             }
             Node::Array(a) if a.contains.is_some() => {
                 add(1, self.rest_with_contains(a, ArrPhase::AfterOpen, 0, 0))
+            }
+            Node::Array(a) if !a.unique_strings.is_empty() => {
+                add(1, self.rest_strings(a, ArrPhase::AfterOpen, 0, None))
             }
             Node::Array(a) if !a.unique.is_empty() => {
                 add(1, self.rest_unique(a, ArrPhase::AfterOpen, 0, 0))
@@ -534,6 +613,15 @@ impl Completer {
                 node,
                 phase,
                 count,
+                strings,
+                ..
+            } if !g.array(*node).unique_strings.is_empty() => {
+                self.rest_strings(g.array(*node), *phase, *count, strings.as_deref())
+            }
+            Frame::Arr {
+                node,
+                phase,
+                count,
                 matched,
                 ..
             } if !g.array(*node).unique.is_empty() => {
@@ -556,9 +644,10 @@ impl Completer {
                             add(items, need)
                         }
                     }
-                    ArrPhase::InValue | ArrPhase::InMatch | ArrPhase::AfterValue => {
-                        add(items, need + 1)
-                    }
+                    ArrPhase::InValue
+                    | ArrPhase::InMatch
+                    | ArrPhase::InString { .. }
+                    | ArrPhase::AfterValue => add(items, need + 1),
                     ArrPhase::AfterComma => {
                         if need == 0 {
                             add(a.item(*count).map_or(INF, |n| self.node_min[n as usize]), 1)
@@ -813,7 +902,10 @@ impl Completer {
                 let item = a.item(*count).map_or(INF, |n| d.enter[n as usize]);
                 match phase {
                     ArrPhase::AfterOpen | ArrPhase::AfterComma => item,
-                    ArrPhase::AfterValue | ArrPhase::InValue | ArrPhase::InMatch => add(1, item),
+                    ArrPhase::AfterValue
+                    | ArrPhase::InValue
+                    | ArrPhase::InMatch
+                    | ArrPhase::InString { .. } => add(1, item),
                     ArrPhase::Done => INF,
                 }
             }

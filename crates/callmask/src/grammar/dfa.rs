@@ -13,6 +13,7 @@ use regex_automata::{Anchored, MatchKind};
 use std::collections::HashMap;
 use std::hash::Hash;
 
+pub(crate) mod fresh;
 mod string_literal;
 
 /// Most state pairs [`Dfa::product`] numbers through a dense table (4 bytes each); larger

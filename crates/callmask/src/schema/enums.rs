@@ -105,6 +105,7 @@ impl Compiler<'_> {
                         syntax: self.arr_syntax(),
                         contains: None,
                         unique: Vec::new(),
+                        unique_strings: Vec::new(),
                     }))?);
                 }
                 Value::Object(_) => others.push(self.const_node(v, path)?),

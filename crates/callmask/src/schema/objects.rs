@@ -4,6 +4,7 @@
 //! `prefixItems`, `minItems`/`maxItems`.
 
 use super::*;
+use crate::grammar::MAX_UNIQUE_STRINGS_REQUIRED;
 
 impl Compiler<'_> {
     /// Builds an object node from `(key, value)` entries (keys unencoded) in the current encoding.
@@ -427,11 +428,17 @@ impl Compiler<'_> {
             None => None,
         };
         let mut unique = Vec::new();
+        let mut unique_strings = Vec::new();
         let mut max_items = max_items;
-        if obj.get("uniqueItems") == Some(&Value::Bool(true)) {
-            if let Some(values) =
-                self.unique_values(obj, prefix.is_empty() && contains.is_none(), path)?
-            {
+        if obj.get("uniqueItems") == Some(&Value::Bool(true)) && max_items > 1 {
+            let refuse =
+                |this: &mut Self, reason: &str| this.b.unsupported("uniqueItems", path, reason);
+            if !prefix.is_empty() || contains.is_some() {
+                refuse(
+                    self,
+                    "beside prefixItems or contains, item uniqueness is not enforced",
+                )?;
+            } else if let Some(values) = self.unique_values(obj, path)? {
                 for (i, v) in values.iter().enumerate() {
                     unique.push(self.const_node(v, &format!("{path}/items/enum/{i}"))?);
                 }
@@ -440,6 +447,37 @@ impl Compiler<'_> {
                 if min_items > max_items {
                     return Ok(id); // still Node::Never
                 }
+            } else if let Some(lexes) = items.and_then(|it| self.string_lexemes(it)) {
+                if min_items > MAX_UNIQUE_STRINGS_REQUIRED {
+                    refuse(
+                        self,
+                        &format!("more than {MAX_UNIQUE_STRINGS_REQUIRED} distinct strings required (minItems)"),
+                    )?;
+                } else {
+                    // As many distinct strings as minItems asks for must exist.
+                    let mut used: Vec<Vec<u8>> = Vec::new();
+                    while (used.len() as u32) < min_items {
+                        let v = lexes.iter().find_map(|&l| {
+                            crate::grammar::dfa::fresh::fresh_value(
+                                &self.b.lexemes[l as usize],
+                                &used,
+                            )
+                        });
+                        match v {
+                            Some(v) => {
+                                let at = used.binary_search(&v).unwrap_err();
+                                used.insert(at, v);
+                            }
+                            None => return Ok(id), // still Node::Never
+                        }
+                    }
+                    unique_strings = lexes;
+                }
+            } else {
+                refuse(
+                    self,
+                    "item uniqueness is enforced only over strings or a finite set of item values (an enum or const, booleans, null; at most 32 values)",
+                )?;
             }
         }
         self.b.nodes[id as usize] = Node::Array(ArrayNode {
@@ -450,32 +488,42 @@ impl Compiler<'_> {
             syntax: self.arr_syntax(),
             contains,
             unique,
+            unique_strings,
         });
         Ok(id)
     }
 
+    /// The string lexemes that make up item node `items` (a string lexeme, or a union of
+    /// them), or `None` if it holds anything else.
+    fn string_lexemes(&self, items: NodeId) -> Option<Vec<LexId>> {
+        let is_string = |l: LexId| {
+            let d = &self.b.lexemes[l as usize];
+            (0..=255u8)
+                .all(|b| d.next(d.start(), b) == Dfa::DEAD || matches!(b, b'"' | b'\'' | b'\\'))
+        };
+        let lexes: Vec<LexId> = match &self.b.nodes[items as usize] {
+            Node::Lex(l) => vec![*l],
+            Node::Union(alts) => alts
+                .iter()
+                .map(|&a| match self.b.nodes[a as usize] {
+                    Node::Lex(l) => Some(l),
+                    _ => None,
+                })
+                .collect::<Option<_>>()?,
+            _ => return None,
+        };
+        (!lexes.is_empty() && lexes.iter().all(|&l| is_string(l))).then_some(lexes)
+    }
+
     /// `uniqueItems: true`: the finite set of values the items come from, deduplicated (JSON
     /// equality: `1` and `1.0` are one value), when the items schema is an `enum`/`const`
-    /// (filtered by its `type`), `boolean` or `null`, at most [`MAX_UNIQUE_VALUES`] values, and
-    /// the array has neither a prefix nor `contains` (`ok_shape`). Otherwise refused by name
-    /// (`None` when lenient mode dropped it).
+    /// (filtered by its `type`), `boolean` or `null`, at most [`MAX_UNIQUE_VALUES`] values;
+    /// `None` otherwise.
     fn unique_values(
         &mut self,
         obj: &Map<String, Value>,
-        ok_shape: bool,
         path: &str,
     ) -> Result<Option<Vec<Value>>> {
-        let refuse = |this: &mut Self, reason: &str| {
-            this.b
-                .unsupported("uniqueItems", path, reason)
-                .map(|()| None)
-        };
-        if !ok_shape {
-            return refuse(
-                self,
-                "beside prefixItems or contains, item uniqueness is not enforced",
-            );
-        }
         let mut schema = obj.get("items").cloned().unwrap_or(Value::Bool(true));
         // One `$ref` (with annotations beside it) is followed.
         if let Some(r) = schema.get("$ref").and_then(Value::as_str) {
@@ -486,14 +534,13 @@ impl Compiler<'_> {
                 schema = self.ref_target_of(r, path)?.1.clone();
             }
         }
-        let not_finite = "item uniqueness is enforced only over a finite set of item values (an enum or const, booleans, null; at most 32 values)";
         let Some(m) = schema.as_object() else {
-            return refuse(self, not_finite);
+            return Ok(None);
         };
         if m.keys().any(|k| {
             !matches!(k.as_str(), "type" | "enum" | "const" | "nullable") && !is_annotation(k)
         }) {
-            return refuse(self, not_finite);
+            return Ok(None);
         }
         let mut types = match m.get("type") {
             Some(t) => type_set(t, path)?,
@@ -519,7 +566,7 @@ impl Compiler<'_> {
                 }
                 v
             }
-            (None, None) => return refuse(self, not_finite),
+            (None, None) => return Ok(None),
         };
         values.retain(|v| {
             types
@@ -543,7 +590,7 @@ impl Compiler<'_> {
             }
         }
         if distinct.len() > MAX_UNIQUE_VALUES {
-            return refuse(self, not_finite);
+            return Ok(None);
         }
         Ok(Some(distinct))
     }

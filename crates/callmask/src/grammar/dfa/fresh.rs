@@ -200,6 +200,55 @@ pub(crate) fn can_be_fresh(d: &Dfa, state: StateId, raw: &[u8], used: &[Vec<u8>]
     false
 }
 
+/// A value (decoded) of some literal of `d` that is not in `used` (sorted), if any: the same
+/// search as [`can_be_fresh`] from the start, then a shortest way to the end.
+pub(crate) fn fresh_value(d: &Dfa, used: &[Vec<u8>]) -> Option<Vec<u8>> {
+    let dist = d.distances_to_accept();
+    let finish = |mut s: StateId, mut raw: Vec<u8>| -> Option<Vec<u8>> {
+        while dist
+            .get(s as usize)
+            .is_some_and(|&x| x > 0 && x != u32::MAX)
+        {
+            let b = (0..=255u8).find(|&b| {
+                let n = d.next(s, b);
+                n != Dfa::DEAD && dist[n as usize] < dist[s as usize]
+            })?;
+            raw.push(b);
+            s = d.next(s, b);
+        }
+        (dist.get(s as usize) == Some(&0)).then(|| literal_value(&raw))
+    };
+    let mut visited: HashSet<(StateId, Prefix)> = HashSet::new();
+    let mut todo = vec![(d.start(), Vec::new())];
+    while let Some((s, raw)) = todo.pop() {
+        if d.is_accepting(s) {
+            let v = literal_value(&raw);
+            if used.binary_search(&v).is_err() {
+                return Some(v);
+            }
+        }
+        if !d.has_out(s) {
+            continue;
+        }
+        let prefix = decoded_prefix(&raw);
+        if !some_begins_with(used, &prefix.value) {
+            return finish(s, raw);
+        }
+        if visited.len() >= SEARCH_LIMIT || !visited.insert((s, prefix)) {
+            continue;
+        }
+        for b in 0..=255u8 {
+            let next = d.next(s, b);
+            if next != Dfa::DEAD {
+                let mut r = raw.clone();
+                r.push(b);
+                todo.push((next, r));
+            }
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -284,7 +333,12 @@ mod tests {
             b"\"\\u00f1",
             &used(&["ñ"])
         ));
+        assert_eq!(fresh_value(&two, &used(&["a"])), Some(b"ab".to_vec()));
+        assert_eq!(fresh_value(&two, &used(&["a", "ab"])), None);
+        assert_eq!(fresh_value(&n, &used(&["ñ"])), None);
         let many = quoted("[a-z]*");
+        assert!(fresh_value(&many, &used(&["", "a", "b"]))
+            .is_some_and(|v| !used(&["", "a", "b"]).contains(&v)));
         assert!(can_be_fresh(
             &many,
             at(&many, "\"a"),
