@@ -378,12 +378,17 @@ fn format_is_asserted_by_default_and_an_annotation_on_request() {
     let g = Grammar::from_json_schema(&email, &strict).unwrap();
     assert!(g.check_bytes(br#""a@example.com""#).is_ok());
     assert!(g.check_bytes(br#""not an address""#).is_err());
+    // Its internationalized form, as its ASCII subset.
+    let idn = Grammar::from_json_schema(&json!({"type": "string", "format": "idn-email"}), &strict)
+        .unwrap();
+    assert!(idn.check_bytes(br#""a@example.com""#).is_ok());
+    assert!(idn.check_bytes(br#""not an address""#).is_err());
     let g = Grammar::from_json_schema(&email, &loose).unwrap();
     assert!(g.check_bytes(br#""not an address""#).is_ok());
     assert!(g.check_bytes(b"12").is_err(), "the type still holds");
     // An unknown format: refused by name by default, ignored as an annotation; other
     // string keywords beside it still hold.
-    let idn = json!({"type": "string", "format": "idn-email", "maxLength": 3});
+    let idn = json!({"type": "string", "format": "phone", "maxLength": 3});
     match Grammar::from_json_schema(&idn, &strict) {
         Err(Error::UnsupportedKeyword { keyword, .. }) => assert_eq!(keyword, "format"),
         other => panic!("expected the format refused by name, got {other:?}"),

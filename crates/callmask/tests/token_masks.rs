@@ -78,6 +78,8 @@ fn schemas() -> Vec<Value> {
         json!({"type": "object", "patternProperties": {"^a": {"type": "integer"}, "b$": {"type": "string"}},
             "properties": {"ab": {"type": "null"}}, "additionalProperties": {"type": "boolean"}}),
         json!({"type": "object", "properties": {"ñ": {"enum": ["é", "€"]}}, "additionalProperties": {"type": "string", "maxLength": 2}}),
+        json!({"type": "array", "items": {"type": "string", "maxLength": 1}, "uniqueItems": true, "minItems": 2}),
+        json!({"type": "object", "propertyNames": {"maxLength": 1}, "additionalProperties": {"type": "array", "items": {"type": "string"}, "uniqueItems": true}}),
     ]
 }
 

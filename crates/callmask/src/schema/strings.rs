@@ -135,10 +135,12 @@ pub(super) fn format_regex(f: &str) -> Option<String> {
         // level count, then `#` or a JSON pointer.
         "relative-json-pointer" => "(?:0|[1-9][0-9]*)(?:#|(?:/(?:[^/~]|~[01])*)*)".into(),
         // The internationalized forms, as their ASCII subsets: every URI is an IRI (RFC 3987)
-        // and every RFC 1123 host name an IDN host name (RFC 5890).
+        // every RFC 1123 host name an IDN host name (RFC 5890), every RFC 5321 address an RFC
+        // 6531 one.
         "iri" => format_regex("uri")?,
         "iri-reference" => format_regex("uri-reference")?,
         "idn-hostname" => format_regex("hostname")?,
+        "idn-email" => format_regex("email")?,
         _ => return None,
     })
 }
