@@ -74,7 +74,9 @@ enum Listed {
 /// being written.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub(crate) struct Literals {
-    done: Vec<Vec<u8>>,
+    /// Shared between the frames of one container, so that a byte of the literal being written
+    /// copies only that literal.
+    done: Arc<Vec<Vec<u8>>>,
     current: Vec<u8>,
 }
 
@@ -167,7 +169,7 @@ impl Seen {
 
     /// The extra keys already used (decoded, sorted).
     pub(crate) fn extra_done(&self) -> &[Vec<u8>] {
-        self.extra.as_ref().map_or(&[], |x| &x.done)
+        self.extra.as_ref().map_or(&[], |x| &x.done[..])
     }
 
     /// True when some extra key is already used.
@@ -192,7 +194,7 @@ impl Seen {
         x.current.push(byte);
         let key = literal_value(&x.current);
         let at = x.done.binary_search(&key).err()?;
-        x.done.insert(at, key);
+        Arc::make_mut(&mut x.done).insert(at, key);
         x.current.clear();
         Some(Seen {
             listed: self.listed.clone(),
@@ -843,7 +845,7 @@ impl GrammarInner {
         if d.is_accepting(next) && !d.has_out(next) {
             let v = literal_value(&x.current);
             let at = x.done.binary_search(&v).err()?;
-            x.done.insert(at, v);
+            Arc::make_mut(&mut x.done).insert(at, v);
             x.current.clear();
             return Some(Frame::Arr {
                 node,

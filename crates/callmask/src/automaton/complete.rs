@@ -217,7 +217,7 @@ impl Completer {
         count: u32,
         strings: Option<&super::Literals>,
     ) -> u32 {
-        let mut used: Vec<Vec<u8>> = strings.map_or(Vec::new(), |x| x.done.clone());
+        let mut used: Vec<Vec<u8>> = strings.map_or(Vec::new(), |x| x.done.to_vec());
         let (cnt, current) = match phase {
             ArrPhase::InString { lex, state } => {
                 let raw = strings.map_or(&[][..], |x| &x.current[..]);
