@@ -612,6 +612,8 @@ enum S {
     ObjAllOf(Box<S>, Box<S>),
     /// A recursive tree through `$ref` at the root: nodes `{"v": S, "kids": [node...]}`.
     Tree(Box<S>),
+    /// A `uniqueItems` array of strings (a string schema, or a union of them) with `minItems`.
+    Unique(Box<S>, usize),
 }
 
 /// `pattern`s, with a regex proptest generates candidate strings from.
@@ -701,6 +703,19 @@ fn obj_strategy(inner: BoxedStrategy<S>) -> impl Strategy<Value = S> {
         })
 }
 
+/// A string schema (lengths, pattern, format), or a union of two.
+fn string_schema() -> impl Strategy<Value = S> {
+    let one = prop_oneof![
+        (prop::option::of(0usize..3), prop::option::of(0usize..3)).prop_map(|(a, b)| S::Str(a, b)),
+        (0..PATTERNS.len()).prop_map(S::Pattern),
+        (0..FORMATS.len()).prop_map(S::Format),
+    ];
+    prop_oneof![
+        3 => one.clone(),
+        1 => prop::collection::vec(one, 2..3).prop_map(S::AnyOf),
+    ]
+}
+
 /// Random schemas, with a recursive `$ref` tree at the root now and then.
 fn schema_strategy() -> impl Strategy<Value = S> {
     prop_oneof![
@@ -739,6 +754,7 @@ fn inner_schema_strategy() -> impl Strategy<Value = S> {
             prop::collection::vec(inner.clone(), 1..3).prop_map(S::OneOf),
             (obj_strategy(inner.clone()), obj_strategy(inner))
                 .prop_map(|(a, b)| S::ObjAllOf(Box::new(a), Box::new(b))),
+            (string_schema(), 0usize..4).prop_map(|(s, m)| S::Unique(Box::new(s), m)),
         ]
     })
 }
@@ -845,6 +861,9 @@ impl S {
                 v["allOf"] = json!([a.to_schema()]);
                 v
             }
+            S::Unique(s, min) => json!({
+                "type": "array", "items": s.to_schema(), "uniqueItems": true, "minItems": min
+            }),
             S::Tree(s) => json!({
                 "$defs": {"node": {
                     "type": "object",
@@ -1001,6 +1020,20 @@ impl S {
                     (_, y) => y,
                 })
                 .boxed(),
+            S::Unique(s, min) => {
+                // Now and then an item written twice.
+                (
+                    prop::collection::vec(s.instance(), min.saturating_sub(1)..min + 3),
+                    any::<bool>(),
+                )
+                    .prop_map(|(mut vs, dup)| {
+                        if dup && !vs.is_empty() {
+                            vs.push(vs[0].clone());
+                        }
+                        Value::from(vs)
+                    })
+                    .boxed()
+            }
             S::Tree(s) => {
                 let v = s.instance();
                 let leaf = v.clone().prop_map(|v| json!({ "v": v }));

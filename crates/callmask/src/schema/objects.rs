@@ -430,7 +430,9 @@ impl Compiler<'_> {
         let mut unique = Vec::new();
         let mut unique_strings = Vec::new();
         let mut max_items = max_items;
-        if obj.get("uniqueItems") == Some(&Value::Bool(true)) && max_items > 1 {
+        // At most one item, or none possible: uniqueness holds by itself.
+        let no_items = items.is_some_and(|it| matches!(self.b.nodes[it as usize], Node::Never));
+        if obj.get("uniqueItems") == Some(&Value::Bool(true)) && max_items > 1 && !no_items {
             let refuse =
                 |this: &mut Self, reason: &str| this.b.unsupported("uniqueItems", path, reason);
             if !prefix.is_empty() || contains.is_some() {
@@ -494,7 +496,7 @@ impl Compiler<'_> {
     }
 
     /// The string lexemes that make up item node `items` (a string lexeme, or a union of
-    /// them), or `None` if it holds anything else.
+    /// them; none where no item can be written), or `None` if it holds anything else.
     fn string_lexemes(&self, items: NodeId) -> Option<Vec<LexId>> {
         let is_string = |l: LexId| {
             let d = &self.b.lexemes[l as usize];
@@ -505,6 +507,7 @@ impl Compiler<'_> {
             Node::Lex(l) => vec![*l],
             Node::Union(alts) => alts
                 .iter()
+                .filter(|&&a| !matches!(self.b.nodes[a as usize], Node::Never))
                 .map(|&a| match self.b.nodes[a as usize] {
                     Node::Lex(l) => Some(l),
                     _ => None,
@@ -512,7 +515,7 @@ impl Compiler<'_> {
                 .collect::<Option<_>>()?,
             _ => return None,
         };
-        (!lexes.is_empty() && lexes.iter().all(|&l| is_string(l))).then_some(lexes)
+        lexes.iter().all(|&l| is_string(l)).then_some(lexes)
     }
 
     /// `uniqueItems: true`: the finite set of values the items come from, deduplicated (JSON
