@@ -78,6 +78,33 @@ pub(crate) struct Literals {
     /// copies only that literal.
     done: Arc<Vec<Vec<u8>>>,
     current: Vec<u8>,
+    /// The complete characters of `current` already make it a prefix of no value in `done`:
+    /// whatever it ends as is fresh, and no more search is needed (a function of the two
+    /// fields above, so equal states stay equal).
+    diverged: bool,
+}
+
+impl Literals {
+    /// These literals with `byte` added to the one being written.
+    fn with_byte(&self, byte: u8) -> Literals {
+        let mut current = Vec::with_capacity(self.current.len() + 1);
+        current.extend_from_slice(&self.current);
+        current.push(byte);
+        let diverged = self.diverged || fresh::diverges(&current, &self.done);
+        Literals {
+            done: self.done.clone(),
+            current,
+            diverged,
+        }
+    }
+
+    /// True when the literal being written, at state `state` of lexeme `lex`, can still end
+    /// fresh.
+    fn can_end_fresh(&self, g: &GrammarInner, lex: LexId, state: StateId) -> bool {
+        self.diverged
+            || g.lexeme_open(lex)
+            || fresh::can_be_fresh(&g.lexemes[lex as usize], state, &self.current, &self.done)
+    }
 }
 
 impl Seen {
@@ -157,6 +184,7 @@ impl Seen {
             Some(x) if !x.current.is_empty() => Some(Arc::new(Literals {
                 done: x.done.clone(),
                 current: Vec::new(),
+                diverged: false,
             })),
             other => other.clone(),
         }
@@ -172,15 +200,12 @@ impl Seen {
         self.extra.as_ref().map_or(&[], |x| &x.done[..])
     }
 
-    /// True when some extra key is already used.
-    pub(crate) fn any_extra(&self) -> bool {
-        self.extra.as_ref().is_some_and(|x| !x.done.is_empty())
-    }
-
     /// The set with `byte` added to the extra key being written.
     fn with_extra_byte(&self, byte: u8) -> Seen {
-        let mut x = self.extra.as_deref().cloned().unwrap_or_default();
-        x.current.push(byte);
+        let x = self.extra.as_deref().map_or_else(
+            || Literals::default().with_byte(byte),
+            |x| x.with_byte(byte),
+        );
         Seen {
             listed: self.listed.clone(),
             extra: Some(Arc::new(x)),
@@ -196,6 +221,7 @@ impl Seen {
         let at = x.done.binary_search(&key).err()?;
         Arc::make_mut(&mut x.done).insert(at, key);
         x.current.clear();
+        x.diverged = false;
         Some(Seen {
             listed: self.listed.clone(),
             extra: Some(Arc::new(x)),
@@ -342,6 +368,11 @@ fn is_gap_ws(b: u8, syntax: &Syntax) -> bool {
 const GAP_NL: u16 = 0x8000;
 
 impl GrammarInner {
+    /// See [`GrammarInner::open`].
+    fn lexeme_open(&self, lex: LexId) -> bool {
+        *self.open[lex as usize].get_or_init(|| fresh::always_open(&self.lexemes[lex as usize]))
+    }
+
     /// The gap state after whitespace byte `b` in a gap of a container spelled `syntax` (`None`
     /// at the top level) at nesting `depth` (the container's [`GrammarInner::depth`]: a property
     /// of the node, not of the stack below it, so that masks stay a function of the top frame),
@@ -839,14 +870,17 @@ impl GrammarInner {
         if next == Dfa::DEAD {
             return None;
         }
-        let mut x = strings.as_deref().cloned().unwrap_or_default();
-        x.current.push(byte);
+        let mut x = strings.as_deref().map_or_else(
+            || Literals::default().with_byte(byte),
+            |x| x.with_byte(byte),
+        );
         let matched = 0;
         if d.is_accepting(next) && !d.has_out(next) {
             let v = literal_value(&x.current);
             let at = x.done.binary_search(&v).err()?;
             Arc::make_mut(&mut x.done).insert(at, v);
             x.current.clear();
+            x.diverged = false;
             return Some(Frame::Arr {
                 node,
                 phase: ArrPhase::AfterValue,
@@ -856,7 +890,7 @@ impl GrammarInner {
                 ws: 0,
             });
         }
-        if !fresh::can_be_fresh(d, next, &x.current, &x.done) {
+        if !x.can_end_fresh(self, lex, next) {
             return None;
         }
         Some(Frame::Arr {
@@ -879,7 +913,7 @@ impl GrammarInner {
         a.unique_strings.is_empty()
             || a.unique_strings.iter().any(|&l| {
                 let d = &self.lexemes[l as usize];
-                fresh::can_be_fresh(d, d.start(), b"", used)
+                self.lexeme_open(l) || fresh::can_be_fresh(d, d.start(), b"", used)
             })
     }
 
@@ -889,7 +923,7 @@ impl GrammarInner {
         seen.any_unseen(0, o.keys.len() as u32)
             || o.additional.is_some_and(|(lex, _)| {
                 let d = &self.lexemes[lex as usize];
-                fresh::can_be_fresh(d, d.start(), b"", seen.extra_done())
+                self.lexeme_open(lex) || fresh::can_be_fresh(d, d.start(), b"", seen.extra_done())
             })
     }
 
@@ -955,23 +989,24 @@ impl GrammarInner {
                 }
             }
         }
-        if e != Dfa::DEAD && seen.any_extra() {
-            // Only if the key can still end as one not used yet.
-            let d = &self.lexemes[o.additional.unwrap().0 as usize];
-            let mut raw = seen.current_extra().to_vec();
-            raw.push(byte);
-            if !fresh::can_be_fresh(d, e, &raw, seen.extra_done()) {
+        // Only if the key can still end as one not used yet.
+        let mut with_byte = None;
+        if e != Dfa::DEAD {
+            let lex = o.additional.unwrap().0;
+            let s = seen.with_extra_byte(byte);
+            if s.extra
+                .as_ref()
+                .is_some_and(|x| x.can_end_fresh(self, lex, e))
+            {
+                with_byte = Some(s);
+            } else {
                 e = Dfa::DEAD;
             }
         }
         if t.is_none() && e == Dfa::DEAD {
             return None;
         }
-        let seen = if e != Dfa::DEAD {
-            seen.with_extra_byte(byte)
-        } else {
-            seen.clone()
-        };
+        let seen = with_byte.unwrap_or_else(|| seen.clone());
         Some((
             ObjPhase::InKey {
                 trie: t.unwrap_or(NO_TRIE),

@@ -56,6 +56,9 @@ pub(crate) struct GrammarInner {
     pub(crate) specials: Vec<String>,
     /// The functions, by index of [`Capture::Call`] (empty for a plain JSON Schema grammar).
     pub(crate) functions: Vec<String>,
+    /// Per lexeme, computed on first use: can a literal of it always end as a value not used
+    /// yet ([`dfa::fresh::always_open`]), so that extra keys and unique strings need no search.
+    pub(crate) open: Vec<std::sync::OnceLock<bool>>,
 }
 
 /// What a [`Node::Capture`] marks, for the output parser.

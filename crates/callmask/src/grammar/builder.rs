@@ -330,7 +330,11 @@ impl<'o> GrammarBuilder<'o> {
         specials: Vec<String>,
         functions: Vec<String>,
     ) -> Result<Grammar> {
+        let open = (0..self.lexemes.len())
+            .map(|_| std::sync::OnceLock::new())
+            .collect();
         let mut inner = GrammarInner {
+            open,
             nullable: Vec::new(),
             depth: Vec::new(),
             nodes: self.nodes,

@@ -163,11 +163,58 @@ pub(crate) fn some_begins_with(used: &[Vec<u8>], prefix: &[u8]) -> bool {
     used.get(at).is_some_and(|u| u.starts_with(prefix))
 }
 
+/// True when every state of `d` that can take a byte has infinitely many completions: a literal
+/// of it can then always end as a value not used yet (each value has finitely many spellings),
+/// and no search is needed. Linear in states × byte classes.
+pub(crate) fn always_open(d: &Dfa) -> bool {
+    let n = d.state_count();
+    let reps = d.class_representatives();
+    // Successor counts and predecessors, each successor once.
+    let mut left = vec![0u32; n];
+    let mut preds: Vec<Vec<StateId>> = vec![Vec::new(); n];
+    let mut succ = Vec::new();
+    for s in 1..n as StateId {
+        succ.clear();
+        succ.extend(
+            reps.iter()
+                .map(|&b| d.next(s, b))
+                .filter(|&t| t != Dfa::DEAD),
+        );
+        succ.sort_unstable();
+        succ.dedup();
+        left[s as usize] = succ.len() as u32;
+        for &t in &succ {
+            preds[t as usize].push(s);
+        }
+    }
+    // States with finitely many completions: those whose successors all have finitely many.
+    let mut finite = vec![false; n];
+    let mut todo: Vec<StateId> = (1..n as StateId)
+        .filter(|&s| left[s as usize] == 0)
+        .collect();
+    while let Some(t) = todo.pop() {
+        finite[t as usize] = true;
+        for &p in &preds[t as usize] {
+            left[p as usize] -= 1;
+            if left[p as usize] == 0 {
+                todo.push(p);
+            }
+        }
+    }
+    (1..n as StateId).all(|s| !finite[s as usize] || !d.has_out(s))
+}
+
+/// True when the complete characters of the literal whose bytes so far are `raw` make it a
+/// prefix of no value in `used` (sorted): whatever it ends as is not in `used`.
+pub(crate) fn diverges(raw: &[u8], used: &[Vec<u8>]) -> bool {
+    used.is_empty() || !some_begins_with(used, &decoded_prefix(raw).value)
+}
+
 /// True when the literal whose bytes so far are `raw`, with automaton `d` in `state` after
 /// them, can still end as a value (see [`literal_value`]) not in `used` (sorted). `state` must
 /// be live (every state of a trimmed automaton is).
 pub(crate) fn can_be_fresh(d: &Dfa, state: StateId, raw: &[u8], used: &[Vec<u8>]) -> bool {
-    if used.is_empty() {
+    if diverges(raw, used) || (d.is_accepting(state) && !used.contains(&literal_value(raw))) {
         return true;
     }
     let mut visited: HashSet<(StateId, Prefix)> = HashSet::new();
@@ -336,7 +383,15 @@ mod tests {
         assert_eq!(fresh_value(&two, &used(&["a"])), Some(b"ab".to_vec()));
         assert_eq!(fresh_value(&two, &used(&["a", "ab"])), None);
         assert_eq!(fresh_value(&n, &used(&["ñ"])), None);
+        assert!(!always_open(&two) && !always_open(&n));
         let many = quoted("[a-z]*");
+        assert!(always_open(&many));
+        assert!(!always_open(&quoted("[a-z]{0,3}")));
+        assert!(
+            !always_open(&quoted("x|y[a-z]*")),
+            "after x, only the quote"
+        );
+        assert!(always_open(&quoted("x[a-z]*|y[a-z]*")));
         assert!(fresh_value(&many, &used(&["", "a", "b"]))
             .is_some_and(|v| !used(&["", "a", "b"]).contains(&v)));
         assert!(can_be_fresh(
