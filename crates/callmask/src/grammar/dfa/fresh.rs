@@ -217,41 +217,30 @@ pub(crate) fn can_be_fresh(d: &Dfa, state: StateId, raw: &[u8], used: &[Vec<u8>]
     if diverges(raw, used) || (d.is_accepting(state) && !used.contains(&literal_value(raw))) {
         return true;
     }
-    let mut visited: HashSet<(StateId, Prefix)> = HashSet::new();
-    let mut todo = vec![(state, raw.to_vec())];
-    while let Some((s, raw)) = todo.pop() {
-        if d.is_accepting(s) && used.binary_search(&literal_value(&raw)).is_err() {
-            return true;
-        }
-        if !d.has_out(s) {
-            continue;
-        }
-        let prefix = decoded_prefix(&raw);
-        if !some_begins_with(used, &prefix.value) {
-            // Every completion (there is one: the state is live) begins with a prefix that no
-            // used value has.
-            return true;
-        }
-        if visited.len() >= SEARCH_LIMIT || !visited.insert((s, prefix)) {
-            continue;
-        }
-        for b in 0..=255u8 {
-            let next = d.next(s, b);
-            if next != Dfa::DEAD {
-                let mut r = raw.clone();
-                r.push(b);
-                todo.push((next, r));
-            }
-        }
-    }
-    false
+    search(d, state, raw, used, None).is_some()
 }
 
 /// A value (decoded) of some literal of `d` that is not in `used` (sorted), if any: the same
 /// search as [`can_be_fresh`] from the start, then a shortest way to the end.
 pub(crate) fn fresh_value(d: &Dfa, used: &[Vec<u8>]) -> Option<Vec<u8>> {
-    let dist = d.distances_to_accept();
+    search(d, d.start(), b"", used, Some(&d.distances_to_accept()))
+}
+
+/// The search behind [`can_be_fresh`] and [`fresh_value`]: depth first from `state` (after
+/// `raw`) along the used values that share the decoded prefix. With the automaton's distances
+/// to acceptance (`dist`), the value found, finished along a shortest way; without, an empty
+/// value once one is known to exist.
+fn search(
+    d: &Dfa,
+    state: StateId,
+    raw: &[u8],
+    used: &[Vec<u8>],
+    dist: Option<&[u32]>,
+) -> Option<Vec<u8>> {
     let finish = |mut s: StateId, mut raw: Vec<u8>| -> Option<Vec<u8>> {
+        let Some(dist) = dist else {
+            return Some(Vec::new());
+        };
         while dist
             .get(s as usize)
             .is_some_and(|&x| x > 0 && x != u32::MAX)
@@ -266,12 +255,12 @@ pub(crate) fn fresh_value(d: &Dfa, used: &[Vec<u8>]) -> Option<Vec<u8>> {
         (dist.get(s as usize) == Some(&0)).then(|| literal_value(&raw))
     };
     let mut visited: HashSet<(StateId, Prefix)> = HashSet::new();
-    let mut todo = vec![(d.start(), Vec::new())];
+    let mut todo = vec![(state, raw.to_vec())];
     while let Some((s, raw)) = todo.pop() {
         if d.is_accepting(s) {
             let v = literal_value(&raw);
             if used.binary_search(&v).is_err() {
-                return Some(v);
+                return Some(if dist.is_some() { v } else { Vec::new() });
             }
         }
         if !d.has_out(s) {
@@ -279,6 +268,8 @@ pub(crate) fn fresh_value(d: &Dfa, used: &[Vec<u8>]) -> Option<Vec<u8>> {
         }
         let prefix = decoded_prefix(&raw);
         if !some_begins_with(used, &prefix.value) {
+            // Every completion (there is one: the state is live) begins with a prefix that no
+            // used value has.
             return finish(s, raw);
         }
         if visited.len() >= SEARCH_LIMIT || !visited.insert((s, prefix)) {
