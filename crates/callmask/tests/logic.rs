@@ -492,6 +492,30 @@ fn regular_formats() {
             &["0", "1/a", "0#", "12/~0/b", "3"],
             &["", "01", "-1", "#", "/a", "1#/a", "1/~2"],
         ),
+        (
+            "uri-template",
+            &[
+                "",
+                "http://example.com/{id}",
+                "/search{?q,lang}",
+                "{+path}/here",
+                "{#frag:3}",
+                "/users{/id*}",
+                "a%20b{x.y}",
+            ],
+            &[
+                "{",
+                "}",
+                "{}",
+                "{a b}",
+                "{id:0}",
+                "{id:10000}",
+                "a b",
+                "{x..y}",
+                "%zz",
+                "<a>",
+            ],
+        ),
         // The internationalized formats: their ASCII subsets (every URI is an IRI, every
         // RFC 1123 host name an IDN host name).
         (

@@ -625,7 +625,7 @@ const PATTERNS: [(&str, &str); 4] = [
 ];
 
 /// `format`s, with a regex proptest generates (mostly valid) candidates from.
-const FORMATS: [(&str, &str); 9] = [
+const FORMATS: [(&str, &str); 10] = [
     (
         "date",
         "20[0-9]{2}-(0[1-9]|1[0-3])-(0[1-9]|[12][0-9]|3[01])",
@@ -645,6 +645,10 @@ const FORMATS: [(&str, &str); 9] = [
         "P([0-9]{1,2}[YMWD]){0,3}(T([0-9]{1,2}[HMS]){0,3})?",
     ),
     ("json-pointer", "(/([a-z~/]|~[0-2]){0,3}){0,3}"),
+    (
+        "uri-template",
+        "([a-z/%]|\\{[+#]?[a-z.]{0,2}(:[0-9]|\\*)?\\}|\\{){0,4}",
+    ),
     (
         "relative-json-pointer",
         "(0|[1-9]|01|-1)(#|(/([a-z~]|~[0-2]){0,2}){0,2})",

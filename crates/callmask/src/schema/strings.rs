@@ -131,6 +131,15 @@ pub(super) fn format_regex(f: &str) -> Option<String> {
                 format_regex("uri")?
             )
         }
+        // RFC 6570 templates, ASCII: literals (percent-encoded or not) and expressions of one
+        // optional operator (levels 2 and 3; the reserved ones `=,!@|` are left out) and
+        // `,`-separated variables, each with a prefix length (`:1` to `:9999`) or `*`.
+        "uri-template" => {
+            let lit = r"[!#$&(-;=?-\[\]_a-z~]|%[0-9A-Fa-f]{2}";
+            let vc = "(?:[A-Za-z0-9_]|%[0-9A-Fa-f]{2})";
+            let var = format!(r"{vc}(?:\.?{vc})*(?::[1-9][0-9]{{0,3}}|\*)?");
+            format!(r"(?:{lit}|\{{[+#./;?&]?{var}(?:,{var})*\}})*")
+        }
         // The relative JSON pointer draft, exactly, without its index manipulation (`0+1`): a
         // level count, then `#` or a JSON pointer.
         "relative-json-pointer" => "(?:0|[1-9][0-9]*)(?:#|(?:/(?:[^/~]|~[01])*)*)".into(),
