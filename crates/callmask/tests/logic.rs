@@ -874,6 +874,23 @@ fn unique_items_over_strings() {
         &[json!(["ab", "b", "a"])],
         &[json!(["ab", "ab"]), json!(["a", "a"])],
     );
+    // No item can be written, or at most one: nothing to enforce. But positions of a prefix
+    // still must differ.
+    check(
+        json!({"type": "array", "items": {"type": "string", "minLength": 2, "maxLength": 1}, "uniqueItems": true}),
+        &[json!([])],
+        &[json!([""])],
+    );
+    check(
+        json!({"type": "array", "items": {"type": "object"}, "uniqueItems": true, "maxItems": 1}),
+        &[json!([{}])],
+        &[json!([{}, {}])],
+    );
+    refused(
+        json!({"type": "array", "prefixItems": [{"type": "boolean"}, {"type": "boolean"}], "items": false, "uniqueItems": true}),
+        "uniqueItems",
+        "prefixItems",
+    );
     refused(
         json!({"type": "array", "items": {"type": "string"}, "uniqueItems": true, "minItems": 65}),
         "uniqueItems",

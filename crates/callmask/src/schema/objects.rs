@@ -431,7 +431,8 @@ impl Compiler<'_> {
         let mut unique_strings = Vec::new();
         let mut max_items = max_items;
         // At most one item, or none possible: uniqueness holds by itself.
-        let no_items = items.is_some_and(|it| matches!(self.b.nodes[it as usize], Node::Never));
+        let no_items = prefix.is_empty()
+            && items.is_some_and(|it| matches!(self.b.nodes[it as usize], Node::Never));
         if obj.get("uniqueItems") == Some(&Value::Bool(true)) && max_items > 1 && !no_items {
             let refuse =
                 |this: &mut Self, reason: &str| this.b.unsupported("uniqueItems", path, reason);
