@@ -253,16 +253,7 @@ impl Completer {
         }
         let skip = usize::from(take > need);
         let items = costs[skip..].iter().fold(0, |t, &c| add(t, c));
-        match phase {
-            ArrPhase::AfterOpen | ArrPhase::AfterComma => {
-                if need == 0 {
-                    1
-                } else {
-                    add(items, need)
-                }
-            }
-            _ => add(add(current.unwrap_or(0), items), need + 1),
-        }
+        add(current.unwrap_or(0), items_then_close(phase, items, need))
     }
 
     /// Symbols (or tokens) that write key `k` of object `node` from its byte `from` on.
@@ -449,16 +440,7 @@ impl Completer {
         };
         let mul = |x: u32, n: u32| x.saturating_mul(n).min(INF);
         let items = add(mul(m_cost, need_m), mul(per_extra, need - need_m));
-        match phase {
-            ArrPhase::AfterOpen | ArrPhase::AfterComma => {
-                if need == 0 {
-                    1
-                } else {
-                    add(items, need)
-                }
-            }
-            _ => add(items, need + 1),
-        }
+        items_then_close(phase, items, need)
     }
 
     /// [`Completer::rest`] of an array with `uniqueItems` over a finite set: the cheapest of the
@@ -494,16 +476,7 @@ impl Completer {
         costs.sort_unstable();
         let items = costs[..need].iter().fold(0, |t, &c| add(t, c));
         let need = need as u32;
-        match phase {
-            ArrPhase::AfterOpen | ArrPhase::AfterComma => {
-                if need == 0 {
-                    1
-                } else {
-                    add(items, need)
-                }
-            }
-            _ => add(items, need + 1),
-        }
+        items_then_close(phase, items, need)
     }
 
     /// Symbols that `frame` (with no child above it) still needs before it is complete.
@@ -1044,6 +1017,16 @@ impl LexWays {
                 _ => return false,
             }
         }
+    }
+}
+
+/// The rest of an array frame in `phase` once its items in progress are done: `need` more items
+/// costing `items` in all, the commas before or between them, and the close.
+fn items_then_close(phase: ArrPhase, items: u32, need: u32) -> u32 {
+    match phase {
+        ArrPhase::AfterOpen | ArrPhase::AfterComma if need == 0 => 1,
+        ArrPhase::AfterOpen | ArrPhase::AfterComma => add(items, need),
+        _ => add(items, need + 1),
     }
 }
 
