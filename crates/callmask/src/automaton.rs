@@ -98,6 +98,22 @@ impl Literals {
         }
     }
 
+    /// These literals with the one being written ended by `byte` and added; `None` when its
+    /// value is already there.
+    fn ended_by(&self, byte: u8) -> Option<Literals> {
+        let mut current = self.current.clone();
+        current.push(byte);
+        let value = literal_value(&current);
+        let at = self.done.binary_search(&value).err()?;
+        let mut done = self.done.clone();
+        Arc::make_mut(&mut done).insert(at, value);
+        Some(Literals {
+            done,
+            current: Vec::new(),
+            diverged: false,
+        })
+    }
+
     /// True when the literal being written, at state `state` of lexeme `lex`, can still end
     /// fresh.
     fn can_end_fresh(&self, g: &GrammarInner, lex: LexId, state: StateId) -> bool {
@@ -215,13 +231,10 @@ impl Seen {
     /// The set with the extra key being written, ended by `byte`, added; `None` when that key
     /// is already used.
     fn with_extra_done(&self, byte: u8) -> Option<Seen> {
-        let mut x = self.extra.as_deref().cloned().unwrap_or_default();
-        x.current.push(byte);
-        let key = literal_value(&x.current);
-        let at = x.done.binary_search(&key).err()?;
-        Arc::make_mut(&mut x.done).insert(at, key);
-        x.current.clear();
-        x.diverged = false;
+        let x = match &self.extra {
+            Some(x) => x.ended_by(byte)?,
+            None => Literals::default().ended_by(byte)?,
+        };
         Some(Seen {
             listed: self.listed.clone(),
             extra: Some(Arc::new(x)),
@@ -870,17 +883,11 @@ impl GrammarInner {
         if next == Dfa::DEAD {
             return None;
         }
-        let mut x = strings.as_deref().map_or_else(
-            || Literals::default().with_byte(byte),
-            |x| x.with_byte(byte),
-        );
+        let none = Literals::default();
+        let before = strings.as_deref().unwrap_or(&none);
         let matched = 0;
         if d.is_accepting(next) && !d.has_out(next) {
-            let v = literal_value(&x.current);
-            let at = x.done.binary_search(&v).err()?;
-            Arc::make_mut(&mut x.done).insert(at, v);
-            x.current.clear();
-            x.diverged = false;
+            let x = before.ended_by(byte)?;
             return Some(Frame::Arr {
                 node,
                 phase: ArrPhase::AfterValue,
@@ -890,6 +897,7 @@ impl GrammarInner {
                 ws: 0,
             });
         }
+        let x = before.with_byte(byte);
         if !x.can_end_fresh(self, lex, next) {
             return None;
         }
