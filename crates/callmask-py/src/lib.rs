@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 use callmask::parse::{Event, StreamParser};
 use callmask::{
-    CompileOptions, Dialect, DialectOptions, Error, Grammar, Matcher, Reasoning, TokenAutomaton,
-    TokenId, TokenMask, ToolChoice, Tools, Vocab,
+    CompileOptions, Dialect, DialectOptions, Error, Grammar, Matcher, Reasoning,
+    StructuralTagOptions, TokenAutomaton, TokenId, TokenMask, ToolChoice, Tools, Vocab,
 };
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
@@ -455,6 +455,52 @@ impl PyGrammar {
             .detach(|| Dialect::load(&name)?.compile(&tools, &o))
             .map_err(err)?;
         Ok(PyGrammar { g })
+    }
+
+    /// Compiles XGrammar's structural tag (`{"type": "structural_tag", "format": {...}}`, or
+    /// the older `{"structures": [...], "triggers": [...]}` form vLLM and SGLang send for
+    /// tools; a dict or JSON text). With `vocab`, a literal that contains the text of one of its
+    /// special tokens matches there that token or its plain spelling (as XGrammar matches
+    /// tokens by their text). Formats callmask cannot enforce exactly are refused by name
+    /// (`DialectError`).
+    #[staticmethod]
+    #[pyo3(signature = (tag, vocab=None, *, lenient=false, format_annotation=false, max_whitespace=None, max_depth=None, max_compile_secs=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn from_structural_tag(
+        py: Python<'_>,
+        tag: &Bound<'_, PyAny>,
+        vocab: Option<&PyVocab>,
+        lenient: bool,
+        format_annotation: bool,
+        max_whitespace: Option<u16>,
+        max_depth: Option<u32>,
+        max_compile_secs: Option<f64>,
+    ) -> PyResult<Self> {
+        let tag = json_arg(tag, "tag")?;
+        let mut o = match vocab {
+            Some(v) => StructuralTagOptions::for_vocab(&v.v),
+            None => StructuralTagOptions::default(),
+        };
+        o.compile = compile_options(
+            lenient,
+            format_annotation,
+            max_whitespace,
+            max_depth,
+            max_compile_secs,
+        )?;
+        let g = py
+            .detach(|| Grammar::from_structural_tag(&tag, &o))
+            .map_err(err)?;
+        Ok(PyGrammar { g })
+    }
+
+    /// The built-in dialect a model writes its calls in, told from its chat template (e.g. a
+    /// tokenizer's `chat_template`) and its vocabulary; `DialectError` when the template names
+    /// no known format (give the dialect then).
+    #[staticmethod]
+    #[pyo3(signature = (chat_template, vocab))]
+    fn detect_dialect(chat_template: Option<&str>, vocab: &PyVocab) -> PyResult<&'static str> {
+        Dialect::detect(chat_template, &vocab.v).map_err(err)
     }
 
     /// The names of the built-in dialects.

@@ -19,7 +19,8 @@ OpenAI-shaped ``tool_calls``.
 >>> matcher.is_terminated()
 True
 
-Adapters: :mod:`callmask.transformers`, :mod:`callmask.llama_cpp`, :mod:`callmask.vllm`,
+Engines apply masks with :func:`allocate_token_bitmask` and :func:`apply_token_bitmask_inplace`
+(torch tensors on their own device, or numpy). Adapters: :mod:`callmask.transformers`, :mod:`callmask.llama_cpp`, :mod:`callmask.vllm`,
 :mod:`callmask.sglang` (each imports its engine only when used).
 """
 
@@ -45,6 +46,7 @@ from ._callmask import (
     fill_bitmasks,
     render_prompt,
 )
+from .bitmask import allocate_token_bitmask, apply_token_bitmask_inplace
 
 __all__ = [
     "HAS_LLAMA",
@@ -68,6 +70,8 @@ __all__ = [
     "fill_bitmasks",
     "render_prompt",
     "allowed_from_bitmask",
+    "allocate_token_bitmask",
+    "apply_token_bitmask_inplace",
 ]
 
 

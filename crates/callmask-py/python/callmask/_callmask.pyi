@@ -108,6 +108,21 @@ class Grammar:
     ) -> "Grammar":
         """Compiles a tool-call dialect (built-in name or file path) with OpenAI tools."""
     @staticmethod
+    def from_structural_tag(
+        tag: _Json,
+        vocab: Optional[Vocab] = None,
+        *,
+        lenient: bool = False,
+        format_annotation: bool = False,
+        max_whitespace: Optional[int] = None,
+        max_depth: Optional[int] = None,
+        max_compile_secs: Optional[float] = None,
+    ) -> "Grammar":
+        """Compiles XGrammar's structural tag (both forms); ``vocab`` for its special tokens."""
+    @staticmethod
+    def detect_dialect(chat_template: Optional[str], vocab: Vocab) -> str:
+        """The built-in dialect of a model's chat template (``DialectError`` if none)."""
+    @staticmethod
     def builtin_dialects() -> list[str]:
         """The built-in dialect names."""
     def parse(self, text: str) -> dict[str, Any]:

@@ -7,7 +7,8 @@ import threading
 from collections import OrderedDict
 from typing import Any, Mapping, Optional, Union
 
-from ._callmask import Grammar, TokenAutomaton, Vocab, ToolsError
+from ._callmask import Grammar, TokenAutomaton, ToolsError, Vocab
+from .bitmask import apply_token_bitmask_inplace, bool_mask
 
 Spec = Union[str, Mapping[str, Any]]
 """A request's constraint: ``{"dialect": NAME_OR_PATH, "tools": [...], "tool_choice": ...,
@@ -95,44 +96,10 @@ class AutomatonCache:
         return a
 
 
-def bool_mask(bitmask: Any, width: int):
-    """Boolean allowed-token array(s) of width ``width`` from an int32 bitmask (numpy or torch:
-    a torch tensor is read on the CPU)."""
-    import numpy as np
-
-    if not isinstance(bitmask, np.ndarray):
-        bitmask = bitmask.cpu().numpy()
-    bits = np.unpackbits(
-        np.ascontiguousarray(bitmask).view(np.uint8), axis=-1, bitorder="little"
-    )
-    out = np.zeros(bits.shape[:-1] + (width,), dtype=bool)
-    n = min(width, bits.shape[-1])
-    out[..., :n] = bits[..., :n].astype(bool)
-    return out
-
-
 def apply_bitmask(logits: Any, bitmask: Any, rows: Optional[list] = None) -> Any:
-    """Sets the logits of disallowed tokens to -inf, in place: numpy arrays or torch tensors
-    (any device), one bitmask row per logits row (``rows``: only these logits rows, bitmask row
-    ``k`` for ``rows[k]``). Returns ``logits``."""
-    import numpy as np
-
-    width = logits.shape[-1]
-    allowed = bool_mask(bitmask, width)
-    if isinstance(logits, np.ndarray):
-        if rows is None:
-            logits[~allowed.reshape(logits.shape)] = -np.inf
-        else:
-            for k, r in enumerate(rows):
-                logits[r][~allowed[k]] = -np.inf
-        return logits
-    import torch
-
-    forbid = torch.from_numpy(~allowed).to(logits.device, non_blocking=True)
+    """Sets the logits of disallowed tokens to -inf, in place (see
+    :func:`callmask.bitmask.apply_token_bitmask_inplace`): one bitmask row per logits row, or
+    with ``rows`` bitmask row ``k`` for logits row ``rows[k]``. Returns ``logits``."""
     if rows is None:
-        logits.masked_fill_(forbid.reshape(logits.shape), float("-inf"))
-    else:
-        idx = torch.tensor(rows, device=logits.device)
-        sub = logits.index_select(0, idx).masked_fill_(forbid, float("-inf"))
-        logits.index_copy_(0, idx, sub)
-    return logits
+        return apply_token_bitmask_inplace(logits, bitmask)
+    return apply_token_bitmask_inplace(logits, bitmask, rows, bitmask_rows=range(len(rows)))

@@ -1,0 +1,161 @@
+"""Token bitmasks on the engine's side: allocating them and applying them to logits.
+
+The layout is the one vLLM, SGLang, llguidance and XGrammar share: int32 words, shape
+``(batch, ceil(n_vocab / 32))``, token ``t`` allowed iff ``(row[t >> 5] >> (t & 31)) & 1``.
+Matchers fill rows of a CPU array (numpy, or a torch CPU tensor) by pointer; applying a row to
+logits happens where the logits are: torch tensors on their own device (CUDA included) with
+torch ops only (the int32 words are copied to the device, 1/32 of the logits' size, and unpacked
+there; nothing goes through numpy), numpy arrays on the CPU.
+
+Trade-off: unpacking with a broadcast shift costs a ``(rows, words, 32)`` temporary on the
+device, which is small next to the logits; a fused kernel (XGrammar's Triton one) would save it
+but needs Triton, which CPU-only installs lack.
+
+The logits may be wider than the bitmask covers (a model pads its vocabulary): tokens past the
+bitmask's ``32 * words`` are never allowed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+__all__ = [
+    "allocate_token_bitmask",
+    "apply_token_bitmask_inplace",
+    "bitmask_words",
+    "bool_mask",
+]
+
+
+def bitmask_words(n_vocab: int) -> int:
+    """Words per bitmask row for a vocabulary (or logits width) of ``n_vocab``."""
+    if n_vocab < 0:
+        raise ValueError(f"n_vocab must be >= 0, not {n_vocab}")
+    return (n_vocab + 31) // 32
+
+
+def allocate_token_bitmask(batch: int, n_vocab: int, *, pin_memory: bool = False) -> Any:
+    """An int32 torch CPU tensor ``(batch, ceil(n_vocab / 32))``, all tokens allowed (-1), for
+    matchers to fill (``Matcher.fill_bitmask(bitmask, row)``); ``pin_memory`` for fast copies
+    to a CUDA device."""
+    import torch
+
+    if batch < 0:
+        raise ValueError(f"batch must be >= 0, not {batch}")
+    out = torch.full((batch, bitmask_words(n_vocab)), -1, dtype=torch.int32)
+    return out.pin_memory() if pin_memory else out
+
+
+_SHIFTS: dict = {}
+
+
+def _shifts(device: Any) -> Any:
+    import torch
+
+    s = _SHIFTS.get(device)
+    if s is None:
+        s = torch.arange(32, dtype=torch.int32, device=device)
+        _SHIFTS[device] = s
+    return s
+
+
+def _allowed_torch(bitmask: Any, width: int) -> Any:
+    """Boolean ``(rows, width)`` on the bitmask's device."""
+    import torch
+
+    words = bitmask.shape[-1]
+    bits = (bitmask.unsqueeze(-1) >> _shifts(bitmask.device)) & 1
+    allowed = bits.reshape(bitmask.shape[0], words * 32).bool()
+    if words * 32 >= width:
+        return allowed[:, :width]
+    pad = torch.zeros((bitmask.shape[0], width - words * 32), dtype=torch.bool, device=bitmask.device)
+    return torch.cat([allowed, pad], dim=1)
+
+
+def bool_mask(bitmask: Any, width: int) -> Any:
+    """Boolean allowed-token array(s) of width ``width`` from an int32 bitmask, as numpy (a torch
+    tensor is read on the CPU)."""
+    import numpy as np
+
+    if not isinstance(bitmask, np.ndarray):
+        bitmask = bitmask.cpu().numpy()
+    bits = np.unpackbits(np.ascontiguousarray(bitmask).view(np.uint8), axis=-1, bitorder="little")
+    out = np.zeros(bits.shape[:-1] + (width,), dtype=bool)
+    n = min(width, bits.shape[-1])
+    out[..., :n] = bits[..., :n].astype(bool)
+    return out
+
+
+def _check(logits: Any, bitmask: Any) -> None:
+    if len(logits.shape) not in (1, 2) or len(bitmask.shape) not in (1, 2):
+        raise ValueError(
+            f"apply_token_bitmask_inplace: logits and bitmask must be 1-D or 2-D, not "
+            f"{tuple(logits.shape)} and {tuple(bitmask.shape)}"
+        )
+    if str(bitmask.dtype) not in ("int32", "torch.int32"):
+        raise TypeError(f"apply_token_bitmask_inplace: bitmask must be int32, not {bitmask.dtype}")
+
+
+def apply_token_bitmask_inplace(
+    logits: Any,
+    bitmask: Any,
+    indices: Optional[Sequence[int]] = None,
+    *,
+    bitmask_rows: Optional[Sequence[int]] = None,
+) -> Any:
+    """Sets the logits of forbidden tokens to -inf, in place, and returns ``logits``.
+
+    ``logits``: a torch tensor on any device (the mask is applied there with torch ops) or a
+    numpy array, ``(rows, vocab)`` or ``(vocab,)``. ``bitmask``: int32 ``(rows, words)`` (torch,
+    any device, or numpy). Without ``indices`` every logits row takes the bitmask row of the
+    same number; with ``indices`` only those logits rows are masked, each with the bitmask row
+    of the same number (XGrammar's convention), or with ``bitmask_rows[k]`` for ``indices[k]``
+    when given (a compact bitmask holding only the constrained rows).
+    """
+    _check(logits, bitmask)
+    squeeze = len(logits.shape) == 1
+    width = logits.shape[-1]
+    if indices is None and bitmask_rows is not None:
+        raise ValueError("apply_token_bitmask_inplace: bitmask_rows needs indices")
+    import numpy as np
+
+    if isinstance(logits, np.ndarray):
+        view = logits[None, :] if squeeze else logits
+        bm = bitmask if len(bitmask.shape) == 2 else bitmask[None, :]
+        allowed = bool_mask(bm, width)
+        if indices is None:
+            if allowed.shape[0] != view.shape[0]:
+                raise ValueError(
+                    f"apply_token_bitmask_inplace: {allowed.shape[0]} bitmask rows for "
+                    f"{view.shape[0]} logits rows"
+                )
+            view[~allowed] = -np.inf
+        else:
+            src = list(bitmask_rows) if bitmask_rows is not None else list(indices)
+            for r, k in zip(indices, src):
+                view[r][~allowed[k]] = -np.inf
+        return logits
+
+    import torch
+
+    view = logits.unsqueeze(0) if squeeze else logits
+    if isinstance(bitmask, np.ndarray):
+        bitmask = torch.from_numpy(np.ascontiguousarray(bitmask))
+    bm = bitmask if bitmask.dim() == 2 else bitmask.unsqueeze(0)
+    bm = bm.to(view.device, non_blocking=True)
+    if indices is None:
+        if bm.shape[0] != view.shape[0]:
+            raise ValueError(
+                f"apply_token_bitmask_inplace: {bm.shape[0]} bitmask rows for "
+                f"{view.shape[0]} logits rows"
+            )
+        view.masked_fill_(~_allowed_torch(bm, width), float("-inf"))
+        return logits
+    idx = torch.as_tensor(list(indices), dtype=torch.long, device=view.device)
+    src = idx if bitmask_rows is None else torch.as_tensor(list(bitmask_rows), dtype=torch.long, device=view.device)
+    if idx.numel() == 0:
+        return logits
+    forbid = ~_allowed_torch(bm.index_select(0, src), width)
+    sub = view.index_select(0, idx).masked_fill_(forbid, float("-inf"))
+    view.index_copy_(0, idx, sub)
+    return logits
