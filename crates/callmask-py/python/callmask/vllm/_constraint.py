@@ -1,0 +1,83 @@
+"""One constrained vLLM request inside the worker: its matcher, compiled off the step loop, the
+output tokens fed to it so far, and whether it failed.
+
+Both logits-processor interfaces (V1 and the V2 model runner) keep one of these per request.
+The grammar is compiled on a worker thread as soon as vLLM adds the request (before the forward
+pass), and awaited only when its first mask is needed (after the forward pass), so compiling
+overlaps the model's work; callmask releases the GIL while compiling.
+
+A request never takes the engine down: a token the grammar refuses (another processor forced
+it, or the engine sampled from a row with no finite logit), a budget below the shortest
+complete output, or a compile error marks the request *failed*: its rows then allow only the
+end-of-generation tokens, so the request ends at once (its text fails to parse as calls, which
+the tool parser reports as plain content), and the reason is logged once. Placeholder tokens
+(negative ids: vLLM's async scheduling writes -1 until the sampled token is known) are never fed:
+feeding stops at the first one and resumes there at the next step.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import Future
+from typing import Optional, Sequence
+
+from .._callmask import Matcher
+
+logger = logging.getLogger("callmask.vllm")
+
+
+class Constraint:
+    """The callmask state of one request (see the module doc)."""
+
+    __slots__ = ("_future", "_matcher", "fed", "failure", "request")
+
+    def __init__(self, future: "Future[Matcher]", request: str = ""):
+        self._future = future
+        self._matcher: Optional[Matcher] = None
+        self.fed = 0
+        self.failure: Optional[str] = None
+        self.request = request
+
+    def matcher(self) -> Optional[Matcher]:
+        """The matcher (waiting for the compile if needed); None once the request failed."""
+        if self._matcher is None and self.failure is None:
+            try:
+                self._matcher = self._future.result()
+            except Exception as e:  # compile errors, budget below the shortest output
+                self.fail(f"could not start: {e}")
+        return None if self.failure is not None else self._matcher
+
+    def fail(self, why: str) -> None:
+        """Marks the request failed (its rows allow only end-of-generation from now on)."""
+        if self.failure is None:
+            self.failure = why
+            logger.error("callmask: request %s ends early: %s", self.request or "?", why)
+
+    def feed(self, output_ids: Sequence[int]) -> None:
+        """Feeds the request's whole output list from where the last feed stopped."""
+        self.feed_new(output_ids[self.fed :])
+
+    def feed_new(self, tokens: Sequence[int]) -> None:
+        """Feeds output tokens that follow the ones fed so far, stopping at the first
+        placeholder (a negative id)."""
+        m = self.matcher()
+        if m is None:
+            return
+        for t in tokens:
+            t = int(t)
+            if t < 0:
+                return
+            if m.is_terminated():
+                # The engine went on past the end (it stops on the end token itself, so this is a
+                # token it appended regardless, e.g. ignore_eos): nothing more to constrain.
+                self.fed += 1
+                continue
+            if not m.accept_token(t):
+                self.fail(f"token {t} at output position {self.fed} refused ({m.error()})")
+                return
+            self.fed += 1
+
+    def is_done(self) -> bool:
+        """True when the request needs no mask (its output ended)."""
+        m = self._matcher
+        return m is not None and self.failure is None and m.is_terminated()

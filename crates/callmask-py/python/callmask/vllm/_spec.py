@@ -1,0 +1,18 @@
+"""Where a vLLM request carries its callmask spec: ``SamplingParams.extra_args["callmask"]``
+(a dict, or JSON text as the OpenAI server's flat ``vllm_xargs`` values are)."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from .._common import normalize_spec
+
+EXTRA_ARGS_KEY = "callmask"
+"""The key of a request's callmask spec in ``SamplingParams.extra_args``."""
+
+
+def request_spec(params: Any) -> Optional[dict]:
+    """The request's spec (checked), or None for a request callmask leaves alone."""
+    extra = getattr(params, "extra_args", None) or {}
+    spec = extra.get(EXTRA_ARGS_KEY)
+    return None if spec is None else normalize_spec(spec)

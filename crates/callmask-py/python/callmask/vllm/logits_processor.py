@@ -1,0 +1,298 @@
+"""callmask as a vLLM logits processor, on both of vLLM's model-runner interfaces.
+
+One class, :class:`CallmaskLogitsProcessor`, implements the V1 interface
+(``vllm/v1/sample/logits_processor/interface.py``: ``update_state(batch_update)`` then
+``apply(logits)``) and the V2 model runner's (``vllm/v1/worker/gpu/sample/logits_processor/``:
+``add_request(slot, params)`` then ``apply(logits, ctx)``), so the same
+``--logits-processors callmask.vllm:CallmaskLogitsProcessor`` works whichever runner vLLM picks.
+Which interface an instance serves is decided by its constructor's arguments.
+
+Per request (``SamplingParams.extra_args["callmask"]``, set by callmask's tool parser for
+OpenAI tool requests, or by hand / ``vllm_xargs``):
+
+- the request's ``max_tokens`` (capped by the context left after the prompt) is the matcher's
+  token budget, end-of-generation token included: every token allowed keeps a complete output
+  within it, so every constrained request ends by itself with ``finish_reason: "stop"``;
+- ``min_tokens`` is refused at admission (the grammar decides where an output may end; vLLM's
+  own min-tokens stage would forbid the end token where it is the only one allowed);
+- with async scheduling, output lists carry ``-1`` placeholders until repaired: the processor
+  asks for repaired lists (``needs_output_token_ids``) and never feeds a placeholder;
+- masks are filled on the CPU (callmask, GIL released) and applied on the logits' device with
+  torch ops (:func:`callmask.bitmask.apply_token_bitmask_inplace`);
+- speculative decoding: vLLM's V1 runner refuses custom logits processors with it (so does
+  this class, with a message); on the V2 runner each draft row is masked for the state after
+  the drafts before it (rows are re-derived every step, so rejected drafts need no rollback).
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Optional
+
+import numpy as np
+
+from .._callmask import Vocab, fill_bitmasks
+from .._common import AutomatonCache, grammar_from_spec
+from ..bitmask import apply_token_bitmask_inplace, bitmask_words
+from ._constraint import Constraint
+from ._spec import request_spec
+
+try:  # pragma: no cover - depends on vLLM being installed
+    from vllm.v1.sample.logits_processor import LogitsProcessor as _V1
+except Exception:  # vLLM absent: plain classes with the same methods
+    _V1 = object  # type: ignore[assignment,misc]
+try:  # pragma: no cover
+    from vllm.v1.worker.gpu.sample.logits_processor.interface import LogitsProcessor as _V2
+except Exception:
+    _V2 = object  # type: ignore[assignment,misc]
+
+_BASES = tuple(b for b in dict.fromkeys((_V1, _V2)) if b is not object) or (object,)
+
+SPEC_DECODING_REFUSED = (
+    "callmask: vLLM's V1 model runner does not run custom logits processors with speculative "
+    "decoding; use the V2 model runner (VLLM_USE_V2_MODEL_RUNNER=1) or turn speculative "
+    "decoding off"
+)
+
+
+def vocab_for_model(vllm_config: Any) -> Vocab:
+    """The vocabulary of the served model: vLLM's own tokenizer for the model config when vLLM
+    is installed, else the ``tokenizer.json`` of the config's tokenizer directory. The model's
+    end-of-generation ids (``generation_config.json``) are added."""
+    model_config = vllm_config.model_config
+    eos = _generation_eos(model_config)
+    tokenizer = None
+    try:  # pragma: no cover - needs vLLM
+        from vllm.tokenizers.registry import cached_tokenizer_from_config
+
+        tokenizer = cached_tokenizer_from_config(model_config)
+    except ImportError:
+        try:
+            from vllm.transformers_utils.tokenizer import cached_tokenizer_from_config as old
+
+            tokenizer = old(model_config)
+        except ImportError:
+            pass
+    if getattr(model_config, "skip_tokenizer_init", False):
+        raise ValueError("callmask: the model runs without a tokenizer (skip_tokenizer_init); callmask needs its vocabulary")
+    if tokenizer is not None:
+        return Vocab.from_hf(tokenizer, eos_token_ids=eos)
+    path = getattr(model_config, "tokenizer", None) or model_config.model
+    return Vocab.from_tokenizer_json(os.path.join(path, "tokenizer.json"), eos_token_ids=eos)
+
+
+def _generation_eos(model_config: Any) -> list:
+    try:
+        cfg = model_config.try_get_generation_config() or {}
+    except Exception:
+        return []
+    eos = cfg.get("eos_token_id") if isinstance(cfg, dict) else None
+    if eos is None:
+        return []
+    return [int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos])]
+
+
+class CallmaskLogitsProcessor(*_BASES):  # type: ignore[misc]
+    """A vLLM logits processor constraining the requests that carry a callmask spec (V1 and V2
+    model runners; see the module doc). Requests without one are left untouched."""
+
+    @classmethod
+    def validate_params(cls, sampling_params: Any) -> None:
+        """Refuses (``ValueError``: HTTP 400 in the OpenAI server) a malformed spec, a grammar
+        that does not compile, and ``min_tokens`` on a constrained request."""
+        try:
+            spec = request_spec(sampling_params)
+            if spec is None:
+                return
+            if (getattr(sampling_params, "min_tokens", 0) or 0) > 0:
+                raise ValueError(
+                    "min_tokens is not supported on a callmask-constrained request (the grammar "
+                    "decides where the output may end)"
+                )
+            grammar_from_spec(spec)
+        except Exception as e:
+            raise ValueError(f"callmask: {e}") from e
+
+    def __init__(self, vllm_config: Any, device_or_states: Any = None, is_pin_memory: bool = False):
+        # V2 passes a LogitsProcRequestState (it has the token history); V1 a device.
+        self._v2 = hasattr(device_or_states, "all_token_ids")
+        self.req_states = device_or_states if self._v2 else None
+        if not self._v2 and getattr(vllm_config, "speculative_config", None):
+            raise ValueError(SPEC_DECODING_REFUSED)
+        self.vocab = vocab_for_model(vllm_config)
+        self.automata = AutomatonCache(self.vocab)
+        model_config = getattr(vllm_config, "model_config", None)
+        self.max_model_len = getattr(model_config, "max_model_len", None)
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="callmask-compile")
+        self.rows: dict = {}  # V1: batch index -> Constraint; V2: request slot -> Constraint
+        self._outputs: dict = {}  # V1: batch index -> vLLM's live output list
+        self._bitmask: Optional[np.ndarray] = None
+        self._eos_row: Optional[np.ndarray] = None
+
+    # -- shared ----------------------------------------------------------------------------
+
+    def is_argmax_invariant(self) -> bool:
+        """False: the mask changes which token is most likely."""
+        return False
+
+    def needs_output_token_ids(self) -> bool:
+        """True: the processor reads each request's output tokens (vLLM then repairs async
+        scheduling's placeholders before calling it)."""
+        return True
+
+    def _start(self, params: Any, prompt_len: Optional[int], request: str = "") -> Optional[Constraint]:
+        spec = request_spec(params)
+        if spec is None:
+            return None
+        budget = getattr(params, "max_tokens", None)
+        if self.max_model_len is not None and prompt_len is not None:
+            left = self.max_model_len - prompt_len
+            budget = left if budget is None else min(budget, left)
+
+        def compile_matcher() -> Any:
+            return self.automata.get(spec).matcher(max_tokens=budget)
+
+        future: "Future[Any]" = self._pool.submit(compile_matcher)
+        return Constraint(future, request)
+
+    def _buffer(self, rows: int, width: int) -> np.ndarray:
+        """A reused int32 numpy bitmask of at least ``rows`` rows for logits ``width`` wide
+        (copied to the logits' device when applied; numpy memory is shared with torch)."""
+        words = bitmask_words(width)
+        b = self._bitmask
+        if b is None or b.shape[0] < rows or b.shape[1] != words:
+            b = np.zeros((max(rows, 8), words), dtype=np.int32)
+            self._bitmask = b
+            row = np.zeros(words, dtype=np.uint32)
+            for t in self.vocab.eos_token_ids:
+                if t < words * 32:
+                    row[t >> 5] |= np.uint32(1 << (t & 31))
+            self._eos_row = row.view(np.int32)
+        return b
+
+    def _mask_rows(self, logits: Any, rows: list, matchers: list) -> Any:
+        """Masks logits rows ``rows``; ``matchers[k]`` for ``rows[k]`` (None: end-of-generation
+        only)."""
+        buf = self._buffer(len(rows), logits.shape[-1])[: len(rows)]
+        fill_bitmasks(matchers, buf)
+        for k, m in enumerate(matchers):
+            if m is None:
+                buf[k] = self._eos_row
+        return apply_token_bitmask_inplace(logits, buf, rows, bitmask_rows=range(len(rows)))
+
+    # -- V1 ----------------------------------------------------------------------------------
+
+    def update_state(self, batch_update: Any) -> None:
+        """V1: applies removed, added, moved requests (in that order), then feeds each
+        constrained request's new output tokens to its matcher."""
+        if batch_update is not None:
+            for index in batch_update.removed:
+                self.rows.pop(index, None)
+                self._outputs.pop(index, None)
+            for index, params, prompt_ids, output_ids in batch_update.added:
+                prompt_len = len(prompt_ids) if prompt_ids is not None else None
+                c = self._start(params, prompt_len)
+                if c is None:
+                    self.rows.pop(index, None)
+                    self._outputs.pop(index, None)
+                else:
+                    self.rows[index] = c
+                    self._outputs[index] = output_ids
+            for a, b, direction in batch_update.moved:
+                swap = getattr(direction, "name", str(direction)) == "SWAP"
+                for table in (self.rows, self._outputs):
+                    va, vb = table.pop(a, None), table.pop(b, None)
+                    if va is not None:
+                        table[b] = va
+                    if swap and vb is not None:
+                        table[a] = vb
+        for index, c in self.rows.items():
+            out = self._outputs[index]
+            if len(out) > c.fed:  # new tokens (a request's first compile is not awaited here)
+                c.feed(out)
+
+    def _apply_v1(self, logits: Any) -> Any:
+        rows, matchers = [], []
+        for index in sorted(self.rows):
+            c = self.rows[index]
+            c.feed(self._outputs[index])
+            if c.is_done():
+                continue
+            rows.append(index)
+            matchers.append(c.matcher())
+        if not rows:
+            return logits
+        return self._mask_rows(logits, rows, matchers)
+
+    # -- V2 ----------------------------------------------------------------------------------
+
+    def add_request(self, req_idx: int, sampling_params: Any) -> bool:
+        """V2: starts the request in slot ``req_idx`` (compiling off the step loop); True when
+        callmask constrains it."""
+        prompt_len = int(self.req_states.prompt_len.np[req_idx])
+        c = self._start(sampling_params, prompt_len)
+        if c is None:
+            self.rows.pop(req_idx, None)
+            return False
+        self.rows[req_idx] = c
+        return True
+
+    def _committed(self, slots: list) -> dict:
+        """V2: each slot's committed output tokens not fed yet, read from the model runner's
+        token history (one device-to-host copy per step)."""
+        import torch
+
+        rs = self.req_states
+        idx = torch.as_tensor(slots, dtype=torch.long, device=rs.all_token_ids.gpu.device)
+        total = rs.total_len.gpu.index_select(0, idx).cpu().tolist()
+        out = {}
+        for slot, end in zip(slots, total):
+            start = int(rs.prompt_len.np[slot]) + self.rows[slot].fed
+            if end > start:
+                out[slot] = rs.all_token_ids.gpu[slot, start:end].cpu().tolist()
+            else:
+                out[slot] = []
+        return out
+
+    def _apply_v2(self, logits: Any, ctx: Any) -> Any:
+        slots_np = ctx.idx_mapping_np
+        live = sorted({int(s) for s in slots_np if int(s) in self.rows})
+        if not live:
+            return logits
+        for slot, tokens in self._committed(live).items():
+            self.rows[slot].feed_new(tokens)
+        n_rows = logits.shape[0]
+        if n_rows == len(slots_np):  # one row per request: no drafts
+            row_slots = [int(s) for s in slots_np]
+            local = [0] * n_rows
+            inputs = None
+        else:
+            row_slots = ctx.expanded_idx_mapping.cpu().tolist()
+            local = ctx.expanded_local_pos.cpu().tolist()
+            inputs = ctx.input_ids.cpu().tolist()
+        rows, matchers = [], []
+        for r, slot in enumerate(row_slots):
+            c = self.rows.get(slot)
+            if c is None or c.is_done():
+                continue
+            m = c.matcher()
+            if m is not None and local[r] > 0:
+                m = m.fork()
+                drafts = inputs[r - local[r] + 1 : r + 1] if inputs is not None else []
+                if not m.accept_tokens(drafts):
+                    m = None  # the draft is rejected at an earlier row: this row is discarded
+            rows.append(r)
+            matchers.append(m)
+        if not rows:
+            return logits
+        return self._mask_rows(logits, rows, matchers)
+
+    # -- both --------------------------------------------------------------------------------
+
+    def apply(self, logits: Any, ctx: Any = None) -> Any:
+        """Masks the rows of constrained requests (forbidden tokens to -inf), in place, on the
+        logits' device; returns ``logits``."""
+        if self._v2:
+            return self._apply_v2(logits, ctx)
+        return self._apply_v1(logits)

@@ -1,0 +1,366 @@
+"""callmask.vllm driven through vLLM's exact call sequences, over the real callmask package and
+the Qwen3 vocabulary (<tool_call> is one token there, as in the real model):
+
+- the logits processor on the V1 interface (batch updates removed/added/moved, update_state then
+  apply, vLLM appending to the live output lists, async scheduling's -1 placeholders) with the
+  request's max_tokens as budget: random sampling from the allowed tokens must still end every
+  request by itself within max_tokens, with schema-valid calls;
+- the V2 model runner's interface (add_request, apply with a LogitsContext, the token history in
+  the runner's tensors, draft rows under speculative decoding), where torch is installed;
+- failures that must not take the engine down (a refused token, a budget too small);
+- the tool parser (adjust_request, extract_tool_calls, streaming) where vLLM is installed;
+- the StructuredOutputGrammar scheduler sequence (fill, accept drafts, roll back).
+In CI (no vLLM, no torch) the adapters' base classes are plain objects; scripts/vllm-e2e.sh runs
+this file again inside the real vLLM venv and then the real engine."""
+
+import json
+import random
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import callmask
+from callmask import vllm as cm_vllm
+from callmask._common import grammar_from_spec
+from conftest import OUTPUTS, TOKENIZERS, load_tools, standard
+
+PAD = 128  # models pad their logits beyond the tokenizer
+
+
+def spec(tool_choice="required", parallel=True, tools="weather.json"):
+    return {
+        "dialect": "hermes",
+        "tools": load_tools(tools),
+        "tool_choice": tool_choice,
+        "parallel_tool_calls": parallel,
+    }
+
+
+def config(max_model_len=None, speculative=None, tokenizer="qwen3"):
+    return SimpleNamespace(
+        # The fields of vLLM's ModelConfig that its tokenizer loader reads.
+        model_config=SimpleNamespace(
+            tokenizer=str(TOKENIZERS[tokenizer].parent), model="m", max_model_len=max_model_len,
+            skip_tokenizer_init=False, runner_type="generate", tokenizer_mode="auto",
+            tokenizer_revision=None, trust_remote_code=False,
+        ),
+        speculative_config=speculative,
+    )
+
+
+def params(s, max_tokens, **kw):
+    return SimpleNamespace(extra_args=None if s is None else {"callmask": s}, max_tokens=max_tokens, **kw)
+
+
+def text_of(vocab, tokens):
+    return b"".join(vocab.token_bytes(t) for t in tokens).decode("utf-8")
+
+
+def check_output(vocab, s, tokens, budget):
+    """The output ends with an end-of-generation token within the budget and parses into
+    schema-valid calls that the spec allows."""
+    import jsonschema
+
+    assert 0 < len(tokens) <= budget, (len(tokens), budget)
+    assert tokens[-1] in vocab.eos_token_ids
+    message = grammar_from_spec(s).parse(text_of(vocab, tokens[:-1]))
+    calls = message["tool_calls"]
+    if s["tool_choice"] != "auto":
+        assert calls
+    if not s["parallel_tool_calls"]:
+        assert len(calls) <= 1
+    schemas = {t["function"]["name"]: t["function"].get("parameters", {}) for t in s["tools"]}
+    for c in calls:
+        jsonschema.validate(json.loads(c["function"]["arguments"]), standard(schemas[c["function"]["name"]]))
+    return message
+
+
+class Direction:
+    def __init__(self, name):
+        self.name = name
+
+
+def sample(rng, row):
+    finite = np.flatnonzero(np.isfinite(row))
+    assert len(finite) > 0, "a row with no allowed token"
+    return int(finite[rng.randrange(len(finite))])
+
+
+def test_v1_budget_ends_every_request(qwen_vocab):
+    """16 requests, random tokens among the allowed ones, budgets 30..200: each ends by itself
+    (end-of-generation sampled) within max_tokens, with valid calls. Placeholders (-1) appear in
+    the live lists and are repaired before the mask is needed, as vLLM does for a processor
+    whose needs_output_token_ids() is True."""
+    proc = cm_vllm.CallmaskLogitsProcessor(config(max_model_len=4096), None, False)
+    assert proc.needs_output_token_ids() and not proc.is_argmax_invariant()
+    width = len(qwen_vocab) + PAD
+    rng = random.Random(7)
+    budgets = [30, 40, 64, 100, 150, 200, 48, 80]
+    choices = ["required", "auto", {"type": "function", "function": {"name": "get_user_info"}}, "required"]
+    pending = []
+    for i in range(16):
+        s = spec(choices[i % 4], parallel=i % 3 != 0, tools=["weather.json", "travel.json"][i % 2])
+        pending.append((s, budgets[i % len(budgets)]))
+    slots = {}  # batch index -> (spec, budget, live output list)
+    finished = []
+    steps = 0
+    while pending or slots:
+        added, removed = [], []
+        for index in [i for i, (_, _, out) in slots.items() if out and out[-1] in qwen_vocab.eos_token_ids]:
+            finished.append(slots.pop(index))
+            removed.append(index)
+        for index in range(4):  # a batch of 4 slots, refilled as requests end
+            if index not in slots and pending:
+                s, budget = pending.pop(0)
+                out = []
+                slots[index] = (s, budget, out)
+                added.append((index, params(s, budget), [1, 2, 3], out))
+        proc.update_state(SimpleNamespace(batch_size=len(slots), removed=removed, added=added, moved=[]) if added or removed else None)
+        if not slots:
+            break
+        logits = np.zeros((4, width), dtype=np.float32)
+        proc.apply(logits)
+        for index, (s, budget, out) in slots.items():
+            assert len(out) < budget, "sampling past the budget"
+            t = sample(rng, logits[index])
+            if steps % 3 == 0:
+                out.append(-1)  # async scheduling: a placeholder first ...
+                proc.update_state(None)  # ... never fed
+                out[-1] = t  # ... then repaired
+            else:
+                out.append(t)
+        steps += 1
+        assert steps < 2000
+    assert len(finished) == 16
+    called = 0
+    for s, budget, out in finished:
+        called += bool(check_output(qwen_vocab, s, out, budget)["tool_calls"])
+    assert called >= 12  # every required/named one at least
+
+
+def test_v1_batch_moves_and_untouched_rows(qwen_vocab):
+    proc = cm_vllm.CallmaskLogitsProcessor(config(), None, False)
+    width = len(qwen_vocab) + PAD
+    s = spec(parallel=False)
+    hermes = callmask.TokenAutomaton(grammar_from_spec(s), qwen_vocab)
+    text = (OUTPUTS / "hermes.txt").read_text().rstrip("\n")
+    seq = hermes.tokenize(text)
+    m = hermes.matcher()
+    assert m.accept_tokens(seq)
+    seq.append(next(t for t in qwen_vocab.eos_token_ids if m.is_allowed(t)))
+    outs = {"a": [], "b": []}
+    where = {"a": 0, "b": 1}
+    update = SimpleNamespace(
+        batch_size=2,
+        removed=[],
+        added=[(0, params(json.dumps(s), 512), None, outs["a"]), (1, params(None, 16), None, outs["b"])],
+        moved=[],
+    )
+    for step in range(len(seq)):
+        if step == 3:  # vLLM condenses / reorders its persistent batch: swap rows 0 and 1
+            update = SimpleNamespace(batch_size=2, removed=[], added=[], moved=[(0, 1, Direction("SWAP"))])
+            where = {"a": 1, "b": 0}
+        if step == 6:  # b leaves; a moves down to row 0
+            update = SimpleNamespace(batch_size=1, removed=[0], added=[], moved=[(1, 0, Direction("UNIDIRECTIONAL"))])
+            where = {"a": 0}
+        proc.update_state(update)
+        update = None
+        logits = np.zeros((2, width), dtype=np.float32)
+        proc.apply(logits)
+        if "b" in where:
+            assert np.isfinite(logits[where["b"]]).all()  # the unconstrained request is untouched
+            outs["b"].append(5)
+        ref = hermes.matcher()
+        assert ref.accept_tokens(outs["a"])
+        assert np.flatnonzero(np.isfinite(logits[where["a"]])).tolist() == ref.allowed_tokens()
+        assert not np.isfinite(logits[where["a"], len(qwen_vocab) :]).any()  # padding never allowed
+        outs["a"].append(seq[step])
+    proc.update_state(None)
+    assert all(c.is_done() for c in proc.rows.values())
+
+
+def test_v1_failures_end_the_request_not_the_engine(qwen_vocab, caplog):
+    proc = cm_vllm.CallmaskLogitsProcessor(config(), None, False)
+    width = len(qwen_vocab) + PAD
+    bad, tiny = [], []
+    proc.update_state(
+        SimpleNamespace(
+            batch_size=2,
+            removed=[],
+            added=[(0, params(spec(), 256), None, bad), (1, params(spec(), 3), None, tiny)],
+            moved=[],
+        )
+    )
+    logits = np.zeros((2, width), dtype=np.float32)
+    proc.apply(logits)  # the 3-token budget cannot hold a call: that request ends at once
+    eos_only = sorted(qwen_vocab.eos_token_ids)
+    assert np.flatnonzero(np.isfinite(logits[1])).tolist() == eos_only
+    assert np.isfinite(logits[0]).sum() > 1
+    forbidden = int(np.flatnonzero(~np.isfinite(logits[0, : len(qwen_vocab)]))[0])
+    bad.append(forbidden)  # another stage forced a token the grammar refuses
+    proc.update_state(None)
+    logits = np.zeros((2, width), dtype=np.float32)
+    proc.apply(logits)
+    assert np.flatnonzero(np.isfinite(logits[0])).tolist() == eos_only
+    assert "refused" in caplog.text and "could not start" in caplog.text
+
+
+def test_validate_params_and_spec_decoding():
+    v = cm_vllm.CallmaskLogitsProcessor.validate_params
+    v(params(None, 10))
+    v(params(spec(), 10))
+    for bad in (
+        params({"dialect": "hermes"}, 10),  # no tools
+        params({"json_schema": {"$recursiveRef": "#"}}, 10),
+        params({"dialect": "no-such-dialect", "tools": []}, 10),
+        params(spec(), 10, min_tokens=5),
+    ):
+        with pytest.raises(ValueError, match="callmask"):
+            v(bad)
+    with pytest.raises(ValueError, match="speculative decoding"):
+        cm_vllm.CallmaskLogitsProcessor(config(speculative=object()), None, False)
+
+
+def test_v2_interface_with_drafts(qwen_vocab):
+    """The V2 model runner's call sequence: add_request per slot, the committed tokens in the
+    runner's token history, one logits row per draft position under speculative decoding."""
+    torch = pytest.importorskip("torch")
+    max_reqs, max_len = 4, 512
+
+    class Staged:  # the runner's StagedWriteTensor / UvaBackedTensor, as read by processors
+        def __init__(self, t):
+            self.gpu = t
+            self.np = t.numpy()
+
+    all_ids = torch.zeros((max_reqs, max_len), dtype=torch.int32)
+    prompt_len = Staged(torch.zeros(max_reqs, dtype=torch.int32))
+    total_len = Staged(torch.zeros(max_reqs, dtype=torch.int32))
+    states = SimpleNamespace(
+        device=torch.device("cpu"), max_num_reqs=max_reqs, vocab_size=len(qwen_vocab) + PAD,
+        all_token_ids=Staged(all_ids), prompt_len=prompt_len, total_len=total_len,
+    )
+    proc = cm_vllm.CallmaskLogitsProcessor(config(max_model_len=4096), states)
+    s = spec(parallel=False)
+    slot = 2
+    prompt_len.np[slot] = 5
+    total_len.np[slot] = 5
+    assert proc.add_request(slot, params(s, 200))
+    assert not proc.add_request(0, params(None, 200))
+    hermes = callmask.TokenAutomaton(grammar_from_spec(s), qwen_vocab)
+    seq = hermes.tokenize((OUTPUTS / "hermes.txt").read_text().rstrip("\n"))
+    width = len(qwen_vocab) + PAD
+    pos = 0
+    while pos < len(seq) - 3:
+        # Rows: request 0 (unconstrained, 1 row), then request in `slot` with 3 draft tokens.
+        drafts = seq[pos : pos + 3]
+        last = seq[pos - 1] if pos else 0
+        ctx = SimpleNamespace(
+            idx_mapping_np=np.array([0, slot]),
+            expanded_idx_mapping=torch.tensor([0, slot, slot, slot, slot]),
+            expanded_local_pos=torch.tensor([0, 0, 1, 2, 3]),
+            input_ids=torch.tensor([9, last] + drafts),
+        )
+        logits = torch.zeros((5, width))
+        proc.apply(logits, ctx)
+        assert torch.isfinite(logits[0]).all()
+        for j in range(4):
+            ref = hermes.matcher()
+            assert ref.accept_tokens(seq[: pos + j])
+            got = torch.nonzero(torch.isfinite(logits[1 + j])).flatten().tolist()
+            assert got == ref.allowed_tokens(), j
+        # The rejection sampler keeps two drafts and a bonus token: commit three tokens.
+        k = 3
+        all_ids[slot, int(total_len.np[slot]) : int(total_len.np[slot]) + k] = torch.tensor(seq[pos : pos + k])
+        total_len.np[slot] += k
+        pos += k
+
+
+def test_structured_output_grammar_scheduler_sequence(qwen_vocab):
+    width = len(qwen_vocab) + PAD
+    backend = cm_vllm.CallmaskBackend(None, None, width, vocab=qwen_vocab)
+    s = spec(parallel=False)
+    g = backend.compile_grammar(SimpleNamespace(name="STRUCTURAL_TAG"), json.dumps(s))
+    ref = callmask.TokenAutomaton(grammar_from_spec(s), qwen_vocab)
+    tokens = ref.tokenize((OUTPUTS / "hermes.txt").read_text().rstrip("\n"))
+    m = ref.matcher()
+    assert m.accept_tokens(tokens)
+    tokens.append(next(t for t in qwen_vocab.eos_token_ids if m.is_allowed(t)))
+    words = (width + 31) // 32
+    pos = 0
+    while not g.is_terminated():
+        draft = tokens[pos : pos + 3]
+        after = ref.matcher()
+        assert after.accept_tokens(tokens[: pos + len(draft)])
+        allowed = set(after.allowed_tokens())
+        bad = next(t for t in range(len(qwen_vocab)) if t not in allowed)
+        kept = g.validate_tokens(draft + [bad])
+        assert kept == draft
+        bitmask = np.full((len(kept) + 1, words), -1, dtype=np.int32)
+        advanced = 0
+        for i, t in enumerate(kept + [None]):
+            g.fill_bitmask(bitmask, i)
+            r = ref.matcher()
+            assert r.accept_tokens(tokens[: pos + i])
+            allowed = np.flatnonzero(callmask.allowed_from_bitmask(bitmask[i], width)).tolist()
+            assert allowed == r.allowed_tokens()
+            if t is not None and not g.is_terminated():
+                assert g.accept_tokens("req", [t])
+                advanced += 1
+        g.rollback(advanced)
+        sampled = tokens[pos : pos + len(kept) + 1]
+        assert g.accept_tokens("req", sampled)
+        pos += len(sampled)
+    assert pos == len(tokens)
+    with pytest.raises(ValueError):
+        backend.compile_grammar(SimpleNamespace(name="REGEX"), "a+")
+
+
+def test_tool_parser_openai_requests(qwen_vocab):
+    """adjust_request puts the spec where the logits processor reads it and adds no JSON
+    constraint of vLLM's own; whole and streamed outputs come back as tool_calls."""
+    pytest.importorskip("vllm")
+    from transformers import PreTrainedTokenizerFast
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+    from vllm.tool_parsers.abstract_tool_parser import ToolParserManager
+
+    names = cm_vllm.register()
+    assert "callmask" in names and "callmask_hermes" in names
+    assert ToolParserManager.get_tool_parser("callmask_qwen3") is not None
+    tok = PreTrainedTokenizerFast(tokenizer_file=str(TOKENIZERS["qwen3"]))
+    tok.chat_template = json.loads((TOKENIZERS["qwen3"].parent / "tokenizer_config.json").read_text())["chat_template"]
+    tools = load_tools("weather.json")
+    for choice in ("required", "auto", {"type": "function", "function": {"name": "get_current_weather"}}):
+        req = ChatCompletionRequest(
+            model="m", messages=[{"role": "user", "content": "hi"}], tools=tools, tool_choice=choice,
+            parallel_tool_calls=False, max_tokens=100,
+        )
+        parser = ToolParserManager.get_tool_parser("callmask")(tok, req.tools)
+        assert parser._dialect == "qwen3"  # detected from Qwen3's chat template
+        req = parser.adjust_request(req)
+        assert req.structured_outputs is None and req.response_format is None
+        sent = json.loads(req.vllm_xargs["callmask"])
+        assert sent["dialect"] == "qwen3" and sent["parallel_tool_calls"] is False
+        cm_vllm.CallmaskLogitsProcessor.validate_params(req.to_sampling_params(100, {}))
+        assert req.to_sampling_params(100, {}).extra_args["callmask"] == req.vllm_xargs["callmask"]
+        out = '<tool_call>\n{"name": "get_current_weather", "arguments": {"location": "Paris", "unit": "celsius"}}\n</tool_call>'
+        info = parser.extract_tool_calls(out, req)
+        assert info.tools_called and info.tool_calls[0].function.name == "get_current_weather"
+        assert json.loads(info.tool_calls[0].function.arguments) == {"location": "Paris", "unit": "celsius"}
+        # Streamed in pieces of 3 characters: the deltas add up to the same call.
+        stream = ToolParserManager.get_tool_parser("callmask")(tok, req.tools)
+        stream.adjust_request(req)
+        name, args, prev = "", "", ""
+        for i in range(0, len(out), 3):
+            cur = out[: i + 3]
+            d = stream.extract_tool_calls_streaming(prev, cur, cur[len(prev) :], [], [], [], req)
+            prev = cur
+            for c in (d.tool_calls if d else []):
+                name += c.function.name or ""
+                args += c.function.arguments or ""
+        args += stream.get_remaining_unstreamed_args()
+        assert name == "get_current_weather" and json.loads(args) == {"location": "Paris", "unit": "celsius"}
+    none = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "hi"}], tools=tools, tool_choice="none")
+    assert parser.adjust_request(none).vllm_xargs is None
+    text = parser.extract_tool_calls("not a call", req)
+    assert not text.tools_called and text.content == "not a call"

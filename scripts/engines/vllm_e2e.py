@@ -1,0 +1,278 @@
+"""callmask inside a real vLLM engine: offline (``LLM``) and over the OpenAI protocol
+(``vllm serve``), every constrained request checked.
+
+Each request must end by itself (``finish_reason`` ``stop``, or ``tool_calls`` in the server)
+within its ``max_tokens``, and its output must parse (callmask's grammar, and in the server
+vLLM's own response) into calls whose arguments validate against the tool's JSON Schema, with
+at least one call where ``tool_choice`` requires it and only the named function where it names
+one. The model is small and random, so whatever it would write, the constraint decides.
+
+    python vllm_e2e.py offline MODEL_DIR [--requests 24] [--seed 0]
+    python vllm_e2e.py serve   BASE_URL  [--requests 16] [--seed 0]
+
+Prints one line per request and a closing ``N passed, N failed`` line; exits non-zero on any
+failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import random
+import sys
+import time
+from typing import Any, Optional
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+TOOLS = ROOT / "examples" / "tools"
+BUDGETS = [40, 64, 100, 200]
+MESSAGES = [
+    "What's the weather in Paris, in celsius?",
+    "Book me a flight to Tokyo and remind me tomorrow.",
+    "How much is AAPL trading at?",
+    "Tell me a joke, and the time in UTC.",
+]
+
+
+def load_tools(name: str) -> list:
+    data = json.loads((TOOLS / name).read_text())
+    return data["tools"] if isinstance(data, dict) else data
+
+
+def schema_of(tools: list, name: str) -> dict:
+    for t in tools:
+        f = t.get("function", t)
+        if f["name"] == name:
+            return f.get("parameters") or {"type": "object", "properties": {}}
+    raise KeyError(name)
+
+
+def plan(n: int, seed: int) -> list:
+    """``n`` requests cycling through tool sets, tool choices and budgets."""
+    rng = random.Random(seed)
+    sets = ["weather.json", "travel.json", "mixed.json"]
+    choices = ["required", "named", "auto", "required"]
+    out = []
+    for i in range(n):
+        tools = load_tools(sets[i % len(sets)])
+        choice: Any = choices[i % len(choices)]
+        if choice == "named":
+            f = tools[rng.randrange(len(tools))].get("function")
+            choice = {"type": "function", "function": {"name": f["name"]}}
+        out.append(
+            {
+                "tools": tools,
+                "tool_choice": choice,
+                "parallel_tool_calls": i % 3 != 2,
+                "max_tokens": BUDGETS[i % len(BUDGETS)],
+                "message": MESSAGES[i % len(MESSAGES)],
+                "stream": i % 2 == 1,
+            }
+        )
+    return out
+
+
+def check_calls(req: dict, calls: list) -> Optional[str]:
+    """None when the calls are what the request allows, else why not."""
+    import jsonschema
+
+    choice = req["tool_choice"]
+    if choice == "required" or isinstance(choice, dict):
+        if not calls:
+            return "no call although tool_choice requires one"
+    if not req["parallel_tool_calls"] and len(calls) > 1:
+        return f"{len(calls)} calls with parallel_tool_calls false"
+    for c in calls:
+        name = c["function"]["name"]
+        if isinstance(choice, dict) and name != choice["function"]["name"]:
+            return f"called {name}, not the named {choice['function']['name']}"
+        try:
+            args = json.loads(c["function"]["arguments"])
+            jsonschema.validate(args, schema_of(req["tools"], name))
+        except Exception as e:
+            return f"{name}: arguments invalid: {e}"
+    return None
+
+
+def offline(model: str, n: int, seed: int) -> list:
+    from vllm import LLM, SamplingParams
+    from transformers import AutoTokenizer
+
+    import callmask
+    from callmask.vllm import CallmaskLogitsProcessor
+
+    tok = AutoTokenizer.from_pretrained(model)
+    vocab = callmask.Vocab.from_hf(tok)
+    dialect = callmask.Grammar.detect_dialect(tok.chat_template, vocab)
+    print(f"offline: dialect {dialect} (detected from the chat template)", flush=True)
+    t0 = time.time()
+    llm = LLM(
+        model=model,
+        logits_processors=[CallmaskLogitsProcessor],
+        gpu_memory_utilization=0.3,
+        max_model_len=2048,
+        max_num_seqs=8,
+        enforce_eager=True,
+        dtype="float32",
+        seed=seed,
+    )
+    print(f"offline: engine up in {time.time() - t0:.0f} s", flush=True)
+    reqs = plan(n, seed)
+    prompts, params = [], []
+    for i, r in enumerate(reqs):
+        spec = {
+            "dialect": dialect,
+            "tools": r["tools"],
+            "tool_choice": r["tool_choice"],
+            "parallel_tool_calls": r["parallel_tool_calls"],
+        }
+        prompts.append(
+            tok.apply_chat_template(
+                [{"role": "user", "content": r["message"]}],
+                tools=r["tools"],
+                add_generation_prompt=True,
+                tokenize=False,
+            )
+        )
+        params.append(
+            SamplingParams(
+                max_tokens=r["max_tokens"],
+                temperature=1.0,
+                seed=seed + i,
+                skip_special_tokens=False,
+                extra_args={"callmask": spec},
+            )
+        )
+    # One unconstrained request rides along: it must be left alone (it runs to its length).
+    prompts.append("Hello")
+    params.append(SamplingParams(max_tokens=12, temperature=1.0, seed=seed, ignore_eos=True))
+    t0 = time.time()
+    outs = llm.generate(prompts, params)
+    print(f"offline: {len(outs)} requests in {time.time() - t0:.1f} s", flush=True)
+    results = []
+    for i, (r, o) in enumerate(zip(reqs, outs)):
+        out = o.outputs[0]
+        g = callmask.Grammar.from_dialect(
+            dialect, r["tools"], tool_choice=r["tool_choice"], parallel_tool_calls=r["parallel_tool_calls"]
+        )
+        why = None
+        if out.finish_reason != "stop":
+            why = f"finish_reason {out.finish_reason}"
+        elif len(out.token_ids) > r["max_tokens"]:
+            why = f"{len(out.token_ids)} tokens > max_tokens {r['max_tokens']}"
+        else:
+            try:
+                calls = g.parse(out.text)["tool_calls"]
+                why = check_calls(r, calls)
+            except callmask.CallmaskError as e:
+                why = f"does not parse: {e}"
+        results.append(report("offline", i, r, len(out.token_ids), out.finish_reason, why, out.text))
+    free = outs[-1].outputs[0]
+    why = None if free.finish_reason == "length" and len(free.token_ids) == 12 else "unconstrained request was changed"
+    results.append(report("offline", len(reqs), {"tool_choice": "-", "max_tokens": 12}, len(free.token_ids), free.finish_reason, why, free.text))
+    return results
+
+
+def serve(base: str, n: int, seed: int) -> list:
+    import urllib.request
+
+    model = json.loads(urllib.request.urlopen(f"{base}/v1/models").read())["data"][0]["id"]
+    results = []
+    for i, r in enumerate(plan(n, seed)):
+        body = {
+            "model": model,
+            "messages": [{"role": "user", "content": r["message"]}],
+            "tools": r["tools"],
+            "tool_choice": r["tool_choice"],
+            "parallel_tool_calls": r["parallel_tool_calls"],
+            "max_tokens": r["max_tokens"],
+            "temperature": 1.0,
+            "seed": seed + i,
+            "stream": r["stream"],
+        }
+        if r["stream"]:
+            body["stream_options"] = {"include_usage": True}
+        req = urllib.request.Request(
+            f"{base}/v1/chat/completions",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(req, timeout=600) as resp:
+            raw = resp.read().decode()
+        if r["stream"]:
+            message, finish, used = collect_stream(raw)
+        else:
+            data = json.loads(raw)
+            message, finish = data["choices"][0]["message"], data["choices"][0]["finish_reason"]
+            used = data["usage"]["completion_tokens"]
+        calls = message.get("tool_calls") or []
+        want = {"stop"} if isinstance(r["tool_choice"], dict) else {"stop", "tool_calls"}
+        why = None
+        if finish not in want:
+            why = f"finish_reason {finish}"
+        elif used is None or used > r["max_tokens"]:
+            why = f"{used} tokens > max_tokens {r['max_tokens']}"
+        elif calls and r["tool_choice"] != "named" and not isinstance(r["tool_choice"], dict) and finish != "tool_calls":
+            why = f"calls but finish_reason {finish}"
+        else:
+            why = check_calls(r, calls)
+        results.append(report("serve", i, r, used, finish, why, json.dumps(message)[:300]))
+    return results
+
+
+def collect_stream(raw: str) -> tuple:
+    """The message, finish reason and completion tokens of an SSE chat stream (deltas
+    accumulated as OpenAI's clients do)."""
+    content, calls, finish, used = [], {}, None, None
+    for line in raw.splitlines():
+        if not line.startswith("data: ") or line == "data: [DONE]":
+            continue
+        chunk = json.loads(line[6:])
+        if chunk.get("usage"):
+            used = chunk["usage"]["completion_tokens"]
+        for ch in chunk.get("choices", []):
+            d = ch.get("delta", {})
+            if d.get("content"):
+                content.append(d["content"])
+            for tc in d.get("tool_calls") or []:
+                c = calls.setdefault(tc["index"], {"id": None, "function": {"name": "", "arguments": ""}})
+                c["id"] = c["id"] or tc.get("id")
+                f = tc.get("function") or {}
+                c["function"]["name"] += f.get("name") or ""
+                c["function"]["arguments"] += f.get("arguments") or ""
+            finish = ch.get("finish_reason") or finish
+    message = {"content": "".join(content) or None, "tool_calls": [calls[k] for k in sorted(calls)]}
+    return message, finish, used
+
+
+def report(mode: str, i: int, r: dict, used: Any, finish: Any, why: Optional[str], text: str) -> bool:
+    choice = r["tool_choice"]
+    choice = choice["function"]["name"] if isinstance(choice, dict) else choice
+    status = "ok  " if why is None else "FAIL"
+    print(
+        f"{status} {mode} #{i:02d} tool_choice={choice:<22} max_tokens={r['max_tokens']:<4} "
+        f"used={used} finish={finish}{'' if why is None else '  -> ' + why}",
+        flush=True,
+    )
+    if why is not None:
+        print(f"     output: {text[:400]!r}", flush=True)
+    return why is None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("mode", choices=["offline", "serve"])
+    ap.add_argument("target")
+    ap.add_argument("--requests", type=int, default=24)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    run = offline if args.mode == "offline" else serve
+    results = run(args.target, args.requests, args.seed)
+    passed = sum(results)
+    print(f"{passed} passed, {len(results) - passed} failed")
+    return 0 if passed == len(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

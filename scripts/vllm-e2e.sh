@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# callmask in a real vLLM engine on this machine's CPU (too heavy for CI: ~5 GB install, ~10
+# minutes): installs vLLM (scripts/vllm-setup.sh, cached in .cache/venv-vllm), builds and
+# installs the callmask wheel there, writes a small random-weight Qwen3 model over the real
+# Qwen3 tokenizer (.cache/models/tiny-qwen3), then
+#   0. crates/callmask-py/tests/test_vllm.py inside that venv (real vLLM classes, torch);
+#   1. offline: LLM(..., logits_processors=[CallmaskLogitsProcessor]) with per-request specs;
+#   2. server:  vllm serve on 127.0.0.1:PORT with callmask's logits processor and tool parser,
+#      OpenAI chat requests with tools (required, named, auto; streamed and not);
+# and checks every constrained request (scripts/engines/vllm_e2e.py): it ends by itself within
+# max_tokens and parses into schema-valid calls. Exits non-zero on any failure.
+#
+#   scripts/vllm-e2e.sh [--port PORT] [--requests N]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+export CALLMASK_CACHE=${CALLMASK_CACHE:-$root/.cache}
+port=8471
+requests=24
+while [ $# -gt 0 ]; do
+  case "$1" in
+  --port) port=$2; shift 2 ;;
+  --requests) requests=$2; shift 2 ;;
+  *) echo "usage: scripts/vllm-e2e.sh [--port PORT] [--requests N]" >&2; exit 2 ;;
+  esac
+done
+start=$(date +%s)
+
+scripts/vllm-setup.sh
+py=$(scripts/vllm-setup.sh --print-python)
+venv_bin=$(dirname "$py")
+scripts/fetch-data.sh tokenizers
+
+rm -rf target/wheels-vllm
+"$venv_bin/maturin" build --release --quiet -m crates/callmask-py/Cargo.toml -o target/wheels-vllm
+"$py" -m pip install --quiet --no-deps --force-reinstall target/wheels-vllm/callmask-*.whl
+
+model=$CALLMASK_CACHE/models/tiny-qwen3
+[ -f "$model/model.safetensors" ] || "$py" scripts/engines/make_tiny_qwen3.py "$CALLMASK_CACHE/tokenizers/qwen3-3.7.2" "$model"
+
+echo "== vllm-e2e: adapter tests against the installed vLLM (V1 and V2 interfaces, tool parser) ==" >&2
+(cd crates/callmask-py && "$py" -m pytest -q -p no:cacheprovider tests/test_vllm.py)
+
+# vLLM's CPU backend: KV cache within this 24 GB machine, one thread per core.
+export VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-2}
+export PYTHONUNBUFFERED=1
+echo "== vllm-e2e: offline ==" >&2
+"$py" scripts/engines/vllm_e2e.py offline "$model" --requests "$requests"
+
+echo "== vllm-e2e: vllm serve on 127.0.0.1:$port ==" >&2
+log=$CALLMASK_CACHE/vllm-serve.log
+plugin=$("$py" -m callmask.vllm --plugin-path)
+"$venv_bin/vllm" serve "$model" --host 127.0.0.1 --port "$port" \
+  --logits-processors callmask.vllm:CallmaskLogitsProcessor \
+  --tool-parser-plugin "$plugin" --tool-call-parser callmask --enable-auto-tool-choice \
+  --max-model-len 2048 --max-num-seqs 8 --enforce-eager --dtype float32 \
+  --gpu-memory-utilization 0.3 >"$log" 2>&1 &
+server=$!
+trap 'kill $server 2>/dev/null || true; wait $server 2>/dev/null || true' EXIT
+for _ in $(seq 1 300); do
+  if curl -fs "http://127.0.0.1:$port/health" >/dev/null 2>&1; then break; fi
+  if ! kill -0 $server 2>/dev/null; then echo "vllm serve exited; its log:" >&2; tail -50 "$log" >&2; exit 1; fi
+  sleep 2
+done
+curl -fs "http://127.0.0.1:$port/health" >/dev/null || { echo "vllm serve not healthy after 600 s; log: $log" >&2; exit 1; }
+"$py" scripts/engines/vllm_e2e.py serve "http://127.0.0.1:$port" --requests "$(( requests * 2 / 3 ))"
+echo "vllm-e2e: $(( $(date +%s) - start )) s" >&2
