@@ -26,6 +26,8 @@ from typing import Any, Optional
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TOOLS = ROOT / "examples" / "tools"
+sys.path.insert(0, str(ROOT / "crates" / "callmask-py" / "tests"))
+from conftest import standard  # noqa: E402  (the tools' type aliases as JSON Schema types)
 BUDGETS = [40, 64, 100, 200]
 MESSAGES = [
     "What's the weather in Paris, in celsius?",
@@ -89,7 +91,7 @@ def check_calls(req: dict, calls: list) -> Optional[str]:
             return f"called {name}, not the named {choice['function']['name']}"
         try:
             args = json.loads(c["function"]["arguments"])
-            jsonschema.validate(args, schema_of(req["tools"], name))
+            jsonschema.validate(args, standard(schema_of(req["tools"], name)))
         except Exception as e:
             return f"{name}: arguments invalid: {e}"
     return None

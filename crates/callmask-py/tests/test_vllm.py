@@ -26,6 +26,7 @@ from callmask._common import grammar_from_spec
 from conftest import OUTPUTS, TOKENIZERS, load_tools, standard
 
 PAD = 128  # models pad their logits beyond the tokenizer
+IM_END = 151645  # Qwen3's <|im_end|>; <|endoftext|> is 151643
 
 
 def spec(tool_choice="required", parallel=True, tools="weather.json"):
@@ -115,7 +116,9 @@ def test_v1_budget_ends_every_request(qwen_vocab):
                 s, budget = pending.pop(0)
                 out = []
                 slots[index] = (s, budget, out)
-                added.append((index, params(s, budget), [1, 2, 3], out))
+                # vLLM stops this model on <|im_end|> only: <|endoftext|>, an end token of the
+                # tokenizer too, must never be allowed (vLLM would not stop there).
+                added.append((index, params(s, budget, eos_token_id=IM_END, stop_token_ids=[]), [1, 2, 3], out))
         proc.update_state(SimpleNamespace(batch_size=len(slots), removed=removed, added=added, moved=[]) if added or removed else None)
         if not slots:
             break
@@ -133,7 +136,9 @@ def test_v1_budget_ends_every_request(qwen_vocab):
         steps += 1
         assert steps < 2000
     assert len(finished) == 16
+    assert all(out[-1] == IM_END for _, _, out in finished)
     called = 0
+    assert 151643 in qwen_vocab.eos_token_ids
     for s, budget, out in finished:
         called += bool(check_output(qwen_vocab, s, out, budget)["tool_calls"])
     assert called >= 12  # every required/named one at least

@@ -29,10 +29,13 @@ logger = logging.getLogger("callmask.vllm")
 class Constraint:
     """The callmask state of one request (see the module doc)."""
 
-    __slots__ = ("_future", "_matcher", "fed", "failure", "request")
+    __slots__ = ("_future", "_matcher", "fed", "failure", "request", "forbidden_ends")
 
-    def __init__(self, future: "Future[Matcher]", request: str = ""):
+    def __init__(self, future: "Future[Matcher]", request: str = "", forbidden_ends: Sequence[int] = ()):
         self._future = future
+        # The vocabulary's end-of-generation tokens this request does not stop on (vLLM stops
+        # on its eos_token_id and stop_token_ids only): never allowed.
+        self.forbidden_ends = list(forbidden_ends)
         self._matcher: Optional[Matcher] = None
         self.fed = 0
         self.failure: Optional[str] = None

@@ -93,6 +93,17 @@ def _generation_eos(model_config: Any) -> list:
     return [int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos])]
 
 
+def request_stop_tokens(params: Any) -> set:
+    """The token ids vLLM stops this request on: its ``eos_token_id`` (unset with
+    ``ignore_eos``) and its ``stop_token_ids`` (which vLLM extends with the model's other
+    generation-config end ids). Empty when the engine filled in neither."""
+    out = set(getattr(params, "stop_token_ids", None) or ())
+    eos = getattr(params, "eos_token_id", None)
+    if eos is not None:
+        out.add(int(eos))
+    return out
+
+
 class CallmaskLogitsProcessor(*_BASES):  # type: ignore[misc]
     """A vLLM logits processor constraining the requests that carry a callmask spec (V1 and V2
     model runners; see the module doc). Requests without one are left untouched."""
@@ -150,11 +161,20 @@ class CallmaskLogitsProcessor(*_BASES):  # type: ignore[misc]
             left = self.max_model_len - prompt_len
             budget = left if budget is None else min(budget, left)
 
+        stoppers = request_stop_tokens(params)
+        ends = self.vocab.eos_token_ids
+        forbidden = [t for t in ends if t not in stoppers] if stoppers else []
+
         def compile_matcher() -> Any:
+            if len(forbidden) == len(ends):
+                raise ValueError(
+                    f"none of the vocabulary's end-of-generation tokens {ends} stops this request "
+                    f"(its stop tokens: {sorted(stoppers)})"
+                )
             return self.automata.get(spec).matcher(max_tokens=budget)
 
         future: "Future[Any]" = self._pool.submit(compile_matcher)
-        return Constraint(future, request)
+        return Constraint(future, request, forbidden)
 
     def _buffer(self, rows: int, width: int) -> np.ndarray:
         """A reused int32 numpy bitmask of at least ``rows`` rows for logits ``width`` wide
@@ -171,14 +191,19 @@ class CallmaskLogitsProcessor(*_BASES):  # type: ignore[misc]
             self._eos_row = row.view(np.int32)
         return b
 
-    def _mask_rows(self, logits: Any, rows: list, matchers: list) -> Any:
+    def _mask_rows(self, logits: Any, rows: list, matchers: list, constraints: list) -> Any:
         """Masks logits rows ``rows``; ``matchers[k]`` for ``rows[k]`` (None: end-of-generation
-        only)."""
+        only), less the end tokens ``constraints[k]`` does not stop on."""
         buf = self._buffer(len(rows), logits.shape[-1])[: len(rows)]
         fill_bitmasks(matchers, buf)
-        for k, m in enumerate(matchers):
+        for k, (m, c) in enumerate(zip(matchers, constraints)):
             if m is None:
                 buf[k] = self._eos_row
+            kept = buf[k].copy()
+            for t in c.forbidden_ends:
+                buf[k, t >> 5] &= ~np.int32(np.uint32(1 << (t & 31)).view(np.int32))
+            if m is None and not buf[k].any():
+                buf[k] = kept  # no end token it stops on: any end token ends the text at least
         return apply_token_bitmask_inplace(logits, buf, rows, bitmask_rows=range(len(rows)))
 
     # -- V1 ----------------------------------------------------------------------------------
@@ -213,7 +238,9 @@ class CallmaskLogitsProcessor(*_BASES):  # type: ignore[misc]
                 c.feed(out)
 
     def _apply_v1(self, logits: Any) -> Any:
-        rows, matchers = [], []
+        rows: list = []
+        matchers: list = []
+        constraints: list = []
         for index in sorted(self.rows):
             c = self.rows[index]
             c.feed(self._outputs[index])
@@ -221,9 +248,10 @@ class CallmaskLogitsProcessor(*_BASES):  # type: ignore[misc]
                 continue
             rows.append(index)
             matchers.append(c.matcher())
+            constraints.append(c)
         if not rows:
             return logits
-        return self._mask_rows(logits, rows, matchers)
+        return self._mask_rows(logits, rows, matchers, constraints)
 
     # -- V2 ----------------------------------------------------------------------------------
 
@@ -271,7 +299,9 @@ class CallmaskLogitsProcessor(*_BASES):  # type: ignore[misc]
             row_slots = ctx.expanded_idx_mapping.cpu().tolist()
             local = ctx.expanded_local_pos.cpu().tolist()
             inputs = ctx.input_ids.cpu().tolist()
-        rows, matchers = [], []
+        rows: list = []
+        matchers: list = []
+        constraints: list = []
         for r, slot in enumerate(row_slots):
             c = self.rows.get(slot)
             if c is None or c.is_done():
@@ -284,9 +314,10 @@ class CallmaskLogitsProcessor(*_BASES):  # type: ignore[misc]
                     m = None  # the draft is rejected at an earlier row: this row is discarded
             rows.append(r)
             matchers.append(m)
+            constraints.append(c)
         if not rows:
             return logits
-        return self._mask_rows(logits, rows, matchers)
+        return self._mask_rows(logits, rows, matchers, constraints)
 
     # -- both --------------------------------------------------------------------------------
 
