@@ -28,6 +28,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 TOOLS = ROOT / "examples" / "tools"
 sys.path.insert(0, str(ROOT / "crates" / "callmask-py" / "tests"))
 from conftest import standard  # noqa: E402  (the tools' type aliases as JSON Schema types)
+
 BUDGETS = [40, 64, 100, 200]
 MESSAGES = [
     "What's the weather in Paris, in celsius?",
@@ -98,11 +99,10 @@ def check_calls(req: dict, calls: list) -> Optional[str]:
 
 
 def offline(model: str, n: int, seed: int) -> list:
-    from vllm import LLM, SamplingParams
-    from transformers import AutoTokenizer
-
     import callmask
     from callmask.vllm import CallmaskLogitsProcessor
+    from transformers import AutoTokenizer
+    from vllm import LLM, SamplingParams
 
     tok = AutoTokenizer.from_pretrained(model)
     vocab = callmask.Vocab.from_hf(tok)
@@ -156,7 +156,10 @@ def offline(model: str, n: int, seed: int) -> list:
     for i, (r, o) in enumerate(zip(reqs, outs)):
         out = o.outputs[0]
         g = callmask.Grammar.from_dialect(
-            dialect, r["tools"], tool_choice=r["tool_choice"], parallel_tool_calls=r["parallel_tool_calls"]
+            dialect,
+            r["tools"],
+            tool_choice=r["tool_choice"],
+            parallel_tool_calls=r["parallel_tool_calls"],
         )
         why = None
         if out.finish_reason != "stop":
@@ -169,10 +172,26 @@ def offline(model: str, n: int, seed: int) -> list:
                 why = check_calls(r, calls)
             except callmask.CallmaskError as e:
                 why = f"does not parse: {e}"
-        results.append(report("offline", i, r, len(out.token_ids), out.finish_reason, why, out.text))
+        results.append(
+            report("offline", i, r, len(out.token_ids), out.finish_reason, why, out.text)
+        )
     free = outs[-1].outputs[0]
-    why = None if free.finish_reason == "length" and len(free.token_ids) == 12 else "unconstrained request was changed"
-    results.append(report("offline", len(reqs), {"tool_choice": "-", "max_tokens": 12}, len(free.token_ids), free.finish_reason, why, free.text))
+    why = (
+        None
+        if free.finish_reason == "length" and len(free.token_ids) == 12
+        else "unconstrained request was changed"
+    )
+    results.append(
+        report(
+            "offline",
+            len(reqs),
+            {"tool_choice": "-", "max_tokens": 12},
+            len(free.token_ids),
+            free.finish_reason,
+            why,
+            free.text,
+        )
+    )
     return results
 
 
@@ -215,7 +234,12 @@ def serve(base: str, n: int, seed: int) -> list:
             why = f"finish_reason {finish}"
         elif used is None or used > r["max_tokens"]:
             why = f"{used} tokens > max_tokens {r['max_tokens']}"
-        elif calls and r["tool_choice"] != "named" and not isinstance(r["tool_choice"], dict) and finish != "tool_calls":
+        elif (
+            calls
+            and r["tool_choice"] != "named"
+            and not isinstance(r["tool_choice"], dict)
+            and finish != "tool_calls"
+        ):
             why = f"calls but finish_reason {finish}"
         else:
             why = check_calls(r, calls)
@@ -238,7 +262,9 @@ def collect_stream(raw: str) -> tuple:
             if d.get("content"):
                 content.append(d["content"])
             for tc in d.get("tool_calls") or []:
-                c = calls.setdefault(tc["index"], {"id": None, "function": {"name": "", "arguments": ""}})
+                c = calls.setdefault(
+                    tc["index"], {"id": None, "function": {"name": "", "arguments": ""}}
+                )
                 c["id"] = c["id"] or tc.get("id")
                 f = tc.get("function") or {}
                 c["function"]["name"] += f.get("name") or ""
@@ -248,7 +274,9 @@ def collect_stream(raw: str) -> tuple:
     return message, finish, used
 
 
-def report(mode: str, i: int, r: dict, used: Any, finish: Any, why: Optional[str], text: str) -> bool:
+def report(
+    mode: str, i: int, r: dict, used: Any, finish: Any, why: Optional[str], text: str
+) -> bool:
     choice = r["tool_choice"]
     choice = choice["function"]["name"] if isinstance(choice, dict) else choice
     status = "ok  " if why is None else "FAIL"

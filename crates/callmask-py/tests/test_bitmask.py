@@ -2,10 +2,9 @@
 definition of the shared layout (token t allowed iff bit t & 31 of word t >> 5 is set), on
 numpy and, where torch is installed, on torch tensors (the device path: torch ops only)."""
 
+import callmask
 import numpy as np
 import pytest
-
-import callmask
 from callmask.bitmask import bitmask_words
 
 
@@ -19,7 +18,9 @@ def reference_allowed(bitmask, width):
 
 
 def random_bitmask(rng, rows, n_vocab):
-    return rng.integers(-(2**31), 2**31, size=(rows, bitmask_words(n_vocab)), dtype=np.int64).astype(np.int32)
+    return rng.integers(
+        -(2**31), 2**31, size=(rows, bitmask_words(n_vocab)), dtype=np.int64
+    ).astype(np.int32)
 
 
 def test_numpy_rows_indices_and_padding():
@@ -50,7 +51,9 @@ def test_bad_shapes_and_dtypes():
     with pytest.raises(ValueError):
         callmask.apply_token_bitmask_inplace(np.zeros((1, 2, 3)), np.zeros((1, 1), dtype=np.int32))
     with pytest.raises(ValueError):
-        callmask.apply_token_bitmask_inplace(logits, np.zeros((2, 2), dtype=np.int32), bitmask_rows=[0])
+        callmask.apply_token_bitmask_inplace(
+            logits, np.zeros((2, 2), dtype=np.int32), bitmask_rows=[0]
+        )
 
 
 def test_torch_matches_numpy_and_matchers_fill_allocated_masks(llama_vocab):
@@ -59,14 +62,21 @@ def test_torch_matches_numpy_and_matchers_fill_allocated_masks(llama_vocab):
     bm = random_bitmask(rng, 4, 300)
     logits = rng.standard_normal((4, 320)).astype(np.float32)
     want = np.isfinite(callmask.apply_token_bitmask_inplace(logits.copy(), bm, [1, 3]))
-    got = callmask.apply_token_bitmask_inplace(torch.from_numpy(logits.copy()), torch.from_numpy(bm), [1, 3])
+    got = callmask.apply_token_bitmask_inplace(
+        torch.from_numpy(logits.copy()), torch.from_numpy(bm), [1, 3]
+    )
     assert (torch.isfinite(got).numpy() == want).all()
     if torch.cuda.is_available():  # the device path proper (not on CI's machines)
-        dev = callmask.apply_token_bitmask_inplace(torch.from_numpy(logits.copy()).cuda(), torch.from_numpy(bm), [1, 3])
+        dev = callmask.apply_token_bitmask_inplace(
+            torch.from_numpy(logits.copy()).cuda(), torch.from_numpy(bm), [1, 3]
+        )
         assert (torch.isfinite(dev).cpu().numpy() == want).all()
     # allocate_token_bitmask: all allowed, the shared layout; a matcher fills a row of it
     mask = callmask.allocate_token_bitmask(2, len(llama_vocab) + 100)
-    assert mask.dtype == torch.int32 and tuple(mask.shape) == (2, bitmask_words(len(llama_vocab) + 100))
+    assert mask.dtype == torch.int32 and tuple(mask.shape) == (
+        2,
+        bitmask_words(len(llama_vocab) + 100),
+    )
     assert (mask == -1).all()
     g = callmask.Grammar.from_json_schema({"type": "integer"})
     m = callmask.TokenAutomaton(g, llama_vocab).matcher()

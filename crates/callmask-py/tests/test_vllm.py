@@ -17,10 +17,9 @@ import json
 import random
 from types import SimpleNamespace
 
+import callmask
 import numpy as np
 import pytest
-
-import callmask
 from callmask import vllm as cm_vllm
 from callmask._common import grammar_from_spec
 from conftest import OUTPUTS, TOKENIZERS, load_tools, standard
@@ -42,16 +41,23 @@ def config(max_model_len=None, speculative=None, tokenizer="qwen3"):
     return SimpleNamespace(
         # The fields of vLLM's ModelConfig that its tokenizer loader reads.
         model_config=SimpleNamespace(
-            tokenizer=str(TOKENIZERS[tokenizer].parent), model="m", max_model_len=max_model_len,
-            skip_tokenizer_init=False, runner_type="generate", tokenizer_mode="auto",
-            tokenizer_revision=None, trust_remote_code=False,
+            tokenizer=str(TOKENIZERS[tokenizer].parent),
+            model="m",
+            max_model_len=max_model_len,
+            skip_tokenizer_init=False,
+            runner_type="generate",
+            tokenizer_mode="auto",
+            tokenizer_revision=None,
+            trust_remote_code=False,
         ),
         speculative_config=speculative,
     )
 
 
 def params(s, max_tokens, **kw):
-    return SimpleNamespace(extra_args=None if s is None else {"callmask": s}, max_tokens=max_tokens, **kw)
+    return SimpleNamespace(
+        extra_args=None if s is None else {"callmask": s}, max_tokens=max_tokens, **kw
+    )
 
 
 def text_of(vocab, tokens):
@@ -73,7 +79,9 @@ def check_output(vocab, s, tokens, budget):
         assert len(calls) <= 1
     schemas = {t["function"]["name"]: t["function"].get("parameters", {}) for t in s["tools"]}
     for c in calls:
-        jsonschema.validate(json.loads(c["function"]["arguments"]), standard(schemas[c["function"]["name"]]))
+        jsonschema.validate(
+            json.loads(c["function"]["arguments"]), standard(schemas[c["function"]["name"]])
+        )
     return message
 
 
@@ -98,7 +106,12 @@ def test_v1_budget_ends_every_request(qwen_vocab):
     width = len(qwen_vocab) + PAD
     rng = random.Random(7)
     budgets = [30, 40, 64, 100, 150, 200, 48, 80]
-    choices = ["required", "auto", {"type": "function", "function": {"name": "get_user_info"}}, "required"]
+    choices = [
+        "required",
+        "auto",
+        {"type": "function", "function": {"name": "get_user_info"}},
+        "required",
+    ]
     pending = []
     for i in range(16):
         s = spec(choices[i % 4], parallel=i % 3 != 0, tools=["weather.json", "travel.json"][i % 2])
@@ -108,7 +121,9 @@ def test_v1_budget_ends_every_request(qwen_vocab):
     steps = 0
     while pending or slots:
         added, removed = [], []
-        for index in [i for i, (_, _, out) in slots.items() if out and out[-1] in qwen_vocab.eos_token_ids]:
+        for index in [
+            i for i, (_, _, out) in slots.items() if out and out[-1] in qwen_vocab.eos_token_ids
+        ]:
             finished.append(slots.pop(index))
             removed.append(index)
         for index in range(4):  # a batch of 4 slots, refilled as requests end
@@ -118,8 +133,19 @@ def test_v1_budget_ends_every_request(qwen_vocab):
                 slots[index] = (s, budget, out)
                 # vLLM stops this model on <|im_end|> only: <|endoftext|>, an end token of the
                 # tokenizer too, must never be allowed (vLLM would not stop there).
-                added.append((index, params(s, budget, eos_token_id=IM_END, stop_token_ids=[]), [1, 2, 3], out))
-        proc.update_state(SimpleNamespace(batch_size=len(slots), removed=removed, added=added, moved=[]) if added or removed else None)
+                added.append(
+                    (
+                        index,
+                        params(s, budget, eos_token_id=IM_END, stop_token_ids=[]),
+                        [1, 2, 3],
+                        out,
+                    )
+                )
+        proc.update_state(
+            SimpleNamespace(batch_size=len(slots), removed=removed, added=added, moved=[])
+            if added or removed
+            else None
+        )
         if not slots:
             break
         logits = np.zeros((4, width), dtype=np.float32)
@@ -159,15 +185,22 @@ def test_v1_batch_moves_and_untouched_rows(qwen_vocab):
     update = SimpleNamespace(
         batch_size=2,
         removed=[],
-        added=[(0, params(json.dumps(s), 512), None, outs["a"]), (1, params(None, 16), None, outs["b"])],
+        added=[
+            (0, params(json.dumps(s), 512), None, outs["a"]),
+            (1, params(None, 16), None, outs["b"]),
+        ],
         moved=[],
     )
     for step in range(len(seq)):
         if step == 3:  # vLLM condenses / reorders its persistent batch: swap rows 0 and 1
-            update = SimpleNamespace(batch_size=2, removed=[], added=[], moved=[(0, 1, Direction("SWAP"))])
+            update = SimpleNamespace(
+                batch_size=2, removed=[], added=[], moved=[(0, 1, Direction("SWAP"))]
+            )
             where = {"a": 1, "b": 0}
         if step == 6:  # b leaves; a moves down to row 0
-            update = SimpleNamespace(batch_size=1, removed=[0], added=[], moved=[(1, 0, Direction("UNIDIRECTIONAL"))])
+            update = SimpleNamespace(
+                batch_size=1, removed=[0], added=[], moved=[(1, 0, Direction("UNIDIRECTIONAL"))]
+            )
             where = {"a": 0}
         proc.update_state(update)
         update = None
@@ -242,8 +275,12 @@ def test_v2_interface_with_drafts(qwen_vocab):
     prompt_len = Staged(torch.zeros(max_reqs, dtype=torch.int32))
     total_len = Staged(torch.zeros(max_reqs, dtype=torch.int32))
     states = SimpleNamespace(
-        device=torch.device("cpu"), max_num_reqs=max_reqs, vocab_size=len(qwen_vocab) + PAD,
-        all_token_ids=Staged(all_ids), prompt_len=prompt_len, total_len=total_len,
+        device=torch.device("cpu"),
+        max_num_reqs=max_reqs,
+        vocab_size=len(qwen_vocab) + PAD,
+        all_token_ids=Staged(all_ids),
+        prompt_len=prompt_len,
+        total_len=total_len,
     )
     proc = cm_vllm.CallmaskLogitsProcessor(config(max_model_len=4096), states)
     s = spec(parallel=False)
@@ -276,7 +313,9 @@ def test_v2_interface_with_drafts(qwen_vocab):
             assert got == ref.allowed_tokens(), j
         # The rejection sampler keeps two drafts and a bonus token: commit three tokens.
         k = 3
-        all_ids[slot, int(total_len.np[slot]) : int(total_len.np[slot]) + k] = torch.tensor(seq[pos : pos + k])
+        all_ids[slot, int(total_len.np[slot]) : int(total_len.np[slot]) + k] = torch.tensor(
+            seq[pos : pos + k]
+        )
         total_len.np[slot] += k
         pos += k
 
@@ -333,12 +372,22 @@ def test_tool_parser_openai_requests(qwen_vocab):
     assert "callmask" in names and "callmask_hermes" in names
     assert ToolParserManager.get_tool_parser("callmask_qwen3") is not None
     tok = PreTrainedTokenizerFast(tokenizer_file=str(TOKENIZERS["qwen3"]))
-    tok.chat_template = json.loads((TOKENIZERS["qwen3"].parent / "tokenizer_config.json").read_text())["chat_template"]
+    tok.chat_template = json.loads(
+        (TOKENIZERS["qwen3"].parent / "tokenizer_config.json").read_text()
+    )["chat_template"]
     tools = load_tools("weather.json")
-    for choice in ("required", "auto", {"type": "function", "function": {"name": "get_current_weather"}}):
+    for choice in (
+        "required",
+        "auto",
+        {"type": "function", "function": {"name": "get_current_weather"}},
+    ):
         req = ChatCompletionRequest(
-            model="m", messages=[{"role": "user", "content": "hi"}], tools=tools, tool_choice=choice,
-            parallel_tool_calls=False, max_tokens=100,
+            model="m",
+            messages=[{"role": "user", "content": "hi"}],
+            tools=tools,
+            tool_choice=choice,
+            parallel_tool_calls=False,
+            max_tokens=100,
         )
         parser = ToolParserManager.get_tool_parser("callmask")(tok, req.tools)
         assert parser._dialect == "qwen3"  # detected from Qwen3's chat template
@@ -351,7 +400,10 @@ def test_tool_parser_openai_requests(qwen_vocab):
         out = '<tool_call>\n{"name": "get_current_weather", "arguments": {"location": "Paris", "unit": "celsius"}}\n</tool_call>'
         info = parser.extract_tool_calls(out, req)
         assert info.tools_called and info.tool_calls[0].function.name == "get_current_weather"
-        assert json.loads(info.tool_calls[0].function.arguments) == {"location": "Paris", "unit": "celsius"}
+        assert json.loads(info.tool_calls[0].function.arguments) == {
+            "location": "Paris",
+            "unit": "celsius",
+        }
         # Streamed in pieces of 3 characters: the deltas add up to the same call.
         stream = ToolParserManager.get_tool_parser("callmask")(tok, req.tools)
         stream.adjust_request(req)
@@ -360,12 +412,39 @@ def test_tool_parser_openai_requests(qwen_vocab):
             cur = out[: i + 3]
             d = stream.extract_tool_calls_streaming(prev, cur, cur[len(prev) :], [], [], [], req)
             prev = cur
-            for c in (d.tool_calls if d else []):
+            for c in d.tool_calls if d else []:
                 name += c.function.name or ""
                 args += c.function.arguments or ""
         args += stream.get_remaining_unstreamed_args()
-        assert name == "get_current_weather" and json.loads(args) == {"location": "Paris", "unit": "celsius"}
-    none = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "hi"}], tools=tools, tool_choice="none")
+        assert name == "get_current_weather" and json.loads(args) == {
+            "location": "Paris",
+            "unit": "celsius",
+        }
+    none = ChatCompletionRequest(
+        model="m", messages=[{"role": "user", "content": "hi"}], tools=tools, tool_choice="none"
+    )
     assert parser.adjust_request(none).vllm_xargs is None
     text = parser.extract_tool_calls("not a call", req)
     assert not text.tools_called and text.content == "not a call"
+
+
+def test_backend_structural_tags(qwen_vocab):
+    """A STRUCTURAL_TAG request may be XGrammar's structural tag (what vLLM builds for tool
+    calling) or a callmask spec; regex and choice requests are refused, never unconstrained."""
+    root = OUTPUTS.parent / "structural_tags"
+    tag = (root / "hermes_required.json").read_text()
+    backend = cm_vllm.CallmaskBackend(None, None, len(qwen_vocab) + PAD, vocab=qwen_vocab)
+    g = backend.compile_grammar(SimpleNamespace(name="STRUCTURAL_TAG"), tag)
+    call = '<tool_call>\n{"name": "get_current_weather", "arguments": {"location": "Oslo"}}\n</tool_call>'
+    assert g.accept_tokens("r", qwen_vocab.tokenize(call))
+    assert not g.accept_tokens("r", qwen_vocab.tokenize("x"))
+    s = backend.compile_grammar(SimpleNamespace(name="STRUCTURAL_TAG"), json.dumps(spec()))
+    assert s.validate_tokens(qwen_vocab.tokenize(call)) == qwen_vocab.tokenize(call)
+    for kind in ("REGEX", "CHOICE"):
+        with pytest.raises(ValueError, match="unsupported"):
+            backend.compile_grammar(SimpleNamespace(name=kind), "a+")
+    with pytest.raises(callmask.CallmaskError):
+        backend.compile_grammar(
+            SimpleNamespace(name="STRUCTURAL_TAG"),
+            '{"type": "structural_tag", "format": {"type": "grammar", "grammar": "root ::= \\"a\\""}}',
+        )

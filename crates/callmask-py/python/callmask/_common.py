@@ -12,8 +12,9 @@ from .bitmask import apply_token_bitmask_inplace, bool_mask
 
 Spec = Union[str, Mapping[str, Any]]
 """A request's constraint: ``{"dialect": NAME_OR_PATH, "tools": [...], "tool_choice": ...,
-"parallel_tool_calls": bool, "reasoning": ..., "max_text_chars": int}`` or
-``{"json_schema": {...}}`` (plus ``"lenient": bool``), as a dict or JSON text."""
+"parallel_tool_calls": bool, "reasoning": ..., "max_text_chars": int}``,
+``{"json_schema": {...}}`` or ``{"structural_tag": {...}}`` (XGrammar's, both forms), plus
+``"lenient": bool``, as a dict or JSON text."""
 
 _DIALECT_KEYS = {
     "dialect",
@@ -25,6 +26,7 @@ _DIALECT_KEYS = {
     "lenient",
 }
 _SCHEMA_KEYS = {"json_schema", "lenient"}
+_TAG_KEYS = {"structural_tag", "lenient"}
 
 
 def normalize_spec(spec: Spec) -> dict:
@@ -39,23 +41,43 @@ def normalize_spec(spec: Spec) -> dict:
     spec = dict(spec)
     if "json_schema" in spec:
         unknown = set(spec) - _SCHEMA_KEYS
+    elif "structural_tag" in spec:
+        unknown = set(spec) - _TAG_KEYS
     elif "dialect" in spec:
         if "tools" not in spec:
             raise ToolsError("callmask spec: a dialect needs `tools`")
         unknown = set(spec) - _DIALECT_KEYS
     else:
-        raise ToolsError("callmask spec needs `dialect` (with `tools`) or `json_schema`")
+        raise ToolsError(
+            "callmask spec needs `dialect` (with `tools`), `json_schema` or `structural_tag`"
+        )
     if unknown:
         raise ToolsError(f"callmask spec: unknown keys {sorted(unknown)}")
     return spec
 
 
-def grammar_from_spec(spec: Spec) -> Grammar:
-    """Compiles a request spec (see :data:`Spec`)."""
+def spec_of_structural_tag(text: str) -> dict:
+    """The spec of an engine's structural-tag request: a callmask spec given there as JSON
+    text (``{"dialect": ...}`` or ``{"json_schema": ...}``), else XGrammar's structural tag
+    (both forms) as ``{"structural_tag": tag}``."""
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise ToolsError(f"structural tag is not JSON: {e}") from None
+    if isinstance(data, Mapping) and ("dialect" in data or "json_schema" in data):
+        return normalize_spec(data)
+    return {"structural_tag": data}
+
+
+def grammar_from_spec(spec: Spec, vocab: Optional[Vocab] = None) -> Grammar:
+    """Compiles a request spec (see :data:`Spec`); ``vocab`` gives a structural tag the
+    vocabulary's special tokens."""
     spec = normalize_spec(spec)
     lenient = bool(spec.get("lenient", False))
     if "json_schema" in spec:
         return Grammar.from_json_schema(spec["json_schema"], lenient=lenient)
+    if "structural_tag" in spec:
+        return Grammar.from_structural_tag(spec["structural_tag"], vocab, lenient=lenient)
     reasoning = spec.get("reasoning")
     if isinstance(reasoning, list):
         reasoning = tuple(reasoning)
@@ -88,7 +110,7 @@ class AutomatonCache:
             if a is not None:
                 self._cache.move_to_end(key)
                 return a
-        a = TokenAutomaton(grammar_from_spec(spec), self.vocab)
+        a = TokenAutomaton(grammar_from_spec(spec, self.vocab), self.vocab)
         with self._lock:
             self._cache[key] = a
             while len(self._cache) > self.size:

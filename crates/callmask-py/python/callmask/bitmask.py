@@ -68,7 +68,9 @@ def _allowed_torch(bitmask: Any, width: int) -> Any:
     allowed = bits.reshape(bitmask.shape[0], words * 32).bool()
     if words * 32 >= width:
         return allowed[:, :width]
-    pad = torch.zeros((bitmask.shape[0], width - words * 32), dtype=torch.bool, device=bitmask.device)
+    pad = torch.zeros(
+        (bitmask.shape[0], width - words * 32), dtype=torch.bool, device=bitmask.device
+    )
     return torch.cat([allowed, pad], dim=1)
 
 
@@ -152,10 +154,14 @@ def apply_token_bitmask_inplace(
         view.masked_fill_(~_allowed_torch(bm, width), float("-inf"))
         return logits
     idx = torch.as_tensor(list(indices), dtype=torch.long, device=view.device)
-    src = idx if bitmask_rows is None else torch.as_tensor(list(bitmask_rows), dtype=torch.long, device=view.device)
+    bm_idx = (
+        idx
+        if bitmask_rows is None
+        else torch.as_tensor(list(bitmask_rows), dtype=torch.long, device=view.device)
+    )
     if idx.numel() == 0:
         return logits
-    forbid = ~_allowed_torch(bm.index_select(0, src), width)
+    forbid = ~_allowed_torch(bm.index_select(0, bm_idx), width)
     sub = view.index_select(0, idx).masked_fill_(forbid, float("-inf"))
     view.index_copy_(0, idx, sub)
     return logits

@@ -31,7 +31,9 @@ class Constraint:
 
     __slots__ = ("_future", "_matcher", "fed", "failure", "request", "forbidden_ends")
 
-    def __init__(self, future: "Future[Matcher]", request: str = "", forbidden_ends: Sequence[int] = ()):
+    def __init__(
+        self, future: "Future[Matcher]", request: str = "", forbidden_ends: Sequence[int] = ()
+    ):
         self._future = future
         # The vocabulary's end-of-generation tokens this request does not stop on (vLLM stops
         # on its eos_token_id and stop_token_ids only): never allowed.

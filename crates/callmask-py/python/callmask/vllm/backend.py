@@ -15,11 +15,13 @@ import json
 from typing import Any, Optional
 
 from .._callmask import Matcher, Vocab
-from .._common import AutomatonCache
+from .._common import AutomatonCache, spec_of_structural_tag
 
 try:  # pragma: no cover
     from vllm.v1.structured_output.backend_types import (
         StructuredOutputBackend as _VllmBackend,
+    )
+    from vllm.v1.structured_output.backend_types import (
         StructuredOutputGrammar as _VllmGrammar,
     )
 except Exception:
@@ -74,19 +76,30 @@ class CallmaskBackend(_VllmBackend):
     """vLLM's ``StructuredOutputBackend``: JSON requests are JSON Schemas; ``GRAMMAR`` and
     ``STRUCTURAL_TAG`` requests carry a callmask spec (JSON text)."""
 
-    def __init__(self, vllm_config: Any, tokenizer: Any, vocab_size: int, vocab: Optional[Vocab] = None):
+    def __init__(
+        self, vllm_config: Any, tokenizer: Any, vocab_size: int, vocab: Optional[Vocab] = None
+    ):
         self.vllm_config = vllm_config
         self.tokenizer = tokenizer
         self.vocab_size = vocab_size
         self.vocab = vocab if vocab is not None else Vocab.from_hf(tokenizer)
         self.automata = AutomatonCache(self.vocab)
 
-    def compile_grammar(self, request_type: Any, grammar_spec: str) -> CallmaskGrammar:
-        """A fresh grammar object for one request."""
+    def compile_grammar(
+        self, request_type: Any, grammar_spec: str, stop_token_ids: Optional[set] = None
+    ) -> CallmaskGrammar:
+        """A fresh grammar object for one request: ``JSON`` is a JSON Schema;
+        ``STRUCTURAL_TAG`` an XGrammar structural tag or a callmask spec (JSON text);
+        ``GRAMMAR`` a callmask spec. Others (regex, choice, EBNF) raise ``ValueError``.
+        ``stop_token_ids`` (newer vLLM passes them) is not used: the vocabulary's end tokens
+        end the output."""
         kind = getattr(request_type, "name", str(request_type)).upper()
+        spec: Any
         if kind == "JSON":
             spec = {"json_schema": json.loads(grammar_spec)}
-        elif kind in ("GRAMMAR", "STRUCTURAL_TAG"):
+        elif kind == "STRUCTURAL_TAG":
+            spec = spec_of_structural_tag(grammar_spec)
+        elif kind == "GRAMMAR":
             spec = grammar_spec
         else:
             raise ValueError(f"callmask: unsupported structured output type {kind}")

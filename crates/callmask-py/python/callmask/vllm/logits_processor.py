@@ -75,7 +75,9 @@ def vocab_for_model(vllm_config: Any) -> Vocab:
         except ImportError:
             pass
     if getattr(model_config, "skip_tokenizer_init", False):
-        raise ValueError("callmask: the model runs without a tokenizer (skip_tokenizer_init); callmask needs its vocabulary")
+        raise ValueError(
+            "callmask: the model runs without a tokenizer (skip_tokenizer_init); callmask needs its vocabulary"
+        )
     if tokenizer is not None:
         return Vocab.from_hf(tokenizer, eos_token_ids=eos)
     path = getattr(model_config, "tokenizer", None) or model_config.model
@@ -152,7 +154,9 @@ class CallmaskLogitsProcessor(*_BASES):  # type: ignore[misc]
         scheduling's placeholders before calling it)."""
         return True
 
-    def _start(self, params: Any, prompt_len: Optional[int], request: str = "") -> Optional[Constraint]:
+    def _start(
+        self, params: Any, prompt_len: Optional[int], request: str = ""
+    ) -> Optional[Constraint]:
         spec = request_spec(params)
         if spec is None:
             return None
@@ -255,10 +259,16 @@ class CallmaskLogitsProcessor(*_BASES):  # type: ignore[misc]
 
     # -- V2 ----------------------------------------------------------------------------------
 
+    def _states(self) -> Any:
+        if self.req_states is None:
+            raise RuntimeError("callmask: a V2 call on a processor built for vLLM's V1 runner")
+        return self.req_states
+
     def add_request(self, req_idx: int, sampling_params: Any) -> bool:
         """V2: starts the request in slot ``req_idx`` (compiling off the step loop); True when
         callmask constrains it."""
-        prompt_len = int(self.req_states.prompt_len.np[req_idx])
+        rs = self._states()
+        prompt_len = int(rs.prompt_len.np[req_idx])
         c = self._start(sampling_params, prompt_len)
         if c is None:
             self.rows.pop(req_idx, None)
@@ -271,7 +281,7 @@ class CallmaskLogitsProcessor(*_BASES):  # type: ignore[misc]
         token history (one device-to-host copy per step)."""
         import torch
 
-        rs = self.req_states
+        rs = self._states()
         idx = torch.as_tensor(slots, dtype=torch.long, device=rs.all_token_ids.gpu.device)
         total = rs.total_len.gpu.index_select(0, idx).cpu().tolist()
         out = {}

@@ -58,8 +58,8 @@ try:  # pragma: no cover - depends on vLLM being installed
 
     HAS_VLLM = True
 except Exception:  # vLLM absent: the module still imports (documentation, tests)
-    ToolParser = object  # type: ignore[assignment,misc]
-    ToolParserManager = None  # type: ignore[assignment]
+    ToolParser = object  # type: ignore[assignment,misc,no-redef]
+    ToolParserManager = None  # type: ignore[assignment,misc]
     HAS_VLLM = False
 
 PARSER_NAME = "callmask"
@@ -184,11 +184,15 @@ class CallmaskToolParser(ToolParser):  # type: ignore[misc,valid-type]
         calls = [
             ToolCall(
                 id=c["id"],
-                function=FunctionCall(name=c["function"]["name"], arguments=c["function"]["arguments"]),
+                function=FunctionCall(
+                    name=c["function"]["name"], arguments=c["function"]["arguments"]
+                ),
             )
             for c in message["tool_calls"]
         ]
-        return ExtractedToolCallInformation(tools_called=True, tool_calls=calls, content=message["content"])
+        return ExtractedToolCallInformation(
+            tools_called=True, tool_calls=calls, content=message["content"]
+        )
 
     # -- streaming ---------------------------------------------------------------------------
 
@@ -242,7 +246,9 @@ class CallmaskToolParser(ToolParser):  # type: ignore[misc,valid-type]
             self.current_tool_id = index
         args = f.get("arguments") or ""
         self.streamed_args_for_tool[index] += args
-        if len(self.prev_tool_call_arr[index]["arguments"]) < len(self.streamed_args_for_tool[index]):
+        if len(self.prev_tool_call_arr[index]["arguments"]) < len(
+            self.streamed_args_for_tool[index]
+        ):
             self.prev_tool_call_arr[index]["arguments"] = self.streamed_args_for_tool[index]
         return DeltaToolCall(
             index=index,
