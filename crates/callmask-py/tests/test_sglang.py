@@ -32,7 +32,7 @@ def legacy_tag(names):
         "structures": [
             {
                 "begin": f'<tool_call>\n{{"name": "{n}", "arguments": ',
-                "schema": tools[n]["parameters"],
+                "schema": tools[n].get("parameters") or {},
                 "end": "}\n</tool_call>",
             }
             for n in names
