@@ -78,11 +78,26 @@ class LogitsProcessor:
     the first call's ``input_ids`` are taken as the prompt. One processor per generation (or
     call :meth:`reset` between generations). ``max_tokens``: the generation's ``max_tokens``;
     with it, every token allowed keeps a complete output within that many tokens (the
-    end-of-generation token included), so the output ends valid however the model samples."""
+    end-of-generation token included), so the output ends valid however the model samples.
 
-    def __init__(self, automaton: TokenAutomaton, max_tokens: Optional[int] = None):
+    Fails closed: llama-cpp-python calls processors from a ctypes callback, where an exception
+    is printed and ignored (the logits would go out unmasked), so on a refused token or on
+    calls that show draft tokens (``Llama(draft_model=...)``) the processor records the reason
+    in :attr:`error` and allows only ``eos_token_ids`` from then on (given; else the logits
+    are left as they are); check ``error`` after the generation (:func:`create_chat_completion`
+    raises it)."""
+
+    def __init__(
+        self,
+        automaton: TokenAutomaton,
+        max_tokens: Optional[int] = None,
+        eos_token_ids: Sequence[int] = (),
+    ):
         self.automaton = automaton
+        self.eos_token_ids = [int(t) for t in eos_token_ids]
         self.matcher = automaton.matcher(max_tokens=max_tokens)
+        self.error: Optional[str] = None
+        """Why the processor stopped constraining (None while all is well)."""
         self._prompt_len: Optional[int] = None
         self._last_len: Optional[int] = None
         self._bitmask: Optional[np.ndarray] = None
@@ -90,23 +105,39 @@ class LogitsProcessor:
     def reset(self) -> None:
         """Ready for a new generation."""
         self.matcher.reset()
+        self.error = None
         self._prompt_len = None
         self._last_len = None
 
-    def __call__(self, input_ids: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    def _check(self, input_ids: np.ndarray) -> Optional[str]:
         if self._prompt_len is None:
             self._prompt_len = len(input_ids)
         elif len(input_ids) != self._last_len + 1:
-            raise ValueError(
-                f"callmask LogitsProcessor: called with {len(input_ids)} tokens after "
-                f"{self._last_len}: a draft model (speculative decoding) is not supported, as "
-                "llama-cpp-python passes unverified drafts without the position sampled; or one "
-                "processor is reused across generations without reset()"
+            return (
+                f"called with {len(input_ids)} tokens after {self._last_len}: a draft model "
+                "(speculative decoding) is not supported, as llama-cpp-python passes a "
+                "processor the unverified drafts without the position it samples (or the "
+                "processor was reused across generations without reset())"
             )
         self._last_len = len(input_ids)
         new = input_ids[self._prompt_len + len(self.matcher.accepted_tokens()) :]
         for t in new:
-            self.matcher.consume_token(int(t))
+            if not self.matcher.accept_token(int(t)):
+                return f"token {int(t)} refused: {self.matcher.error()}"
+        return None
+
+    def __call__(self, input_ids: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        if self.error is None:
+            reason = self._check(input_ids)
+            if reason is not None:
+                self.error = f"callmask LogitsProcessor: {reason}"
+        if self.error is not None:  # fail closed: only the end of generation
+            eos = [t for t in self.eos_token_ids if t < scores.shape[-1]]
+            if eos:
+                keep = scores[eos].copy()
+                scores[:] = -np.inf
+                scores[eos] = keep
+            return scores
         width = scores.shape[-1]
         if self._bitmask is None or self._bitmask.shape[-1] * 32 < width:
             self._bitmask = np.zeros((1, (width + 31) // 32), dtype=np.int32)
@@ -177,7 +208,9 @@ def create_chat_completion(
     grammar = Grammar.from_dialect(
         dialect, list(tools), tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls
     )
-    processor = LogitsProcessor(TokenAutomaton(grammar, vocab), max_tokens=max_tokens)
+    processor = LogitsProcessor(
+        TokenAutomaton(grammar, vocab), max_tokens=max_tokens, eos_token_ids=vocab.eos_token_ids
+    )
     import llama_cpp as lc
 
     out = llm.create_completion(
@@ -186,6 +219,8 @@ def create_chat_completion(
         logits_processor=lc.LogitsProcessorList([processor]),
         **completion_kwargs,
     )
+    if processor.error is not None:
+        raise ValueError(processor.error)
     choice = out["choices"][0]
     parsed = grammar.parse(choice["text"])
     message: dict = {"role": "assistant", "content": parsed.get("content")}
