@@ -14,8 +14,12 @@
 #    hook), tests/test_sglang.py (the scheduler call sequence, now over SGLang's base classes)
 #    and tests/test_transformers_assisted.py (torch and transformers are there anyway);
 # 5. with --server: tries `python -m sglang.launch_server ... --grammar-backend callmask` on the
-#    CPU and reports how far it got (SGLang's CPU path needs its sgl-kernel CPU build, which PyPI
-#    does not ship; see the report printed).
+#    CPU (SGLANG_USE_CPU_ENGINE=1) and a tools request, or reports how far it got. SGLang 0.5.23's
+#    CPU engine imports `sgl_kernel` built for the CPU from SGLang's sources (PyPI's
+#    sglang-kernel wheel is CUDA-only), so on a machine without that build the scheduler stops
+#    at `ModuleNotFoundError: No module named 'sgl_kernel'` while loading the model, before any
+#    request (without SGLANG_USE_CPU_ENGINE it stops at `No module named 'vllm'`, the rotary
+#    embedding's fallback kernel).
 #
 #   scripts/sglang-check.sh [--server] [pytest args...]
 set -euo pipefail
@@ -34,7 +38,7 @@ pins=(
   torch==2.14.1 torchvision==0.29.2 transformers==5.19.0 tokenizers==0.23.2 xgrammar==0.2.7
   numpy pydantic fastapi orjson msgspec pyzmq psutil requests partial_json_parser regex
   openai==2.8.0 uvloop aiohttp pybase64 packaging setproctitle tqdm interegular einops pillow
-  ipython dill sentencepiece compressed-tensors gguf uvicorn python-multipart
+  ipython dill sentencepiece compressed-tensors gguf uvicorn python-multipart soundfile
   pytest jsonschema maturin==1.16.0
 )
 marker=$venv/.callmask-pins
@@ -88,9 +92,9 @@ if [ "$server" = 1 ]; then
   port=${SGLANG_PORT:-30123}
   echo "sglang-check: launching the server on the CPU (log: $log)" >&2
   cmd=("$py" -m sglang.launch_server --model-path "$model" --device cpu --grammar-backend callmask
-    --tool-call-parser llama3 --port "$port" --mem-fraction-static 0.2 --disable-cuda-graph)
-  echo "+ ${cmd[*]}" >&2
-  "${cmd[@]}" >"$log" 2>&1 &
+    --tool-call-parser llama3 --port "$port" --mem-fraction-static 0.2)
+  echo "+ SGLANG_USE_CPU_ENGINE=1 ${cmd[*]}" >&2
+  SGLANG_USE_CPU_ENGINE=1 "${cmd[@]}" >"$log" 2>&1 &
   pid=$!
   up=0
   for _ in $(seq 1 120); do
