@@ -15,7 +15,12 @@ from callmask._common import grammar_from_spec
 from conftest import OUTPUTS, load_tools
 
 TOOLS = load_tools("weather.json")
-SPEC = {"dialect": "hermes", "tools": TOOLS, "tool_choice": "required", "parallel_tool_calls": False}
+SPEC = {
+    "dialect": "hermes",
+    "tools": TOOLS,
+    "tool_choice": "required",
+    "parallel_tool_calls": False,
+}
 PROMPT = [1, 2, 3]
 
 
@@ -63,7 +68,9 @@ def test_processor_fails_closed_on_refused_token(automaton, llama_vocab):
 @pytest.fixture(scope="module")
 def llm(gguf_path):
     llama_cpp = pytest.importorskip("llama_cpp")
-    return llama_cpp.Llama(str(gguf_path), n_ctx=2048, n_threads=os.cpu_count(), seed=1, verbose=False)
+    return llama_cpp.Llama(
+        str(gguf_path), n_ctx=2048, n_threads=os.cpu_count(), seed=1, verbose=False
+    )
 
 
 def test_create_chat_completion(llm):
@@ -72,7 +79,13 @@ def test_create_chat_completion(llm):
 
     messages = [{"role": "user", "content": "What's the weather like in Oslo?"}]
     reply = cm.create_chat_completion(
-        llm, messages, TOOLS, tool_choice="required", dialect="hermes", max_tokens=120, temperature=0
+        llm,
+        messages,
+        TOOLS,
+        tool_choice="required",
+        dialect="hermes",
+        max_tokens=120,
+        temperature=0,
     )
     assert reply["object"] == "chat.completion"
     [choice] = reply["choices"]
@@ -82,7 +95,9 @@ def test_create_chat_completion(llm):
     [call] = message["tool_calls"]
     spec = next(t["function"] for t in TOOLS if t["function"]["name"] == call["function"]["name"])
     no_args = {"type": "object", "properties": {}, "additionalProperties": False}
-    jsonschema.validate(json.loads(call["function"]["arguments"]), standard(spec.get("parameters", no_args)))
+    jsonschema.validate(
+        json.loads(call["function"]["arguments"]), standard(spec.get("parameters", no_args))
+    )
     assert reply["usage"]["completion_tokens"] <= 120
     print(f"\n{message}")
 

@@ -19,7 +19,12 @@ from callmask._common import grammar_from_spec
 from conftest import OUTPUTS, TOKENIZERS, load_tools
 
 TOOLS = load_tools("weather.json")
-SPEC = {"dialect": "hermes", "tools": TOOLS, "tool_choice": "required", "parallel_tool_calls": False}
+SPEC = {
+    "dialect": "hermes",
+    "tools": TOOLS,
+    "tool_choice": "required",
+    "parallel_tool_calls": False,
+}
 PAD = 128  # models pad their logits beyond the tokenizer
 GrammarRow = namedtuple("GrammarRow", "row grammar")  # SGLang's batched-fill entry
 
@@ -100,12 +105,16 @@ def test_dialect_spec_through_structural_tag(backend):
 
 
 def test_legacy_structural_tag(backend):
-    cached = backend.dispatch_structural_tag(json.dumps(legacy_tag(["get_current_weather", "get_time_utc"])))
+    cached = backend.dispatch_structural_tag(
+        json.dumps(legacy_tag(["get_current_weather", "get_time_utc"]))
+    )
     assert isinstance(cached, cm.CallmaskGrammarObject), getattr(cached, "error_message", None)
     text = '<tool_call>\n{"name": "get_current_weather", "arguments": {"location": "Oslo"}}\n</tool_call>'
     drive(backend, cached, output_tokens(backend, cached, text))
     # The schema is enforced: an unknown argument is refused somewhere along the way.
-    bad = '<tool_call>\n{"name": "get_current_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
+    bad = (
+        '<tool_call>\n{"name": "get_current_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
+    )
     g = cached.copy()
     with pytest.raises(ValueError):
         for t in g.automaton.tokenize(bad):
@@ -136,7 +145,12 @@ def test_json_schema_and_refusals(backend):
         ("regex", backend.dispatch_regex("[a-z]+")),
         ("ebnf", backend.dispatch_ebnf('root ::= "a"')),
         ("structural_tag", backend.dispatch_structural_tag('{"dialect": "nope", "tools": []}')),
-        ("structural_tag", backend.dispatch_structural_tag('{"type": "structural_tag", "format": {"type": "nope"}}')),
+        (
+            "structural_tag",
+            backend.dispatch_structural_tag(
+                '{"type": "structural_tag", "format": {"type": "nope"}}'
+            ),
+        ),
     ]:
         assert type(result) is cm._Invalid, kind  # SGLang's InvalidGrammarObject: request aborted
         assert result.error_message and result.error_message != "Unknown grammar error", kind
@@ -252,5 +266,7 @@ def test_torch_masks_and_token_filter(backend):
     cm.CallmaskGrammarBackend.set_token_filter(vocab_mask, [31, 7], 1, is_allowed=False)
     assert allowed(vocab_mask.numpy(), 1, w) == [t for t in range(w) if t not in (7, 31)]
     before = allowed(vocab_mask.numpy(), 2, w)
-    cm.CallmaskGrammarBackend.set_token_filter(vocab_mask, [before[0]], 2, False, reset_vocab_mask=False)
+    cm.CallmaskGrammarBackend.set_token_filter(
+        vocab_mask, [before[0]], 2, False, reset_vocab_mask=False
+    )
     assert allowed(vocab_mask.numpy(), 2, w) == before[1:]

@@ -84,7 +84,10 @@ def compile_like_grammar_manager(backend, key, require_reasoning=False):
 
 def strict_tools():
     tools = [Tool(**t) for t in TOOLS]
-    return [t.model_copy(update={"function": t.function.model_copy(update={"strict": True})}) for t in tools]
+    return [
+        t.model_copy(update={"function": t.function.model_copy(update={"strict": True})})
+        for t in tools
+    ]
 
 
 def decode_loop(grammar, tokenizer, vocab_size, tokens, constrained=None):
@@ -160,7 +163,9 @@ def test_function_call_parser_tag(model_dir, parser):
     req = SimpleNamespace(rid="r1", grammar=g, to_finish=None)
     kept = SchedulerBatchResultProcessor._accept_grammar_tokens(None, req, bad)
     assert len(kept) < len(bad)
-    assert req.to_finish is not None and "Grammar accept_token failed" in str(req.to_finish.to_json())
+    assert req.to_finish is not None and "Grammar accept_token failed" in str(
+        req.to_finish.to_json()
+    )
 
 
 def test_invalid_requests_abort(model_dir):
@@ -184,14 +189,18 @@ def test_reasoning_and_budget(model_dir, tmp_path):
     for f in TOKENIZERS["qwen3"].parent.iterdir():
         (qwen / f.name).write_bytes(f.read_bytes())
     tokenizer = transformers.AutoTokenizer.from_pretrained(qwen)
-    backend, vocab_size = server_backend(qwen, tokenizer, "--reasoning-parser", "qwen3", "--tool-call-parser", "qwen")
+    backend, vocab_size = server_backend(
+        qwen, tokenizer, "--reasoning-parser", "qwen3", "--tool-call-parser", "qwen"
+    )
     assert isinstance(backend, ReasonerGrammarBackend)
     assert isinstance(backend.grammar_backend, cm.CallmaskGrammarBackend)
     fcp = FunctionCallParser(strict_tools(), "qwen")
     _, tag = fcp.get_structure_constraint("required")
     key = ("structural_tag", json.dumps(tag.model_dump(by_alias=True)))
     grammar = compile_like_grammar_manager(backend, key, require_reasoning=True)
-    assert isinstance(grammar, ReasonerGrammarObject) and isinstance(grammar.grammar, cm.CallmaskGrammarObject)
+    assert isinstance(grammar, ReasonerGrammarObject) and isinstance(
+        grammar.grammar, cm.CallmaskGrammarObject
+    )
 
     # The plugin's hook on GrammarManager gives the request's max_new_tokens to the matcher.
     budget = 200
@@ -207,7 +216,9 @@ def test_reasoning_and_budget(model_dir, tmp_path):
     GrammarManager._apply_request_reasoning_config(manager, req)
     assert grammar.grammar._pending_budget == budget
 
-    think = tokenizer.encode("<think>\nThe user wants the weather.\n</think>", add_special_tokens=False)
+    think = tokenizer.encode(
+        "<think>\nThe user wants the weather.\n</think>", add_special_tokens=False
+    )
     call = tokenizer.encode(
         '<tool_call>\n{"name":"get_current_weather", "arguments":{"location": "Oslo"}}\n</tool_call>',
         add_special_tokens=False,
@@ -225,8 +236,16 @@ def test_reasoning_and_budget(model_dir, tmp_path):
     assert inner.tokens_left() == budget - len(tokens)  # the reasoning counted against it
 
     # A plain request whose max_new_tokens cannot fit a call is aborted by the hook.
-    plain_backend, _ = server_backend(model_dir, transformers.AutoTokenizer.from_pretrained(model_dir))
-    g = plain_backend.dispatch_structural_tag(json.dumps(FunctionCallParser(strict_tools(), "llama3").get_structure_constraint("required")[1].model_dump(by_alias=True)))
+    plain_backend, _ = server_backend(
+        model_dir, transformers.AutoTokenizer.from_pretrained(model_dir)
+    )
+    g = plain_backend.dispatch_structural_tag(
+        json.dumps(
+            FunctionCallParser(strict_tools(), "llama3")
+            .get_structure_constraint("required")[1]
+            .model_dump(by_alias=True)
+        )
+    )
     aborted = []
     small = SimpleNamespace(
         grammar=g,

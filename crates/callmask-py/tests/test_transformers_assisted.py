@@ -107,7 +107,9 @@ def test_refused_token_without_speculation_raises(setup):
 
 def test_beam_reordering(setup):
     automaton, tokens = setup
-    other = automaton.tokenize('<tool_call>\n{"name": "get_time_utc", "arguments": {}}\n</tool_call>')
+    other = automaton.tokenize(
+        '<tool_call>\n{"name": "get_time_utc", "arguments": {}}\n</tool_call>'
+    )
     proc = CallmaskLogitsProcessor(automaton, max_new_tokens=64)
     beams = [tokens, other]
     for step in range(12):

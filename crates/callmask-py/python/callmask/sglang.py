@@ -226,7 +226,9 @@ class CallmaskGrammarObject(_BaseObject):
         """Unused (no jump-forward)."""
         return "", -1
 
-    def jump_and_retokenize(self, old_output_ids: Any, new_output_ids: Any, next_state: int) -> None:
+    def jump_and_retokenize(
+        self, old_output_ids: Any, new_output_ids: Any, next_state: int
+    ) -> None:
         """Unused (no jump-forward)."""
 
     def __repr__(self) -> str:
