@@ -259,6 +259,11 @@ def test_torch_masks_and_token_filter(backend):
     g.apply_vocab_mask(logits, moved)
     assert torch.isfinite(logits[0]).all() and torch.isfinite(logits[1]).all()
     assert torch.isfinite(logits[2]).nonzero().flatten().tolist() == g.matcher.allowed_tokens()
+    # Speculative decoding fills rows of a slice of a bigger mask (one slice per request).
+    big = cm.CallmaskGrammarBackend.allocate_vocab_mask(w, 6, "cpu")
+    g.fill_vocab_mask(big[3:6], 1)
+    assert allowed(big.numpy(), 4, w) == g.matcher.allowed_tokens()
+    assert (big[[0, 1, 2, 3, 5]] == -1).all()
     # Strict thinking's filter: allow only some ids, or forbid some (bit 31 included).
     assert backend.is_support_token_filter
     cm.CallmaskGrammarBackend.set_token_filter(vocab_mask, [31, 63, 5], 0, is_allowed=True)
