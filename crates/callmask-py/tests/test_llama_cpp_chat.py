@@ -83,6 +83,7 @@ def test_create_chat_completion(llm):
         messages,
         TOOLS,
         tool_choice="required",
+        parallel_tool_calls=False,
         dialect="hermes",
         max_tokens=120,
         temperature=0,
