@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The transformers end-to-end test (crates/callmask-py/tests/test_transformers.py), too heavy for
+# The transformers end-to-end tests (crates/callmask-py/tests/test_transformers.py, and
+# test_transformers_assisted.py: assisted generation, prompt lookup, beam search), too heavy for
 # CI (torch): installs torch, transformers and tokenizers from PyPI into the Python test venv
-# (scripts/python-setup.sh), then runs the test with its output.
+# (scripts/python-setup.sh), then runs the tests with their output.
 #
 #   scripts/python-transformers.sh
 set -euo pipefail
@@ -12,4 +13,4 @@ scripts/python-test.sh -k 'not llama_cpp' >/dev/null  # venv + wheel
 py=$(scripts/python-setup.sh --print-python)
 "$py" -m pip install --quiet torch transformers tokenizers
 cd crates/callmask-py
-"$py" -m pytest -q -s -p no:cacheprovider tests/test_transformers.py
+"$py" -m pytest -q -s -p no:cacheprovider tests/test_transformers.py tests/test_transformers_assisted.py
