@@ -312,15 +312,9 @@ class CallmaskGrammarBackend(_BaseBackend):
         pin = str(device).startswith("cuda") and torch.cuda.is_available()
         return allocate_token_bitmask(batch_size, vocab_size, pin_memory=pin)
 
-    @staticmethod
-    def move_vocab_mask(vocab_mask: Any, device: Any) -> Any:
-        """The mask on the logits' device."""
-        return vocab_mask.to(device, non_blocking=True)
-
-    @staticmethod
-    def apply_vocab_mask(logits: Any, vocab_mask: Any) -> None:
-        """Forbidden tokens' logits to -inf, in place, on the logits' device."""
-        apply_token_bitmask_inplace(logits, vocab_mask)
+    # SGLang calls these on the backend or on a grammar object: the same functions.
+    move_vocab_mask = staticmethod(CallmaskGrammarObject.move_vocab_mask)
+    apply_vocab_mask = staticmethod(CallmaskGrammarObject.apply_vocab_mask)
 
     @property
     def is_support_token_filter(self) -> bool:
