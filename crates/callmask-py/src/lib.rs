@@ -147,10 +147,15 @@ struct PyVocab {
 }
 
 impl PyVocab {
-    fn new(v: Vocab, extra_eos: Option<Vec<TokenId>>) -> PyResult<Self> {
-        let v = match extra_eos {
-            Some(e) if !e.is_empty() => v.with_eos_tokens(&e).map_err(err)?,
-            _ => v,
+    /// `extra_eos` added to the vocabulary's end tokens, or with `eos_only` in their place.
+    fn new(v: Vocab, extra_eos: Option<Vec<TokenId>>, eos_only: bool) -> PyResult<Self> {
+        let e = extra_eos.unwrap_or_default();
+        let v = if eos_only {
+            v.with_only_eos_tokens(&e).map_err(err)?
+        } else if e.is_empty() {
+            v
+        } else {
+            v.with_eos_tokens(&e).map_err(err)?
         };
         Ok(PyVocab { v: Arc::new(v) })
     }
@@ -159,45 +164,51 @@ impl PyVocab {
 #[pymethods]
 impl PyVocab {
     /// Loads a Hugging Face `tokenizer.json`; `eos_token_ids` adds end-of-generation tokens to
-    /// the ones the file names.
+    /// the ones the file names (`eos_only=True`: replaces them, for an engine that stops only
+    /// on those).
     #[staticmethod]
-    #[pyo3(signature = (path, eos_token_ids=None))]
+    #[pyo3(signature = (path, eos_token_ids=None, *, eos_only=false))]
     fn from_tokenizer_json(
         py: Python<'_>,
         path: std::path::PathBuf,
         eos_token_ids: Option<Vec<TokenId>>,
+        eos_only: bool,
     ) -> PyResult<Self> {
         let v = py
             .detach(|| Vocab::from_tokenizer_json(&path))
             .map_err(err)?;
-        Self::new(v, eos_token_ids)
+        Self::new(v, eos_token_ids, eos_only)
     }
 
     /// Loads a Hugging Face tokenizer from the text of its `tokenizer.json`.
     #[staticmethod]
-    #[pyo3(signature = (json, eos_token_ids=None))]
+    #[pyo3(signature = (json, eos_token_ids=None, *, eos_only=false))]
     fn from_tokenizer_json_str(
         py: Python<'_>,
         json: &str,
         eos_token_ids: Option<Vec<TokenId>>,
+        eos_only: bool,
     ) -> PyResult<Self> {
         let json = json.to_owned();
         let v = py
             .detach(|| Vocab::from_tokenizer_json_str(&json))
             .map_err(err)?;
-        Self::new(v, eos_token_ids)
+        Self::new(v, eos_token_ids, eos_only)
     }
 
     /// The vocabulary of a transformers tokenizer (`PreTrainedTokenizerFast`, e.g. from
     /// `AutoTokenizer.from_pretrained`) or a `tokenizers.Tokenizer`: its special tokens, and as
     /// end-of-generation tokens the ones the tokenizer file names, the tokenizer's
     /// `eos_token_id`, and `eos_token_ids` (e.g. the model's `generation_config.eos_token_id`).
+    /// `eos_only=True`: the end tokens are only the tokenizer's `eos_token_id` and
+    /// `eos_token_ids` (those an engine stops on), not the others the tokenizer file marks.
     #[staticmethod]
-    #[pyo3(signature = (tokenizer, eos_token_ids=None))]
+    #[pyo3(signature = (tokenizer, eos_token_ids=None, *, eos_only=false))]
     fn from_hf(
         py: Python<'_>,
         tokenizer: &Bound<'_, PyAny>,
         eos_token_ids: Option<Vec<TokenId>>,
+        eos_only: bool,
     ) -> PyResult<Self> {
         let backend = if tokenizer.hasattr("backend_tokenizer")? {
             tokenizer.getattr("backend_tokenizer")?
@@ -222,7 +233,7 @@ impl PyVocab {
         let v = py
             .detach(|| Vocab::from_tokenizer_json_str(&json))
             .map_err(err)?;
-        Self::new(v, Some(eos))
+        Self::new(v, Some(eos), eos_only)
     }
 
     /// A vocabulary from explicit parts, e.g. read from another library's tokenizer: each
@@ -259,7 +270,7 @@ impl PyVocab {
         {
             use callmask_llama::GgufVocab;
             let v = py.detach(|| Vocab::from_gguf(&path)).map_err(err)?;
-            Self::new(v, eos_token_ids)
+            Self::new(v, eos_token_ids, false)
         }
         #[cfg(not(feature = "llama"))]
         {

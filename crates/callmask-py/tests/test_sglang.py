@@ -275,3 +275,13 @@ def test_torch_masks_and_token_filter(backend):
         vocab_mask, [before[0]], 2, False, reset_vocab_mask=False
     )
     assert allowed(vocab_mask.numpy(), 2, w) == before[1:]
+
+
+def test_end_tokens_are_the_engines_stops(backend):
+    """SGLang stops on the eos ids it passes and on the tokenizer's eos_token_id: those, and
+    only those, may end an output. Llama 3.1's tokenizer file also marks other end tokens."""
+    assert backend.vocab.eos_token_ids == [128008, 128009]
+    plain = callmask.Vocab.from_tokenizer_json(TOKENIZERS["llama3_1"])
+    assert set(plain.eos_token_ids) - {128008, 128009}
+    with pytest.raises(callmask.VocabError):
+        callmask.Vocab.from_tokenizer_json(TOKENIZERS["llama3_1"], [], eos_only=True)

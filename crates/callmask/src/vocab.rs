@@ -319,6 +319,29 @@ impl Vocab {
         Ok(self)
     }
 
+    /// The same vocabulary with exactly `ids` as its end-of-generation tokens: for an engine
+    /// that stops only on some of the tokens the tokenizer file marks (Qwen3's file marks
+    /// `<|endoftext|>` too; a model whose generation config names only `<|im_end|>` is not
+    /// stopped by it), so that a grammar ends only on a token the engine stops on.
+    /// [`Error::Vocab`] when `ids` is empty or an id is outside the vocabulary.
+    ///
+    /// ```
+    /// # use callmask::Vocab;
+    /// let v = Vocab::from_parts(vec![b"a".to_vec(), b"<e1>".to_vec(), b"<e2>".to_vec()],
+    ///                           vec![false, true, true], vec![1, 2])?;
+    /// assert_eq!(v.with_only_eos_tokens(&[2])?.eos_tokens(), &[2]);
+    /// # Ok::<(), callmask::Error>(())
+    /// ```
+    pub fn with_only_eos_tokens(mut self, ids: &[TokenId]) -> Result<Self> {
+        if ids.is_empty() {
+            return Err(Error::Vocab(
+                "no end-of-generation token: a grammar could never end".into(),
+            ));
+        }
+        self.eos.clear();
+        self.with_eos_tokens(ids)
+    }
+
     /// A special token by its text, e.g. `"<|python_tag|>"` (the lowest id if several share it).
     /// Only special tokens: a normal token with that text is found by [`Vocab::token_id`].
     pub fn special_token(&self, text: &str) -> Option<TokenId> {

@@ -46,14 +46,22 @@ class Vocab:
     """A model's vocabulary: token bytes, special tokens, end-of-generation tokens."""
 
     @staticmethod
-    def from_tokenizer_json(path: _Path, eos_token_ids: Optional[Sequence[int]] = None) -> "Vocab":
-        """Loads a Hugging Face ``tokenizer.json``; ``eos_token_ids`` adds end-of-generation ids."""
+    def from_tokenizer_json(
+        path: _Path, eos_token_ids: Optional[Sequence[int]] = None, *, eos_only: bool = False
+    ) -> "Vocab":
+        """Loads a Hugging Face ``tokenizer.json``; ``eos_token_ids`` adds end-of-generation ids
+        (``eos_only``: replaces the file's)."""
     @staticmethod
-    def from_tokenizer_json_str(json: str, eos_token_ids: Optional[Sequence[int]] = None) -> "Vocab":
+    def from_tokenizer_json_str(
+        json: str, eos_token_ids: Optional[Sequence[int]] = None, *, eos_only: bool = False
+    ) -> "Vocab":
         """Loads a Hugging Face tokenizer from the text of its ``tokenizer.json``."""
     @staticmethod
-    def from_hf(tokenizer: Any, eos_token_ids: Optional[Sequence[int]] = None) -> "Vocab":
-        """From a transformers fast tokenizer or a ``tokenizers.Tokenizer`` (its EOS ids too)."""
+    def from_hf(
+        tokenizer: Any, eos_token_ids: Optional[Sequence[int]] = None, *, eos_only: bool = False
+    ) -> "Vocab":
+        """From a transformers fast tokenizer or a ``tokenizers.Tokenizer`` (its EOS ids too;
+        ``eos_only``: only those and ``eos_token_ids``, the ones an engine stops on)."""
     @staticmethod
     def from_parts(
         tokens: Sequence[bytes],

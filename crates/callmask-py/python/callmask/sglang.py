@@ -261,7 +261,14 @@ class CallmaskGrammarBackend(_BaseBackend):
     ):
         super().__init__()
         eos = sorted(int(t) for t in (eos_token_ids or ()))
-        self.vocab = vocab if vocab is not None else Vocab.from_hf(tokenizer, eos_token_ids=eos)
+        if vocab is None:
+            # The end tokens are those SGLang stops on (the model's eos ids it passes, the
+            # tokenizer's eos_token_id and additional stop ids), not every token the tokenizer
+            # file marks: a grammar must never end on a token the engine does not stop at.
+            extra = getattr(tokenizer, "additional_stop_token_ids", None) or ()
+            stops = eos + sorted(int(t) for t in extra)
+            vocab = Vocab.from_hf(tokenizer, eos_token_ids=stops, eos_only=bool(eos))
+        self.vocab = vocab
         self.vocab_size = vocab_size
         self.automata = AutomatonCache(self.vocab)
 
