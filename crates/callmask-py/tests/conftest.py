@@ -38,7 +38,9 @@ def qwen_vocab():
 @pytest.fixture(scope="session")
 def dump_masks():
     exe = pathlib.Path(
-        os.environ.get("CALLMASK_DUMP_MASKS", ROOT / "target" / "release" / "examples" / "dump_masks")
+        os.environ.get(
+            "CALLMASK_DUMP_MASKS", ROOT / "target" / "release" / "examples" / "dump_masks"
+        )
     )
     if not exe.exists():
         pytest.fail(f"{exe} is missing: cargo build --release -p callmask-py --example dump_masks")
@@ -76,3 +78,32 @@ def standard(schema):
     elif isinstance(t, list):
         out["type"] = [ALIASES.get(x, x) for x in t]
     return out
+
+
+def hermes_spec(tool_choice="required", parallel=False, tools="weather.json"):
+    """The callmask spec most engine tests drive: the hermes dialect over an example tool set."""
+    return {
+        "dialect": "hermes",
+        "tools": load_tools(tools),
+        "tool_choice": tool_choice,
+        "parallel_tool_calls": parallel,
+    }
+
+
+def tiny_llama(vocab_size, eos_token_id, seed=0):
+    """A 1-layer random-weight Llama (transformers; needs torch) with padded logits."""
+    import torch
+    import transformers
+
+    torch.manual_seed(seed)
+    config = transformers.LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        eos_token_id=eos_token_id,
+        pad_token_id=eos_token_id,
+    )
+    return transformers.LlamaForCausalLM(config).eval()

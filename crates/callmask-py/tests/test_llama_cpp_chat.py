@@ -12,15 +12,10 @@ import pytest
 import callmask
 import callmask.llama_cpp as cm
 from callmask._common import grammar_from_spec
-from conftest import OUTPUTS, load_tools
+from conftest import OUTPUTS, hermes_spec, load_tools
 
 TOOLS = load_tools("weather.json")
-SPEC = {
-    "dialect": "hermes",
-    "tools": TOOLS,
-    "tool_choice": "required",
-    "parallel_tool_calls": False,
-}
+SPEC = hermes_spec()
 PROMPT = [1, 2, 3]
 
 

@@ -16,15 +16,10 @@ import pytest
 import callmask
 from callmask import sglang as cm
 from callmask._common import grammar_from_spec
-from conftest import OUTPUTS, TOKENIZERS, load_tools
+from conftest import OUTPUTS, TOKENIZERS, hermes_spec, load_tools
 
 TOOLS = load_tools("weather.json")
-SPEC = {
-    "dialect": "hermes",
-    "tools": TOOLS,
-    "tool_choice": "required",
-    "parallel_tool_calls": False,
-}
+SPEC = hermes_spec()
 PAD = 128  # models pad their logits beyond the tokenizer
 GrammarRow = namedtuple("GrammarRow", "row grammar")  # SGLang's batched-fill entry
 

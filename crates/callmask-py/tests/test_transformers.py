@@ -13,7 +13,7 @@ jsonschema = pytest.importorskip("jsonschema")
 
 import callmask  # noqa: E402
 from callmask.transformers import CallmaskLogitsProcessor  # noqa: E402
-from conftest import TOKENIZERS, load_tools, standard  # noqa: E402
+from conftest import TOKENIZERS, load_tools, standard, tiny_llama  # noqa: E402
 
 
 def test_generate_with_random_llama():
@@ -23,18 +23,7 @@ def test_generate_with_random_llama():
     tok.padding_side = "left"
     vocab = callmask.Vocab.from_hf(tok)
     assert tok.eos_token_id in vocab.eos_token_ids
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(
-        vocab_size=len(vocab) + 64,  # padded logits
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.eos_token_id,
-    )
-    model = transformers.LlamaForCausalLM(config).eval()
+    model = tiny_llama(len(vocab) + 64, tok.eos_token_id)  # padded logits
     tools = load_tools("weather.json")
     grammar = callmask.Grammar.from_dialect(
         "hermes", tools, tool_choice="required", parallel_tool_calls=False, max_whitespace=1

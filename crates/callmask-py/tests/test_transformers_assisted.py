@@ -16,7 +16,7 @@ transformers = pytest.importorskip("transformers")
 import callmask  # noqa: E402
 from callmask._common import grammar_from_spec  # noqa: E402
 from callmask.transformers import CallmaskLogitsProcessor  # noqa: E402
-from conftest import OUTPUTS, TOKENIZERS, load_tools  # noqa: E402
+from conftest import OUTPUTS, TOKENIZERS, load_tools, tiny_llama  # noqa: E402
 
 SPEC = {
     "dialect": "hermes",
@@ -123,19 +123,8 @@ def test_beam_reordering(setup):
         call(proc, [tokens[:12]])  # a different batch: a new generate() needs reset()
 
 
-def tiny_llama(tok, seed):
-    torch.manual_seed(seed)
-    config = transformers.LlamaConfig(
-        vocab_size=WIDTH,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.eos_token_id,
-    )
-    return transformers.LlamaForCausalLM(config).eval()
+def random_llama(tok, seed):
+    return tiny_llama(WIDTH, tok.eos_token_id, seed)
 
 
 @pytest.mark.parametrize("mode", ["assistant", "beams", "prompt_lookup"])
@@ -144,12 +133,12 @@ def test_generate(setup, mode):
     tok = transformers.PreTrainedTokenizerFast(
         tokenizer_file=str(TOKENIZERS["llama3_1"]), eos_token="<|eot_id|>", pad_token="<|eot_id|>"
     )
-    model = tiny_llama(tok, 0)
+    model = random_llama(tok, 0)
     inputs = tok(["Weather in Oslo?"], return_tensors="pt")
     budget = 60
     proc = CallmaskLogitsProcessor(automaton, max_new_tokens=budget, speculative=mode != "beams")
     kwargs = {
-        "assistant": {"assistant_model": tiny_llama(tok, 1), "do_sample": False},
+        "assistant": {"assistant_model": random_llama(tok, 1), "do_sample": False},
         "beams": {"num_beams": 3, "do_sample": False},
         "prompt_lookup": {"prompt_lookup_num_tokens": 3, "do_sample": False},
     }[mode]

@@ -22,19 +22,14 @@ import numpy as np
 import pytest
 from callmask import vllm as cm_vllm
 from callmask._common import grammar_from_spec
-from conftest import OUTPUTS, TOKENIZERS, load_tools, standard
+from conftest import OUTPUTS, TOKENIZERS, hermes_spec, load_tools, standard
 
 PAD = 128  # models pad their logits beyond the tokenizer
 IM_END = 151645  # Qwen3's <|im_end|>; <|endoftext|> is 151643
 
 
 def spec(tool_choice="required", parallel=True, tools="weather.json"):
-    return {
-        "dialect": "hermes",
-        "tools": load_tools(tools),
-        "tool_choice": tool_choice,
-        "parallel_tool_calls": parallel,
-    }
+    return hermes_spec(tool_choice, parallel, tools)
 
 
 def config(max_model_len=None, speculative=None, tokenizer="qwen3"):
