@@ -28,4 +28,7 @@ cargo clippy --release --workspace --all-targets -- -D warnings
 # dialects (crates/callmask/tests/budget.rs; about 5 minutes on 2 cores).
 export CALLMASK_BUDGET_FUZZ_SCALE=${CALLMASK_BUDGET_FUZZ_SCALE:-1}
 cargo test --release --workspace
+# The C API for programs with their own llama.cpp: libcallmask_c without the bundled llama.cpp and
+# llama/callmask_llama.cpp on a separate llama.cpp build (about 3 minutes).
+scripts/host-llama-test.sh
 scripts/python-test.sh

@@ -57,6 +57,12 @@ typedef enum CallmaskStatus {
   CALLMASK_STATUS_PANIC = 18,
   // Any other failure.
   CALLMASK_STATUS_OTHER = 19,
+  // Not in this build of the library (e.g. reading a GGUF file in a build without the
+  // bundled llama.cpp).
+  CALLMASK_STATUS_UNSUPPORTED = 20,
+  // A token budget that no complete output fits in, or that this vocabulary cannot keep
+  // (see [`callmask_matcher_set_token_budget`]).
+  CALLMASK_STATUS_BUDGET = 21,
 } CallmaskStatus;
 
 // A compiled grammar (a dialect with its tools, or a JSON Schema). Immutable and shareable
@@ -76,6 +82,12 @@ typedef struct CallmaskStreamParser CallmaskStreamParser;
 // Immutable; share it across threads.
 typedef struct CallmaskVocab CallmaskVocab;
 
+// A token's bytes for [`callmask_vocab_from_token_callback`]: writes up to `cap` bytes of token
+// `token` to `buf` and returns how many it wrote, or, when `cap` is too small, minus the length
+// it needs (the convention of llama.cpp's `llama_token_to_piece`); any other negative value is
+// a failure.
+typedef int64_t (*CallmaskTokenBytesFn)(void *user_data, uint32_t token, uint8_t *buf, uintptr_t cap);
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -86,6 +98,14 @@ const char *callmask_version(void);
 // The message of the last failure on this thread, or NULL if none yet. Owned by callmask:
 // valid until the next failure on this thread.
 const char *callmask_last_error(void);
+
+// Records a failure as this thread's last error ([`callmask_last_error`]) and returns `status`:
+// for code built on this API that reports failures the same way, such as
+// `llama/callmask_llama.cpp` (NULL `message`: the status's name).
+//
+// # Safety
+// `message` NULL or NUL-terminated.
+enum CallmaskStatus callmask_record_error(enum CallmaskStatus status, const char *message);
 
 // The name of a status, e.g. `"token_forbidden"` (a static string).
 const char *callmask_status_name(enum CallmaskStatus status);
@@ -111,7 +131,9 @@ enum CallmaskStatus callmask_vocab_from_tokenizer_json(const char *json,
                                                        uintptr_t len,
                                                        struct CallmaskVocab **out);
 
-// Loads the vocabulary of a GGUF model file (through the llama.cpp bundled in this library).
+// Loads the vocabulary of a GGUF model file (through the llama.cpp bundled in this library;
+// `CALLMASK_STATUS_UNSUPPORTED` in a build without it: read the model with your llama.cpp and use
+// `callmask_vocab_from_llama_vocab`).
 //
 // # Safety
 // `path` a NUL-terminated string; `out` writable.
@@ -133,15 +155,23 @@ enum CallmaskStatus callmask_vocab_from_tokens(uintptr_t n_tokens,
                                                uintptr_t n_eos,
                                                struct CallmaskVocab **out);
 
-// A vocabulary read from a llama.cpp model's `llama_vocab` (from `llama_model_get_vocab`): the
-// token table callmask's GGUF loader reads, copied, so the model may be freed afterwards. No
-// tokenizer. Convert once per model and share the result.
+// A vocabulary read through a callback, for engines whose token table is behind a tokenizer
+// object (llama.cpp's `llama_token_to_piece`, a Python tokenizer...): `token_bytes(user_data, i,
+// buf, cap)` is called once (twice where the first buffer is too small) for each `i` below
+// `n_tokens`, on this thread, before this function returns; special (control) tokens and
+// end-of-generation tokens as in [`callmask_vocab_from_tokens`]. No tokenizer.
 //
 // # Safety
-// `vocab` NULL or a live `llama_vocab` of the llama.cpp this library was built with
-// (see `docs/embedding.md`); `out` writable.
-enum CallmaskStatus callmask_vocab_from_llama_vocab(const struct llama_vocab *vocab,
-                                                    struct CallmaskVocab **out);
+// `token_bytes` safe to call with `user_data` as described; the id arrays readable for their
+// lengths (NULL allowed for an empty one); `out` writable.
+enum CallmaskStatus callmask_vocab_from_token_callback(uintptr_t n_tokens,
+                                                       CallmaskTokenBytesFn token_bytes,
+                                                       void *user_data,
+                                                       const uint32_t *special_ids,
+                                                       uintptr_t n_special,
+                                                       const uint32_t *eos_ids,
+                                                       uintptr_t n_eos,
+                                                       struct CallmaskVocab **out);
 
 // Number of tokens (largest id + 1); 0 when `vocab` is NULL.
 //
@@ -246,6 +276,18 @@ enum CallmaskStatus callmask_grammar_parse(const struct CallmaskGrammar *grammar
 // `grammar` NULL or a grammar not freed before.
 void callmask_grammar_free(struct CallmaskGrammar *grammar);
 
+// The built-in dialect a model writes its tool calls in, told from its chat template (NULL or
+// `""`: none; the template of a GGUF's `tokenizer.chat_template` or a `tokenizer_config.json`)
+// and its vocabulary (see `Dialect::detect`): `*name` (free it with [`callmask_string_free`]),
+// a name [`callmask_grammar_from_dialect`] takes. `CALLMASK_STATUS_DIALECT` when the template
+// shows no format callmask knows (give the dialect then).
+//
+// # Safety
+// `chat_template` NULL or NUL-terminated; `vocab` live; `name` writable.
+enum CallmaskStatus callmask_dialect_detect(const char *chat_template,
+                                            const struct CallmaskVocab *vocab,
+                                            char **name);
+
 // A matcher at the start of an output of `grammar` over `vocab`. The grammar's token automaton
 // for this vocabulary (its mask caches) is made on first use and shared by every matcher.
 // `CALLMASK_STATUS_MISSING_SPECIAL_TOKEN` when the grammar needs a special token the
@@ -333,6 +375,24 @@ bool callmask_matcher_is_allowed(const struct CallmaskMatcher *matcher, uint32_t
 // `matcher` live, unaliased.
 enum CallmaskStatus callmask_matcher_rollback(struct CallmaskMatcher *matcher, uintptr_t n);
 
+// Gives the matcher a token budget: every output then finishes within `max_tokens` more tokens,
+// its end-of-generation token included (the mask keeps only tokens after which a complete
+// output still fits; it never dead-ends). Negative: no budget. `CALLMASK_STATUS_BUDGET`
+// (nothing changed) when the shortest complete output from here needs more, or when the
+// vocabulary lacks a single-byte token for some byte (the budget cannot count then).
+//
+// # Safety
+// `matcher` live, unaliased.
+enum CallmaskStatus callmask_matcher_set_token_budget(struct CallmaskMatcher *matcher,
+                                                      int64_t max_tokens);
+
+// Tokens left in the matcher's budget (end-of-generation token included), or -1 when it has no
+// budget (or `matcher` is NULL).
+//
+// # Safety
+// `matcher` NULL or live.
+int64_t callmask_matcher_tokens_left(const struct CallmaskMatcher *matcher);
+
 // True when the output may end here (end-of-generation tokens are allowed); false on NULL.
 //
 // # Safety
@@ -409,6 +469,16 @@ const char *callmask_stream_parser_last_error(const struct CallmaskStreamParser 
 // `parser` NULL or a parser not freed before.
 void callmask_stream_parser_free(struct CallmaskStreamParser *parser);
 
+// A vocabulary read from a llama.cpp model's `llama_vocab` (from `llama_model_get_vocab`): the
+// token table callmask's GGUF loader reads, copied, so the model may be freed afterwards. No
+// tokenizer. Convert once per model and share the result.
+//
+// # Safety
+// `vocab` NULL or a live `llama_vocab` of the llama.cpp this library was built with
+// (see `docs/embedding.md`); `out` writable.
+enum CallmaskStatus callmask_vocab_from_llama_vocab(const struct llama_vocab *vocab,
+                                                    struct CallmaskVocab **out);
+
 // A llama.cpp sampler (`struct llama_sampler *`) that masks the logits with `grammar` over
 // `vocab` (the model's: [`callmask_vocab_from_llama_vocab`], or any callmask vocabulary with the
 // model's token ids). Put it first in a chain with `llama_sampler_chain_add` (the chain then
@@ -456,6 +526,16 @@ bool callmask_llama_sampler_can_end(const struct llama_sampler *smpl);
 // # Safety
 // `smpl` NULL or a live `llama_sampler` not in use by another thread.
 enum CallmaskStatus callmask_llama_sampler_check(struct llama_sampler *smpl);
+
+// Gives the callmask sampler a token budget: `max_tokens` tokens (the end-of-generation token
+// included) from the start of the output, which every output then finishes within (see
+// `callmask_matcher_set_token_budget`); negative: no budget. Call it before the first token;
+// `reset` keeps it. `CALLMASK_STATUS_BUDGET` (nothing changed) when no complete output fits.
+//
+// # Safety
+// `smpl` NULL or a live `llama_sampler` not in use by another thread.
+enum CallmaskStatus callmask_llama_sampler_set_token_budget(struct llama_sampler *smpl,
+                                                            int64_t max_tokens);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -31,11 +31,9 @@ use callmask::{
     CompileOptions, Dialect, DialectOptions, Error, Grammar, Matcher, TokenAutomaton, TokenMask,
     Tools, Vocab,
 };
-use callmask_llama::GgufVocab;
-use llama_cpp_sys_2 as sys;
 use serde_json::{json, Value};
 use std::cell::RefCell;
-use std::ffi::{c_char, CStr, CString};
+use std::ffi::{c_char, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 use std::sync::{Arc, Mutex};
@@ -85,6 +83,12 @@ pub enum CallmaskStatus {
     Panic = 18,
     /// Any other failure.
     Other = 19,
+    /// Not in this build of the library (e.g. reading a GGUF file in a build without the
+    /// bundled llama.cpp).
+    Unsupported = 20,
+    /// A token budget that no complete output fits in, or that this vocabulary cannot keep
+    /// (see [`callmask_matcher_set_token_budget`]).
+    Budget = 21,
 }
 
 /// A failure on its way to the caller.
@@ -126,6 +130,7 @@ impl From<Error> for Failure {
             Error::BitmaskSize { .. } => S::BitmaskSize,
             Error::Parse(_) => S::Parse,
             Error::Io { .. } => S::Io,
+            Error::BudgetTooSmall { .. } | Error::BudgetUnsupported { .. } => S::Budget,
             _ => S::Other,
         };
         Failure::new(status, e.to_string())
@@ -308,6 +313,39 @@ pub extern "C" fn callmask_last_error() -> *const c_char {
         .unwrap_or(ptr::null())
 }
 
+/// Records a failure as this thread's last error ([`callmask_last_error`]) and returns `status`:
+/// for code built on this API that reports failures the same way, such as
+/// `llama/callmask_llama.cpp` (NULL `message`: the status's name).
+///
+/// # Safety
+/// `message` NULL or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn callmask_record_error(
+    status: CallmaskStatus,
+    message: *const c_char,
+) -> CallmaskStatus {
+    let text = if message.is_null() {
+        None
+    } else {
+        // SAFETY: NUL-terminated (caller's contract).
+        Some(
+            unsafe { CStr::from_ptr(message) }
+                .to_string_lossy()
+                .into_owned(),
+        )
+    };
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        let name = || {
+            // SAFETY: a static NUL-terminated string.
+            unsafe { CStr::from_ptr(callmask_status_name(status)) }
+                .to_string_lossy()
+                .into_owned()
+        };
+        record(None, &Failure::new(status, text.unwrap_or_else(name)));
+    }));
+    status
+}
+
 /// The name of a status, e.g. `"token_forbidden"` (a static string).
 #[no_mangle]
 pub extern "C" fn callmask_status_name(status: CallmaskStatus) -> *const c_char {
@@ -333,6 +371,8 @@ pub extern "C" fn callmask_status_name(status: CallmaskStatus) -> *const c_char 
         S::Sampler => c"sampler",
         S::Panic => c"panic",
         S::Other => c"other",
+        S::Unsupported => c"unsupported",
+        S::Budget => c"budget",
     };
     s.as_ptr()
 }
@@ -397,7 +437,9 @@ pub unsafe extern "C" fn callmask_vocab_from_tokenizer_json(
     })
 }
 
-/// Loads the vocabulary of a GGUF model file (through the llama.cpp bundled in this library).
+/// Loads the vocabulary of a GGUF model file (through the llama.cpp bundled in this library;
+/// `CALLMASK_STATUS_UNSUPPORTED` in a build without it: read the model with your llama.cpp and use
+/// `callmask_vocab_from_llama_vocab`).
 ///
 /// # Safety
 /// `path` a NUL-terminated string; `out` writable.
@@ -409,7 +451,7 @@ pub unsafe extern "C" fn callmask_vocab_from_gguf(
     guard(None, || {
         // SAFETY: caller's contract.
         let (out, path) = unsafe { (out_ptr(out, "out")?, text_arg(path, "path")?) };
-        vocab_out(out, Vocab::from_gguf(path)?);
+        vocab_out(out, gguf_vocab(path)?);
         Ok(())
     })
 }
@@ -454,44 +496,89 @@ pub unsafe extern "C" fn callmask_vocab_from_tokens(
             tokens.push(bytes[at..at + l as usize].to_vec());
             at += l as usize;
         }
-        let mut special = vec![false; n_tokens];
-        for &s in specials {
-            *special.get_mut(s as usize).ok_or_else(|| {
-                Failure::new(
-                    CallmaskStatus::Vocab,
-                    format!("special token {s} is outside the vocabulary of {n_tokens} tokens"),
-                )
-            })? = true;
-        }
-        vocab_out(out, Vocab::from_parts(tokens, special, eos.to_vec())?);
+        vocab_out(out, vocab_from_table(tokens, specials, eos)?);
         Ok(())
     })
 }
 
-/// A vocabulary read from a llama.cpp model's `llama_vocab` (from `llama_model_get_vocab`): the
-/// token table callmask's GGUF loader reads, copied, so the model may be freed afterwards. No
-/// tokenizer. Convert once per model and share the result.
+/// A token's bytes for [`callmask_vocab_from_token_callback`]: writes up to `cap` bytes of token
+/// `token` to `buf` and returns how many it wrote, or, when `cap` is too small, minus the length
+/// it needs (the convention of llama.cpp's `llama_token_to_piece`); any other negative value is
+/// a failure.
+pub type CallmaskTokenBytesFn = Option<
+    unsafe extern "C" fn(user_data: *mut c_void, token: u32, buf: *mut u8, cap: usize) -> i64,
+>;
+
+/// A vocabulary read through a callback, for engines whose token table is behind a tokenizer
+/// object (llama.cpp's `llama_token_to_piece`, a Python tokenizer...): `token_bytes(user_data, i,
+/// buf, cap)` is called once (twice where the first buffer is too small) for each `i` below
+/// `n_tokens`, on this thread, before this function returns; special (control) tokens and
+/// end-of-generation tokens as in [`callmask_vocab_from_tokens`]. No tokenizer.
 ///
 /// # Safety
-/// `vocab` NULL or a live `llama_vocab` of the llama.cpp this library was built with
-/// (see `docs/embedding.md`); `out` writable.
+/// `token_bytes` safe to call with `user_data` as described; the id arrays readable for their
+/// lengths (NULL allowed for an empty one); `out` writable.
 #[no_mangle]
-pub unsafe extern "C" fn callmask_vocab_from_llama_vocab(
-    vocab: *const sys::llama_vocab,
+pub unsafe extern "C" fn callmask_vocab_from_token_callback(
+    n_tokens: usize,
+    token_bytes: CallmaskTokenBytesFn,
+    user_data: *mut c_void,
+    special_ids: *const u32,
+    n_special: usize,
+    eos_ids: *const u32,
+    n_eos: usize,
     out: *mut *mut CallmaskVocab,
 ) -> CallmaskStatus {
     guard(None, || {
         // SAFETY: caller's contract.
         let out = unsafe { out_ptr(out, "out") }?;
-        if vocab.is_null() {
-            return Err(null("vocab"));
+        let f = token_bytes.ok_or_else(|| null("token_bytes"))?;
+        let id = |i: usize| {
+            u32::try_from(i)
+                .map_err(|_| Failure::new(CallmaskStatus::InvalidArgument, "more than 2^32 tokens"))
+        };
+        let mut tokens = Vec::with_capacity(n_tokens);
+        let mut buf = vec![0u8; 64];
+        for i in 0..n_tokens {
+            let t = id(i)?;
+            // SAFETY: `buf` is writable for its length; the callback's contract is the caller's.
+            let mut n = unsafe { f(user_data, t, buf.as_mut_ptr(), buf.len()) };
+            if n < 0 && n.unsigned_abs() as usize > buf.len() && n.unsigned_abs() <= 1 << 20 {
+                buf.resize(n.unsigned_abs() as usize, 0);
+                // SAFETY: as above, with the larger buffer.
+                n = unsafe { f(user_data, t, buf.as_mut_ptr(), buf.len()) };
+            }
+            let len = usize::try_from(n).ok().filter(|&l| l <= buf.len());
+            let len = len.ok_or_else(|| {
+                Failure::new(
+                    CallmaskStatus::Vocab,
+                    format!("token_bytes failed for token {t} (returned {n})"),
+                )
+            })?;
+            tokens.push(buf[..len].to_vec());
         }
-        // SAFETY: a live `llama_vocab` (caller's contract).
-        vocab_out(out, unsafe {
-            callmask_llama::vocab_from_llama_vocab(vocab)
-        }?);
+        // SAFETY: caller's contract.
+        let specials = unsafe { slice_arg(special_ids, n_special, "special_ids") }?;
+        // SAFETY: caller's contract.
+        let eos = unsafe { slice_arg(eos_ids, n_eos, "eos_ids") }?;
+        vocab_out(out, vocab_from_table(tokens, specials, eos)?);
         Ok(())
     })
+}
+
+/// A vocabulary from token bytes and the ids of its special and end-of-generation tokens.
+fn vocab_from_table(tokens: Vec<Vec<u8>>, specials: &[u32], eos: &[u32]) -> Res<Vocab> {
+    let n_tokens = tokens.len();
+    let mut special = vec![false; n_tokens];
+    for &s in specials {
+        *special.get_mut(s as usize).ok_or_else(|| {
+            Failure::new(
+                CallmaskStatus::Vocab,
+                format!("special token {s} is outside the vocabulary of {n_tokens} tokens"),
+            )
+        })? = true;
+    }
+    Ok(Vocab::from_parts(tokens, special, eos.to_vec())?)
 }
 
 /// Number of tokens (largest id + 1); 0 when `vocab` is NULL.
@@ -797,6 +884,35 @@ pub unsafe extern "C" fn callmask_grammar_free(grammar: *mut CallmaskGrammar) {
     }
 }
 
+/// The built-in dialect a model writes its tool calls in, told from its chat template (NULL or
+/// `""`: none; the template of a GGUF's `tokenizer.chat_template` or a `tokenizer_config.json`)
+/// and its vocabulary (see `Dialect::detect`): `*name` (free it with [`callmask_string_free`]),
+/// a name [`callmask_grammar_from_dialect`] takes. `CALLMASK_STATUS_DIALECT` when the template
+/// shows no format callmask knows (give the dialect then).
+///
+/// # Safety
+/// `chat_template` NULL or NUL-terminated; `vocab` live; `name` writable.
+#[no_mangle]
+pub unsafe extern "C" fn callmask_dialect_detect(
+    chat_template: *const c_char,
+    vocab: *const CallmaskVocab,
+    name: *mut *mut c_char,
+) -> CallmaskStatus {
+    guard(None, || {
+        // SAFETY: caller's contract.
+        let (out, v) = unsafe { (out_ptr(name, "name")?, get(vocab, "vocab")?) };
+        let template = if chat_template.is_null() {
+            None
+        } else {
+            // SAFETY: NUL-terminated (caller's contract).
+            Some(unsafe { text_arg(chat_template, "chat_template") }?)
+        };
+        let found = Dialect::detect(template.filter(|t| !t.is_empty()), &v.vocab)?;
+        *out = c_string_out(found.to_string());
+        Ok(())
+    })
+}
+
 // ---------------------------------------------------------------------------------------------
 // Matchers
 
@@ -1074,6 +1190,38 @@ pub unsafe extern "C" fn callmask_matcher_rollback(
     unsafe { with_matcher(matcher, |m| Ok(m.matcher.rollback(n)?)) }
 }
 
+/// Gives the matcher a token budget: every output then finishes within `max_tokens` more tokens,
+/// its end-of-generation token included (the mask keeps only tokens after which a complete
+/// output still fits; it never dead-ends). Negative: no budget. `CALLMASK_STATUS_BUDGET`
+/// (nothing changed) when the shortest complete output from here needs more, or when the
+/// vocabulary lacks a single-byte token for some byte (the budget cannot count then).
+///
+/// # Safety
+/// `matcher` live, unaliased.
+#[no_mangle]
+pub unsafe extern "C" fn callmask_matcher_set_token_budget(
+    matcher: *mut CallmaskMatcher,
+    max_tokens: i64,
+) -> CallmaskStatus {
+    let budget = usize::try_from(max_tokens).ok();
+    // SAFETY: caller's contract.
+    unsafe { with_matcher(matcher, |m| Ok(m.matcher.set_token_budget(budget)?)) }
+}
+
+/// Tokens left in the matcher's budget (end-of-generation token included), or -1 when it has no
+/// budget (or `matcher` is NULL).
+///
+/// # Safety
+/// `matcher` NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn callmask_matcher_tokens_left(matcher: *const CallmaskMatcher) -> i64 {
+    // SAFETY: caller's contract.
+    guard_value(-1, || {
+        let left = unsafe { get(matcher, "matcher") }?.matcher.tokens_left();
+        Ok(left.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX)))
+    })
+}
+
 /// True when the output may end here (end-of-generation tokens are allowed); false on NULL.
 ///
 /// # Safety
@@ -1297,121 +1445,24 @@ pub unsafe extern "C" fn callmask_stream_parser_free(parser: *mut CallmaskStream
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// llama.cpp sampler
-
-/// A llama.cpp sampler (`struct llama_sampler *`) that masks the logits with `grammar` over
-/// `vocab` (the model's: [`callmask_vocab_from_llama_vocab`], or any callmask vocabulary with the
-/// model's token ids). Put it first in a chain with `llama_sampler_chain_add` (the chain then
-/// owns it), followed by temperature, top-k/top-p, `dist`...: `apply` sets forbidden tokens'
-/// logits to `-inf` (ids beyond the vocabulary, such as padding, included), `accept` advances
-/// the matcher (`llama_sampler_sample` calls it), `reset` rewinds to the start, `clone` forks.
-/// NULL on failure (the message in [`callmask_last_error`]).
-///
-/// Its `llama_sampler_i` matches the `llama.h` of the llama.cpp bundled in this library (see
-/// `docs/embedding.md`).
-///
-/// # Safety
-/// `grammar`, `vocab` live.
-#[no_mangle]
-pub unsafe extern "C" fn callmask_llama_sampler_init(
-    grammar: *const CallmaskGrammar,
-    vocab: *const CallmaskVocab,
-) -> *mut sys::llama_sampler {
-    guard_value(ptr::null_mut(), || {
-        // SAFETY: caller's contract.
-        let (g, v) = unsafe { (get(grammar, "grammar")?, get(vocab, "vocab")?) };
-        let matcher = g.automaton(&v.vocab)?.matcher();
-        Ok(callmask_llama::mask_sampler_init(matcher)?.as_ptr())
-    })
+/// A GGUF file's vocabulary, read by the bundled llama.cpp.
+#[cfg(feature = "bundled-llama")]
+fn gguf_vocab(path: &str) -> Res<Vocab> {
+    use callmask_llama::GgufVocab;
+    Ok(Vocab::from_gguf(path)?)
 }
 
-/// As [`callmask_llama_sampler_init`], reading the vocabulary from a `llama_vocab` on each call
-/// (it costs a pass over the token table and a new mask cache: a server should convert once per
-/// model with [`callmask_vocab_from_llama_vocab`] instead).
-///
-/// # Safety
-/// `vocab` NULL or a live `llama_vocab`; `grammar` live.
-#[no_mangle]
-pub unsafe extern "C" fn callmask_llama_sampler_init_llama_vocab(
-    vocab: *const sys::llama_vocab,
-    grammar: *const CallmaskGrammar,
-) -> *mut sys::llama_sampler {
-    guard_value(ptr::null_mut(), || {
-        // SAFETY: caller's contract.
-        let g = unsafe { get(grammar, "grammar") }?;
-        if vocab.is_null() {
-            return Err(null("vocab"));
-        }
-        // SAFETY: a live `llama_vocab` (caller's contract).
-        let v = Arc::new(unsafe { callmask_llama::vocab_from_llama_vocab(vocab) }?);
-        let matcher = TokenAutomaton::new(&g.grammar, v)?.matcher();
-        Ok(callmask_llama::mask_sampler_init(matcher)?.as_ptr())
-    })
+/// Without a bundled llama.cpp there is nothing to read a GGUF file with.
+#[cfg(not(feature = "bundled-llama"))]
+fn gguf_vocab(path: &str) -> Res<Vocab> {
+    Err(Failure::new(
+        CallmaskStatus::Unsupported,
+        format!(
+            "cannot read {path}: this libcallmask_c was built without the bundled llama.cpp \
+             (load the model with your llama.cpp and call callmask_vocab_from_llama_vocab)"
+        ),
+    ))
 }
 
-/// The matcher of a callmask sampler, or a failure for NULL or another kind of sampler.
-///
-/// # Safety
-/// `smpl` NULL or a live `llama_sampler`, not used elsewhere during the borrow.
-unsafe fn sampler_matcher<'a>(smpl: *const sys::llama_sampler) -> Res<&'a Matcher> {
-    if smpl.is_null() {
-        return Err(null("sampler"));
-    }
-    // SAFETY: caller's contract.
-    unsafe { callmask_llama::mask_sampler_matcher(smpl) }.ok_or_else(|| {
-        Failure::new(
-            CallmaskStatus::InvalidArgument,
-            "not a sampler made by callmask_llama_sampler_init",
-        )
-    })
-}
-
-/// True when the callmask sampler's output is complete and nothing may follow (or an
-/// end-of-generation token was accepted); false otherwise, for NULL, or another sampler.
-///
-/// # Safety
-/// `smpl` NULL or a live `llama_sampler` not in use by another thread.
-#[no_mangle]
-pub unsafe extern "C" fn callmask_llama_sampler_is_finished(
-    smpl: *const sys::llama_sampler,
-) -> bool {
-    // SAFETY: caller's contract.
-    guard_value(
-        false,
-        || Ok(unsafe { sampler_matcher(smpl) }?.is_finished()),
-    )
-}
-
-/// True when the callmask sampler's output may end here; false otherwise, for NULL, or another
-/// sampler.
-///
-/// # Safety
-/// `smpl` NULL or a live `llama_sampler` not in use by another thread.
-#[no_mangle]
-pub unsafe extern "C" fn callmask_llama_sampler_can_end(smpl: *const sys::llama_sampler) -> bool {
-    // SAFETY: caller's contract.
-    guard_value(false, || Ok(unsafe { sampler_matcher(smpl) }?.can_end()))
-}
-
-/// Reports (and clears) a failure inside the callmask sampler's callbacks, which llama.cpp gives
-/// no way to return: a token its matcher refused in `accept`, no allowed token with a finite
-/// logit in `apply`, a caught panic. `CALLMASK_STATUS_OK` when none; `CALLMASK_STATUS_SAMPLER`
-/// with the message in [`callmask_last_error`]. Call it after each `llama_sampler_sample`.
-///
-/// # Safety
-/// `smpl` NULL or a live `llama_sampler` not in use by another thread.
-#[no_mangle]
-pub unsafe extern "C" fn callmask_llama_sampler_check(
-    smpl: *mut sys::llama_sampler,
-) -> CallmaskStatus {
-    guard(None, || {
-        // SAFETY: caller's contract.
-        unsafe { sampler_matcher(smpl) }?;
-        // SAFETY: checked to be ours; unaliased (caller's contract).
-        match unsafe { callmask_llama::mask_sampler_take_error(smpl) } {
-            None => Ok(()),
-            Some(e) => Err(Failure::new(CallmaskStatus::Sampler, e)),
-        }
-    })
-}
+#[cfg(feature = "bundled-llama")]
+mod llama;

@@ -316,6 +316,36 @@ pub unsafe fn mask_sampler_take_error(smpl: *mut sys::llama_sampler) -> Option<S
     }
 }
 
+/// Sets the token budget of a sampler made by [`mask_sampler_init`] (see
+/// [`Matcher::set_token_budget`]), at its current position and for `reset` (the budget counts
+/// from the start of the output after a reset). `None` when `smpl` is another kind of sampler;
+/// the matcher's error (nothing changed) when the budget cannot hold.
+///
+/// # Safety
+/// `smpl` must be null or point to a live `llama_sampler` that no one uses during the call.
+pub unsafe fn mask_sampler_set_token_budget(
+    smpl: *mut sys::llama_sampler,
+    budget: Option<usize>,
+) -> Option<Result<()>> {
+    // SAFETY: a live sampler (caller's contract); `state` only once it is known to be ours.
+    if !unsafe { is_mask_sampler(smpl) } {
+        return None;
+    }
+    // SAFETY: ours and unaliased (caller's contract).
+    let st = unsafe { state(smpl) };
+    let mut start = st.start.clone();
+    let mut now = st.matcher.clone();
+    Some(
+        start
+            .set_token_budget(budget)
+            .and_then(|()| now.set_token_budget(budget))
+            .map(|()| {
+                st.start = start;
+                st.matcher = now;
+            }),
+    )
+}
+
 /// A llama.cpp sampler chain whose first sampler is callmask's mask (see the module docs).
 pub struct ConstrainedSampler {
     chain: NonNull<sys::llama_sampler>,
