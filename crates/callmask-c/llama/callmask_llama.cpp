@@ -63,6 +63,15 @@ void sampler_accept(llama_sampler * smpl, llama_token token) {
 
 void sampler_apply(llama_sampler * smpl, llama_token_data_array * cur_p) {
     sampler_state * st = state_of(smpl);
+    if (cur_p->size == 1) {
+        // One candidate: llama.cpp's common sampler checking a token drawn without the mask
+        // (rejection sampling); a refusal here is an answer, not a failure.
+        const llama_token t = cur_p->data[0].id;
+        if (t < 0 || !callmask_matcher_is_allowed(st->matcher, (uint32_t) t)) {
+            cur_p->data[0].logit = -INFINITY;
+        }
+        return;
+    }
     if (callmask_matcher_fill_mask(st->matcher, st->mask.data(), st->mask.size()) != CALLMASK_STATUS_OK) {
         keep_error(st, "mask");
         for (size_t i = 0; i < cur_p->size; i++) {
