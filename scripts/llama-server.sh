@@ -16,8 +16,9 @@
 # told from the model's chat template (or pass --callmask-dialect NAME). /health answers once the
 # model is loaded.
 #
-#   --plain        build and run the same llama.cpp unpatched (for comparisons)
-#   --build-only   build, print the binary's path, and exit
+#   --plain          build and run the same llama.cpp unpatched (for comparisons)
+#   --build-only     build, print the binary's path, and exit
+#   --prepare-only   fetch and patch the sources, print the patched tree's path, and exit
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -31,6 +32,7 @@ FILES=$ROOT/integrations/llama.cpp/files
 port=8080
 plain=0
 build_only=0
+prepare_only=0
 args=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -38,6 +40,7 @@ while [ $# -gt 0 ]; do
     --port=*) port=${1#--port=}; shift ;;
     --plain) plain=1; shift ;;
     --build-only) build_only=1; shift ;;
+    --prepare-only) prepare_only=1; shift ;;
     *) args+=("$1"); shift ;;
   esac
 done
@@ -73,6 +76,11 @@ if [ "$plain" = 0 ] && [ "$(cat "$BASE/callmask/stamp" 2>/dev/null)" != "$stamp"
   patch --quiet -p1 -d "$BASE/callmask/llama.cpp" < "$PATCH"
   cp -r "$FILES"/. "$BASE/callmask/llama.cpp/"
   echo "$stamp" > "$BASE/callmask/stamp"
+fi
+
+if [ "$prepare_only" = 1 ]; then
+  echo "$BASE/$([ "$plain" = 1 ] && echo plain || echo callmask)/llama.cpp"
+  exit 0
 fi
 
 # 3. Build (incremental: a no-op when up to date).

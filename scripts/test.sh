@@ -31,4 +31,7 @@ cargo test --release --workspace
 # The C API for programs with their own llama.cpp: libcallmask_c without the bundled llama.cpp and
 # llama/callmask_llama.cpp on a separate llama.cpp build (about 3 minutes).
 scripts/host-llama-test.sh
+# llama.cpp's server with callmask, light: the patch applies to the pinned sources and its files
+# compile (scripts/llama-server-e2e.sh builds and runs the server; see the README).
+scripts/llama-server-check.sh
 scripts/python-test.sh

@@ -28,7 +28,7 @@ import time
 import urllib.error
 import urllib.request
 
-from openai_e2e import check_calls, collect_stream, plan, report
+from openai_e2e import check_calls, collect_stream, plan, report, standard
 
 CHOICES = ("required", "named", "auto", "none")
 BUDGETS = (48, 64, 100, 200)
@@ -69,10 +69,23 @@ def verdict(r: dict, message: dict, finish: str, used: int | None) -> tuple:
     return ("valid", None) if why is None else ("invalid", why)
 
 
-def run(base: str, n: int, seed: int, label: str, timeout: float) -> dict:
-    counts = {"valid": 0, "refused": 0, "cut": 0, "no_call": 0, "invalid": 0, "error": 0}
+def standard_tools(tools: list) -> list:
+    """The tools with their parameters in standard JSON Schema types (the held-out-style sets
+    use BFCL's type aliases such as ``dict``, which llama.cpp's own grammar builder refuses)."""
+    out = []
+    for t in tools:
+        f = dict(t["function"])
+        f["parameters"] = standard(f.get("parameters") or {"type": "object"})
+        out.append({**t, "function": f})
+    return out
+
+
+def run(base: str, n: int, seed: int, label: str, timeout: float, std: bool = False) -> dict:
+    counts: dict = {"valid": 0, "refused": 0, "cut": 0, "no_call": 0, "invalid": 0, "error": 0}
     t0 = time.time()
     for i, r in enumerate(plan(n, seed, choices=CHOICES, budgets=BUDGETS)):
+        if std:
+            r["tools"] = standard_tools(r["tools"])
         body = {
             "messages": [{"role": "user", "content": r["message"]}],
             "tools": r["tools"],
@@ -121,6 +134,108 @@ def run(base: str, n: int, seed: int, label: str, timeout: float) -> dict:
     return counts
 
 
+PERSON = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 12},
+        "age": {"type": "integer", "minimum": 0, "maximum": 120},
+    },
+    "required": ["name", "age"],
+    "additionalProperties": False,
+}
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    },
+}
+
+
+def post(base: str, path: str, body: dict) -> tuple:
+    """(HTTP status, JSON body) of a POST."""
+    req = urllib.request.Request(
+        f"{base}{path}",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=120) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")
+
+
+def callmask_checks(base: str) -> int:
+    """The rest of the callmask server's contract: a ``%callmask`` JSON Schema grammar on
+    ``/completion``, a chat request without tools left to llama.cpp, typed 400s for a bad tool
+    schema and for a named tool that is not in the list, the dialect in ``/props``. Returns how
+    many failed."""
+    import jsonschema
+
+    failed = 0
+
+    def check(name: str, why: str | None) -> None:
+        nonlocal failed
+        failed += why is not None
+        print(
+            f"{'ok  ' if why is None else 'FAIL'} check {name}{'' if why is None else ' -> ' + why}"
+        )
+
+    grammar = "%callmask " + json.dumps({"json_schema": PERSON})
+    code, data = post(
+        base, "/completion", {"prompt": "A person as JSON:", "n_predict": 40, "grammar": grammar}
+    )
+    why = None
+    if code != 200:
+        why = f"HTTP {code}: {data}"
+    elif data.get("stop_type") != "eos" or data.get("tokens_predicted", 99) > 40:
+        why = f"stop_type {data.get('stop_type')}, {data.get('tokens_predicted')} tokens"
+    else:
+        try:
+            jsonschema.validate(json.loads(data["content"]), PERSON)
+        except (ValueError, jsonschema.ValidationError) as e:
+            why = f"content {data['content']!r}: {e}"
+    check("%callmask json_schema grammar on /completion", why)
+
+    body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
+    code, data = post(base, "/v1/chat/completions", body)
+    msg = data.get("choices", [{}])[0].get("message", {}) if code == 200 else {}
+    check(
+        "chat without tools left to llama.cpp",
+        None if code == 200 and not msg.get("tool_calls") else f"HTTP {code}: {data}",
+    )
+
+    bad = json.loads(json.dumps(WEATHER_TOOL))
+    bad["function"]["parameters"]["properties"]["city"]["type"] = "strin"
+    code, data = post(base, "/v1/chat/completions", dict(body, max_tokens=64, tools=[bad]))
+    text = json.dumps(data)
+    check(
+        "invalid tool schema -> 400 naming it",
+        None
+        if code == 400 and "callmask (schema)" in text and "strin" in text
+        else f"{code} {text[:200]}",
+    )
+
+    named = {"type": "function", "function": {"name": "no_such_tool"}}
+    code, data = post(
+        base,
+        "/v1/chat/completions",
+        dict(body, max_tokens=64, tools=[WEATHER_TOOL], tool_choice=named),
+    )
+    text = json.dumps(data)
+    check(
+        "named tool_choice not in tools -> 400",
+        None if code == 400 and "no_such_tool" in text else f"{code} {text[:200]}",
+    )
+
+    with urllib.request.urlopen(f"{base}/props", timeout=30) as resp:
+        props = json.loads(resp.read())
+    dialect = props.get("callmask_dialect")
+    check("/props names the dialect", None if dialect else f"callmask_dialect {dialect!r}")
+    return failed
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("base_url")
@@ -129,9 +244,23 @@ def main() -> int:
     ap.add_argument("--label", default="llama-server")
     ap.add_argument("--timeout", type=float, default=300.0)
     ap.add_argument("--strict", action="store_true", help="fail unless every request is valid")
+    ap.add_argument(
+        "--callmask-checks",
+        action="store_true",
+        help="also check the callmask server's %%callmask grammars, errors and /props",
+    )
+    ap.add_argument(
+        "--standard-types",
+        action="store_true",
+        help="send the tools' schemas with standard JSON Schema types instead of BFCL's aliases",
+    )
     args = ap.parse_args()
-    counts = run(args.base_url, args.requests, args.seed, args.label, args.timeout)
+    counts = run(
+        args.base_url, args.requests, args.seed, args.label, args.timeout, args.standard_types
+    )
     bad = counts["cut"] + counts["no_call"] + counts["invalid"] + counts["error"]
+    if args.callmask_checks:
+        bad += callmask_checks(args.base_url)
     return 1 if args.strict and bad else 0
 
 

@@ -16,7 +16,7 @@ from typing import Any
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TOOLS = ROOT / "examples" / "tools"
 sys.path.insert(0, str(ROOT / "crates" / "callmask-py" / "tests"))
-from conftest import standard
+from conftest import standard  # the tools' type aliases as JSON Schema types
 
 BUDGETS = [40, 64, 100, 200]
 MESSAGES = [
@@ -96,7 +96,9 @@ def check_calls(req: dict, calls: list) -> str | None:
 def collect_stream(raw: str) -> tuple:
     """The message, finish reason and completion tokens of an SSE chat stream (deltas
     accumulated as OpenAI's clients do)."""
-    content, calls, finish, used = [], {}, None, None
+    content: list = []
+    calls: dict = {}
+    finish, used = None, None
     for line in raw.splitlines():
         if not line.startswith("data: ") or line == "data: [DONE]":
             continue
