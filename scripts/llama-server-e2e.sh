@@ -14,8 +14,13 @@
 #
 # With --standard-types, the tools' schemas go out with standard JSON Schema types instead of the
 # held-out sets' BFCL aliases (`dict`, `float`), which llama.cpp's own grammar builder refuses.
+# With --model GGUF, both servers serve that model with its own chat template, and the callmask
+# server tells the dialect from it (e.g. .cache/models/tiny-qwen3.gguf, Qwen3's tokenizer and
+# template over random weights: scripts/engines/make_tiny_qwen3.py, then llama.cpp's
+# convert_hf_to_gguf.py, as scripts/llama-server-tiny-qwen3.sh does).
 #
-#   scripts/llama-server-e2e.sh [--port PORT] [--requests N] [--compare] [--template FILE] [--standard-types]
+#   scripts/llama-server-e2e.sh [--port PORT] [--requests N] [--compare] [--template FILE]
+#                               [--standard-types] [--model GGUF]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CALLMASK_CACHE=${CALLMASK_CACHE:-$PWD/.cache}
@@ -23,6 +28,7 @@ port=8089
 requests=24
 compare=0
 template=""
+model=""
 client_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -31,7 +37,8 @@ while [ $# -gt 0 ]; do
   --compare) compare=1; shift ;;
   --template) template=$2; shift 2 ;;
   --standard-types) client_args+=(--standard-types); shift ;;
-  *) echo "usage: scripts/llama-server-e2e.sh [--port PORT] [--requests N] [--compare] [--template FILE] [--standard-types]" >&2; exit 2 ;;
+  --model) model=$2; shift 2 ;;
+  *) echo "usage: scripts/llama-server-e2e.sh [--port PORT] [--requests N] [--compare] [--template FILE] [--standard-types] [--model GGUF]" >&2; exit 2 ;;
   esac
 done
 start=$(date +%s)
@@ -40,12 +47,16 @@ py=$(scripts/python-setup.sh --print-python)
 scripts/fetch-data.sh gemma >&2
 
 server_args=()
+if [ -n "$template" ] || [ -n "$model" ]; then
+  [ -n "$model" ] || model=$(ls "$CALLMASK_CACHE"/gemma-*/gemma-3-270m-q4_k_m.gguf | head -1)
+  [ -f "$model" ] || { echo "no model $model" >&2; exit 2; }
+  server_args=(-m "$model" -c 4096)
+fi
 if [ -n "$template" ]; then
-  scripts/llama-server.sh --build-only --plain >/dev/null  # unpacks the pinned sources
+  scripts/llama-server.sh --prepare-only --plain >/dev/null  # unpacks the pinned sources
   [ -f "$template" ] || template=$CALLMASK_CACHE/llama-server/plain/llama.cpp/models/templates/$template
   [ -f "$template" ] || { echo "no chat template $template" >&2; exit 2; }
-  model=$(ls "$CALLMASK_CACHE"/gemma-*/gemma-3-270m-q4_k_m.gguf | head -1)
-  server_args=(-m "$model" -c 4096 --chat-template-file "$template")
+  server_args+=(--chat-template-file "$template")
 fi
 
 server=""
