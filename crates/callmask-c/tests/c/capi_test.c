@@ -129,6 +129,24 @@ static void check_step(CallmaskMatcher *m, const Expected *e, size_t i, uint32_t
         i);
 }
 
+/* A token table behind a callback (llama_token_to_piece's convention), here another vocabulary;
+ * `fail_at` makes one token fail. */
+typedef struct {
+  const CallmaskVocab *vocab;
+  uint32_t fail_at;
+} TableSource;
+
+static int64_t token_bytes_from(void *user_data, uint32_t token, uint8_t *buf, size_t cap) {
+  const TableSource *src = user_data;
+  if (token == src->fail_at) return -1;
+  const uint8_t *b;
+  size_t l;
+  if (callmask_vocab_token_bytes(src->vocab, token, &b, &l) != CALLMASK_STATUS_OK) return -1;
+  if (l > cap) return -(int64_t)l;
+  memcpy(buf, b, l);
+  return (int64_t)l;
+}
+
 int main(int argc, char **argv) {
   if (argc != 5) {
     fprintf(stderr, "usage: %s TOKENIZER_JSON TOOLS_JSON OUTPUT_TXT EXPECTED_TXT\n", argv[0]);
@@ -171,15 +189,29 @@ int main(int argc, char **argv) {
   CallmaskVocab *vocab2 = NULL;
   OK(callmask_vocab_from_tokens(n_vocab, lens, bytes, specials, n_special, eos, n_eos, &vocab2));
   CHECK(callmask_vocab_size(vocab2) == n_vocab, "rebuilt vocabulary size");
+  TableSource src = {vocab, UINT32_MAX};
+  CallmaskVocab *vocab3 = NULL;
+  OK(callmask_vocab_from_token_callback(n_vocab, token_bytes_from, &src, specials, n_special, eos,
+                                        n_eos, &vocab3));
+  CHECK(callmask_vocab_size(vocab3) == n_vocab, "vocabulary from a callback: size");
+  TableSource failing = {vocab, 5};
+  CallmaskVocab *vocab_bad = (CallmaskVocab *)1;
+  EXPECT_STATUS(callmask_vocab_from_token_callback(n_vocab, token_bytes_from, &failing, NULL, 0,
+                                                   NULL, 0, &vocab_bad),
+                CALLMASK_STATUS_VOCAB);
+  CHECK(vocab_bad == NULL, "callback vocabulary out cleared on failure");
+  EXPECT_STATUS(callmask_vocab_from_token_callback(n_vocab, NULL, NULL, NULL, 0, NULL, 0, &vocab_bad),
+                CALLMASK_STATUS_NULL_ARGUMENT);
   printf("vocabulary: %zu tokens (%zu special, %zu end-of-generation), %zu mask words\n", n_vocab,
          n_special, n_eos, words);
 
   /* Compile once; matchers over both vocabularies. */
   CallmaskGrammar *g = NULL;
   OK(callmask_grammar_from_dialect("pythonic", tools, "{\"tool_choice\": \"auto\"}", &g));
-  CallmaskMatcher *m = NULL, *m2 = NULL;
+  CallmaskMatcher *m = NULL, *m2 = NULL, *m3 = NULL;
   OK(callmask_matcher_new(g, vocab, &m));
   OK(callmask_matcher_new(g, vocab2, &m2));
+  OK(callmask_matcher_new(g, vocab3, &m3));
   uint32_t *mask = malloc((words + 3) * sizeof *mask);
   uint32_t *mask2 = malloc((words + 3) * sizeof *mask2);
   size_t half = e.n / 2;
@@ -188,10 +220,53 @@ int main(int argc, char **argv) {
     check_step(m, &e, i, mask, words, "matcher");
     check_step(m2, &e, i, mask2, words, "arrays vocabulary");
     CHECK(memcmp(mask, mask2, words * sizeof *mask) == 0, "step %zu: masks differ", i);
+    check_step(m3, &e, i, mask2, words, "callback vocabulary");
+    CHECK(memcmp(mask, mask2, words * sizeof *mask) == 0, "step %zu: callback masks differ", i);
     if (i == half) OK(callmask_matcher_clone(m, &at_half));
     OK(callmask_matcher_accept_token(m, e.tokens[i]));
     OK(callmask_matcher_accept_token(m2, e.tokens[i]));
+    OK(callmask_matcher_accept_token(m3, e.tokens[i]));
   }
+
+  /* Token budgets: refused where no complete output fits, counted down per token. */
+  CallmaskMatcher *mb = NULL;
+  OK(callmask_matcher_new(g, vocab, &mb));
+  CHECK(callmask_matcher_tokens_left(mb) == -1, "no budget at first");
+  EXPECT_STATUS(callmask_matcher_set_token_budget(mb, 0), CALLMASK_STATUS_BUDGET);
+  CHECK(callmask_matcher_tokens_left(mb) == -1, "a refused budget changes nothing");
+  OK(callmask_matcher_set_token_budget(mb, 100));
+  CHECK(callmask_matcher_tokens_left(mb) == 100, "budget 100");
+  OK(callmask_matcher_accept_token(mb, e.tokens[0]));
+  CHECK(callmask_matcher_tokens_left(mb) == 99, "one token spent: %lld",
+        (long long)callmask_matcher_tokens_left(mb));
+  OK(callmask_matcher_set_token_budget(mb, -1));
+  CHECK(callmask_matcher_tokens_left(mb) == -1, "budget removed");
+  CHECK(callmask_matcher_tokens_left(NULL) == -1, "NULL matcher: no budget");
+  EXPECT_STATUS(callmask_matcher_set_token_budget(NULL, 5), CALLMASK_STATUS_NULL_ARGUMENT);
+  callmask_matcher_free(mb);
+
+  /* Dialect detection from a chat template. */
+  char *dialect = NULL;
+  OK(callmask_dialect_detect("{%- if tools %}<tool_call>{\"name\": ...}</tool_call>{% endif %}", vocab,
+                             &dialect));
+  CHECK(dialect && strcmp(dialect, "hermes") == 0, "detected %s", dialect ? dialect : "(null)");
+  callmask_string_free(dialect);
+  OK(callmask_dialect_detect(NULL, vocab, &dialect)); /* no template: Llama 3.1's <|python_tag|> */
+  CHECK(dialect && strcmp(dialect, "llama31_json") == 0, "detected %s without a template",
+        dialect ? dialect : "(null)");
+  callmask_string_free(dialect);
+  EXPECT_STATUS(callmask_dialect_detect("{{ bos_token }}{% for m in messages %}{% endfor %}", vocab,
+                                        &dialect),
+                CALLMASK_STATUS_DIALECT);
+  CHECK(dialect == NULL, "detect out cleared on failure");
+
+  /* Glue code reports its own failures through the same last error. */
+  CHECK(callmask_record_error(CALLMASK_STATUS_SAMPLER, "glue failed") == CALLMASK_STATUS_SAMPLER,
+        "record_error returns its status");
+  CHECK(strcmp(callmask_last_error(), "glue failed") == 0, "recorded: %s", callmask_last_error());
+  callmask_record_error(CALLMASK_STATUS_BUDGET, NULL);
+  CHECK(strcmp(callmask_last_error(), "budget") == 0, "recorded without a message: %s",
+        callmask_last_error());
   check_step(m, &e, e.n, mask, words, "matcher");
   CHECK(popcount(mask, words) == 0, "finished: empty mask");
   printf("walk: %zu tokens, allowed counts %zu, %zu, ... agree with Rust\n", e.n, e.count[0],
@@ -380,12 +455,14 @@ int main(int argc, char **argv) {
   check_step(at_half, &e, half, mask, words, "matcher outlives its grammar and vocabulary");
   callmask_matcher_free(m);
   callmask_matcher_free(m2);
+  callmask_matcher_free(m3);
   callmask_matcher_free(at_half);
   callmask_matcher_free(fork);
   callmask_matcher_free(probe);
   callmask_grammar_free(sg);
   callmask_grammar_free(needs_special);
   callmask_vocab_free(vocab2);
+  callmask_vocab_free(vocab3);
   callmask_vocab_free(NULL);
   callmask_string_free(NULL);
   free(rows);

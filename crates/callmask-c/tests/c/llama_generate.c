@@ -50,9 +50,10 @@ static double now(void) {
 
 enum { MAX_TOKENS = 160 };
 
-/* One constrained generation; returns 0 when the output finished, parsed and made a call. */
+/* One constrained generation, within `budget` tokens (end-of-generation included; negative: no
+ * budget); returns 0 when the output finished within it, parsed and made a call. */
 static int generate(struct llama_model *model, const CallmaskVocab *cvocab, const char *tools,
-                    const char *dialect, const char *question, uint32_t seed) {
+                    const char *dialect, const char *question, uint32_t seed, int budget) {
   const struct llama_vocab *vocab = llama_model_get_vocab(model);
   CallmaskGrammar *grammar = NULL;
   CM(callmask_grammar_from_dialect(
@@ -79,6 +80,11 @@ static int generate(struct llama_model *model, const CallmaskVocab *cvocab, cons
   llama_sampler_chain_add(chain, llama_sampler_init_temp(0.7f));
   llama_sampler_chain_add(chain, llama_sampler_init_dist(seed));
   if (strcmp(llama_sampler_name(mask), "callmask") != 0) { fprintf(stderr, "sampler name\n"); exit(1); }
+  if (budget >= 0) {
+    CallmaskStatus too_small = callmask_llama_sampler_set_token_budget(mask, 1);
+    if (too_small != CALLMASK_STATUS_BUDGET) { fprintf(stderr, "budget 1 not refused\n"); exit(1); }
+    CM(callmask_llama_sampler_set_token_budget(mask, budget));
+  }
 
   char prompt[16384];
   snprintf(prompt, sizeof prompt,
@@ -115,7 +121,8 @@ static int generate(struct llama_model *model, const CallmaskVocab *cvocab, cons
   printf("[%d prompt tokens in %.2f s, %d generated in %.2f s: %.1f tokens/s]\n", n_prompt,
          t1 - t0, n_gen, t2 - t1, n_gen / (t2 - t1 > 0 ? t2 - t1 : 1e-9));
 
-  int ok = finished;
+  int ok = finished && (budget < 0 || n_gen + 1 <= budget);
+  if (budget >= 0) printf("[budget %d tokens: %d + end-of-generation]\n", budget, n_gen);
   char *json = NULL;
   CallmaskStatus st = callmask_grammar_parse(grammar, text, len, &json);
   if (st == CALLMASK_STATUS_OK) {
@@ -159,9 +166,9 @@ int main(int argc, char **argv) {
          now() - t0);
 
   int fails = 0;
-  fails += generate(model, cvocab, tools, "pythonic", "What's the weather like in Paris?", 1);
-  fails += generate(model, cvocab, tools, "functools", "What is the stock price of NVDA?", 2);
-  fails += generate(model, cvocab, tools, "empower", "Who is user 42?", 3);
+  fails += generate(model, cvocab, tools, "pythonic", "What's the weather like in Paris?", 1, -1);
+  fails += generate(model, cvocab, tools, "functools", "What is the stock price of NVDA?", 2, 48);
+  fails += generate(model, cvocab, tools, "empower", "Who is user 42?", 3, 36);
 
   callmask_vocab_free(cvocab);
   llama_model_free(model);
