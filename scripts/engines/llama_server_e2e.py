@@ -28,26 +28,10 @@ import time
 import urllib.error
 import urllib.request
 
-from openai_e2e import check_calls, collect_stream, plan, report, standard
+from openai_e2e import chat_body, check_calls, plan, post_chat, report, standard
 
 CHOICES = ("required", "named", "auto", "none")
 BUDGETS = (48, 64, 100, 200)
-
-
-def post_chat(base: str, body: dict, timeout: float) -> tuple:
-    """The message, finish reason and completion tokens of one chat request (streamed or not)."""
-    req = urllib.request.Request(
-        f"{base}/v1/chat/completions",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(req, timeout=timeout) as resp:
-        raw = resp.read().decode()
-    if body["stream"]:
-        return collect_stream(raw)
-    data = json.loads(raw)
-    choice = data["choices"][0]
-    return choice["message"], choice["finish_reason"], data["usage"]["completion_tokens"]
 
 
 def verdict(r: dict, message: dict, finish: str, used: int | None) -> tuple:
@@ -86,18 +70,7 @@ def run(base: str, n: int, seed: int, label: str, timeout: float, std: bool = Fa
     for i, r in enumerate(plan(n, seed, choices=CHOICES, budgets=BUDGETS)):
         if std:
             r["tools"] = standard_tools(r["tools"])
-        body = {
-            "messages": [{"role": "user", "content": r["message"]}],
-            "tools": r["tools"],
-            "tool_choice": r["tool_choice"],
-            "parallel_tool_calls": r["parallel_tool_calls"],
-            "max_tokens": r["max_tokens"],
-            "temperature": 1.0,
-            "seed": seed + i,
-            "stream": r["stream"],
-        }
-        if r["stream"]:
-            body["stream_options"] = {"include_usage": True}
+        body = chat_body(r, seed + i)
         try:
             message, finish, used = post_chat(base, body, timeout)
         except urllib.error.HTTPError as e:

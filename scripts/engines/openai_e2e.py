@@ -70,6 +70,41 @@ def plan(
     return out
 
 
+def chat_body(r: dict, seed: int) -> dict:
+    """The OpenAI chat request of a planned request ``r`` (sampling seed ``seed``)."""
+    body = {
+        "messages": [{"role": "user", "content": r["message"]}],
+        "tools": r["tools"],
+        "tool_choice": r["tool_choice"],
+        "parallel_tool_calls": r["parallel_tool_calls"],
+        "max_tokens": r["max_tokens"],
+        "temperature": 1.0,
+        "seed": seed,
+        "stream": r["stream"],
+    }
+    if r["stream"]:
+        body["stream_options"] = {"include_usage": True}
+    return body
+
+
+def post_chat(base: str, body: dict, timeout: float) -> tuple:
+    """The message, finish reason and completion tokens of one chat request (streamed or not)."""
+    import urllib.request
+
+    req = urllib.request.Request(
+        f"{base}/v1/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        raw = resp.read().decode()
+    if body["stream"]:
+        return collect_stream(raw)
+    data = json.loads(raw)
+    choice = data["choices"][0]
+    return choice["message"], choice["finish_reason"], data["usage"]["completion_tokens"]
+
+
 def check_calls(req: dict, calls: list) -> str | None:
     """None when the calls are what the request allows, else why not."""
     import jsonschema

@@ -21,7 +21,7 @@ import json
 import sys
 import time
 
-from openai_e2e import check_calls, collect_stream, plan, report
+from openai_e2e import chat_body, check_calls, plan, post_chat, report
 
 
 def offline(model: str, n: int, seed: int) -> list:
@@ -127,32 +127,8 @@ def serve(base: str, n: int, seed: int) -> list:
     model = json.loads(urllib.request.urlopen(f"{base}/v1/models").read())["data"][0]["id"]
     results = []
     for i, r in enumerate(plan(n, seed)):
-        body = {
-            "model": model,
-            "messages": [{"role": "user", "content": r["message"]}],
-            "tools": r["tools"],
-            "tool_choice": r["tool_choice"],
-            "parallel_tool_calls": r["parallel_tool_calls"],
-            "max_tokens": r["max_tokens"],
-            "temperature": 1.0,
-            "seed": seed + i,
-            "stream": r["stream"],
-        }
-        if r["stream"]:
-            body["stream_options"] = {"include_usage": True}
-        req = urllib.request.Request(
-            f"{base}/v1/chat/completions",
-            data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(req, timeout=600) as resp:
-            raw = resp.read().decode()
-        if r["stream"]:
-            message, finish, used = collect_stream(raw)
-        else:
-            data = json.loads(raw)
-            message, finish = data["choices"][0]["message"], data["choices"][0]["finish_reason"]
-            used = data["usage"]["completion_tokens"]
+        body = dict(chat_body(r, seed + i), model=model)
+        message, finish, used = post_chat(base, body, 600)
         calls = message.get("tool_calls") or []
         want = {"stop"} if isinstance(r["tool_choice"], dict) else {"stop", "tool_calls"}
         why = None

@@ -288,6 +288,24 @@ enum CallmaskStatus callmask_dialect_detect(const char *chat_template,
                                             const struct CallmaskVocab *vocab,
                                             char **name);
 
+// The tools as a prompt's system message for a chat template that shows none (Gemma 3's): each
+// tool's JSON and, with a built-in `dialect` (NULL: none), an example call written in it, as
+// `callmask generate` adds it. `*text` is freed with [`callmask_string_free`]. Also
+// [`callmask_template_uses_tools`] tells whether a template needs it.
+//
+// # Safety
+// `dialect` NULL or NUL-terminated; `tools_json` NUL-terminated; `text` writable.
+enum CallmaskStatus callmask_tools_instructions(const char *dialect,
+                                                const char *tools_json,
+                                                char **text);
+
+// True when a chat template renders the tools it is given (false: give the model
+// [`callmask_tools_instructions`] in a system message); false for NULL.
+//
+// # Safety
+// `chat_template` NULL or NUL-terminated.
+bool callmask_template_uses_tools(const char *chat_template);
+
 // A matcher at the start of an output of `grammar` over `vocab`. The grammar's token automaton
 // for this vocabulary (its mask caches) is made on first use and shared by every matcher.
 // `CALLMASK_STATUS_MISSING_SPECIAL_TOKEN` when the grammar needs a special token the

@@ -913,6 +913,57 @@ pub unsafe extern "C" fn callmask_dialect_detect(
     })
 }
 
+/// The tools as a prompt's system message for a chat template that shows none (Gemma 3's): each
+/// tool's JSON and, with a built-in `dialect` (NULL: none), an example call written in it, as
+/// `callmask generate` adds it. `*text` is freed with [`callmask_string_free`]. Also
+/// [`callmask_template_uses_tools`] tells whether a template needs it.
+///
+/// # Safety
+/// `dialect` NULL or NUL-terminated; `tools_json` NUL-terminated; `text` writable.
+#[no_mangle]
+pub unsafe extern "C" fn callmask_tools_instructions(
+    dialect: *const c_char,
+    tools_json: *const c_char,
+    text: *mut *mut c_char,
+) -> CallmaskStatus {
+    guard(None, || {
+        // SAFETY: caller's contract.
+        let (out, tools) = unsafe { (out_ptr(text, "text")?, json_arg(tools_json, "tools_json")?) };
+        if tools.is_null() {
+            return Err(null("tools_json"));
+        }
+        let writer = if dialect.is_null() {
+            None
+        } else {
+            // SAFETY: NUL-terminated (caller's contract).
+            let name = unsafe { text_arg(dialect, "dialect") }?;
+            Some(callmask::prompt::builtin_writer(name).ok_or_else(|| {
+                Failure::new(
+                    CallmaskStatus::Dialect,
+                    format!("no built-in call writer for dialect {name:?}"),
+                )
+            })?)
+        };
+        let tools = Tools::from_openai_json(&tools)?;
+        *out = c_string_out(callmask::prompt::tools_instructions(&tools, writer)?);
+        Ok(())
+    })
+}
+
+/// True when a chat template renders the tools it is given (false: give the model
+/// [`callmask_tools_instructions`] in a system message); false for NULL.
+///
+/// # Safety
+/// `chat_template` NULL or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn callmask_template_uses_tools(chat_template: *const c_char) -> bool {
+    guard_value(false, || {
+        // SAFETY: NUL-terminated (caller's contract).
+        let t = unsafe { text_arg(chat_template, "chat_template") }?;
+        Ok(callmask::prompt::template_uses_tools(t))
+    })
+}
+
 // ---------------------------------------------------------------------------------------------
 // Matchers
 

@@ -184,6 +184,19 @@ unsafe extern "C" fn mask_apply(
     }
     // SAFETY: llama.cpp passes a valid array of `size` initialized entries, ours to modify.
     let data = unsafe { std::slice::from_raw_parts_mut((*cur_p).data, (*cur_p).size) };
+    if let [one] = data {
+        // One candidate: a caller checking a token drawn without the mask (llama.cpp's
+        // `common_sampler` does, before resampling with it); a refusal is an answer, not a
+        // failure.
+        let allowed = catch_unwind(AssertUnwindSafe(|| {
+            u32::try_from(one.id).is_ok_and(|t| st.matcher.is_allowed(t))
+        }))
+        .unwrap_or(false);
+        if !allowed {
+            one.logit = f32::NEG_INFINITY;
+        }
+        return;
+    }
     let r = catch_unwind(AssertUnwindSafe(|| {
         st.matcher.fill_mask(&mut st.mask);
         let mut any = false;

@@ -267,6 +267,21 @@ std::string common_callmask_tools_grammar(const std::string & dialect, const std
     return std::string(CALLMASK_PREFIX) + " " + spec.dump();
 }
 
+std::string common_callmask_tools_prompt(const std::string & dialect, const std::string & chat_template,
+                                         const std::string & tools_json) {
+    if (callmask_template_uses_tools(chat_template.c_str())) {
+        return "";
+    }
+    const json  spec = json::parse(dialect);
+    std::string name = spec.contains("dialect") ? spec.at("dialect").get<std::string>() : std::string();
+    char *      text = nullptr;
+    const CallmaskStatus status = callmask_tools_instructions(name.empty() ? nullptr : name.c_str(), tools_json.c_str(), &text);
+    if (status != CALLMASK_STATUS_OK) {
+        throw std::invalid_argument(last_error(status));
+    }
+    return std::string(string_ptr(text).get());
+}
+
 std::string common_callmask_with_max_tokens(const std::string & grammar, int64_t max_tokens) {
     json spec = spec_of(grammar);
     if (max_tokens < 0) {

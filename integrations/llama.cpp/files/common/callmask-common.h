@@ -40,6 +40,12 @@ std::string common_callmask_tools_grammar(const std::string & dialect, const std
                                           const std::string & tool_choice_json,
                                           const std::string & parallel_tool_calls_json);
 
+// The system message that gives the tools to a model whose chat template shows none (Gemma 3's):
+// each tool's JSON and an example call in the dialect, as `callmask generate` writes it; "" when
+// `chat_template` renders the tools itself. Throws std::invalid_argument for invalid tools.
+std::string common_callmask_tools_prompt(const std::string & dialect, const std::string & chat_template,
+                                         const std::string & tools_json);
+
 // `grammar` with its token budget set to `max_tokens` (negative: none).
 std::string common_callmask_with_max_tokens(const std::string & grammar, int64_t max_tokens);
 
