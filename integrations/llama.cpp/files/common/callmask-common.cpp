@@ -225,8 +225,18 @@ std::string common_callmask_resolve_dialect(const llama_vocab * vocab, const std
         string_ptr owned(name);
         dialect["dialect"] = std::string(name);
     } else {
-        std::ifstream file(flag);
-        if (file) {
+        // a path (with a folder or the .gbnf extension) names a grammar file; anything else a
+        // built-in dialect, as callmask's CLI reads --dialect
+        const bool is_path = flag.find('/') != std::string::npos ||
+                             (flag.size() > 5 && flag.compare(flag.size() - 5, 5, ".gbnf") == 0);
+        std::ifstream file;
+        if (is_path) {
+            file.open(flag);
+            if (!file) {
+                throw std::runtime_error("--callmask-dialect " + flag + ": cannot read the grammar file");
+            }
+        }
+        if (is_path) {
             std::stringstream text;
             text << file.rdbuf();
             dialect["dialect_text"] = text.str();

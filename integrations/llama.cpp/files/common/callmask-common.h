@@ -26,9 +26,10 @@ bool common_callmask_is_grammar(const std::string & grammar);
 // The dialect that tool requests use, from the server's --callmask-dialect value: "off" (none:
 // llama.cpp's own tool-call grammars), "auto" (told from the chat template and the vocabulary;
 // none, with a warning in the log, when the template shows no format callmask knows), a built-in
-// dialect name, or the path of a dialect grammar file. Returns the dialect as a JSON object's
-// fields ({"dialect": name} or {"dialect_text": text}) in text, or "" for none. Throws
-// std::runtime_error for an unknown name or a grammar file that does not compile.
+// dialect name, or the path of a dialect grammar file (a name with a `/` or ending in `.gbnf`).
+// Returns the dialect as a JSON object's fields ({"dialect": name} or {"dialect_text": text}) in
+// text, or "" for none. Throws std::runtime_error for an unknown name, an unreadable file, or a
+// grammar that does not compile.
 std::string common_callmask_resolve_dialect(const llama_vocab * vocab, const std::string & chat_template,
                                             const std::string & flag);
 
