@@ -48,13 +48,13 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<ExitCode, BadInput> {
     automaton.matcher().fill_mask(&mut mask);
     let trie_ms = t.elapsed().as_secs_f64() * 1e3;
 
-    // Compile: tools or schema -> automaton -> first mask, fresh each time; cold = callmask's
-    // process-wide caches (compiled lexemes, lexeme walks) emptied first, warm = kept.
+    // Compile: tools or schema -> automaton -> first mask, fresh each time; cold = the
+    // vocabulary's caches (compiled lexemes, lexeme walks) emptied first, warm = kept.
     let mut compile = |clear: bool| -> Result<(Vec<f64>, Vec<f64>), BadInput> {
         let (mut total, mut first) = (Vec::new(), Vec::new());
         for _ in 0..args.compiles.max(1) {
             if clear {
-                callmask::clear_shared_caches();
+                vocab.caches().clear();
             }
             let t0 = Instant::now();
             let g = loaded.recompile()?;

@@ -131,6 +131,8 @@ pub(crate) fn load_grammar(args: &GrammarArgs, vocab: Option<&Vocab>) -> Result<
         .format_annotation(args.format_annotation)
         .max_whitespace(args.max_whitespace)
         .whitespace(whitespace);
+    // Compiled lexemes go where the automata over the vocabulary keep their walks.
+    compile.caches = vocab.map(|v| v.caches().clone());
     if let Some(mib) = args.max_memory_mib {
         compile.max_memory = mib.saturating_mul(1 << 20);
     }

@@ -28,7 +28,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use callmask::{
-    Dialect, DialectOptions, Grammar, TokenAutomaton, TokenId, TokenMask, Tools, Vocab,
+    CompileOptions, Dialect, DialectOptions, Grammar, TokenAutomaton, TokenId, TokenMask, Tools,
+    Vocab,
 };
 use common::{cache_dir, env_usize, tool_set};
 use criterion::{BenchmarkId, Criterion, Throughput};
@@ -76,11 +77,17 @@ struct Case {
     tokens: Vec<TokenId>,
 }
 
+/// Default options with the vocabulary's caches, kept across requests as a server keeps them.
+fn server_options(vocab: &Vocab) -> DialectOptions {
+    DialectOptions::default()
+        .compile(CompileOptions::default().caches(Some(vocab.caches().clone())))
+}
+
 fn compile_ready(c: &Case, vocab: &Arc<Vocab>) -> (TokenAutomaton, Duration) {
     let t0 = Instant::now();
     let g = Dialect::by_name(c.dialect)
         .unwrap()
-        .compile(&c.tools, &DialectOptions::default())
+        .compile(&c.tools, &server_options(vocab))
         .unwrap();
     let auto = TokenAutomaton::new(&g, vocab.clone()).unwrap();
     let mut m = auto.matcher();
@@ -126,7 +133,7 @@ fn table(cases: &[Case], vocab: &Arc<Vocab>) {
         let mut first = Vec::new();
         let mut cold_masks = Vec::new();
         for _ in 0..cold {
-            callmask::clear_shared_caches();
+            vocab.caches().clear();
             let (auto, d) = compile_ready(c, vocab);
             first.push(d.as_secs_f64() * 1e3);
             // A cold pass on a fresh grammar (its first mask was computed by compile_ready).

@@ -235,9 +235,12 @@ mod cm {
     pub fn load(path: &Path) -> Engine {
         let vocab = Vocab::from_tokenizer_json(path)
             .unwrap_or_else(|e| panic!("callmask: loading {}: {e}", path.display()));
+        // Compiles keep their lexemes in the vocabulary's caches, where the automata keep
+        // their walks, as a server would.
+        let opts = CompileOptions::default().caches(Some(vocab.caches().clone()));
         Engine {
             vocab: Arc::new(vocab),
-            opts: CompileOptions::default(),
+            opts,
         }
     }
 
@@ -415,7 +418,7 @@ mod cm {
             accepts: &mut Vec<f64>,
         ) -> (f64, TokenAutomaton) {
             if std::env::var("CALLMASK_BENCH_CLEAR_CACHES").as_deref() == Ok("1") {
-                callmask::clear_shared_caches();
+                self.vocab.caches().clear();
             }
             let t0 = Instant::now();
             let g = Grammar::from_json_schema(&case.schema, &self.opts).unwrap();

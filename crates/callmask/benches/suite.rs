@@ -447,16 +447,30 @@ impl Row {
 mod cm {
     use super::*;
 
+    /// The caches a server keeps across requests: compiled lexemes and token walks (warm runs
+    /// find them filled; cold runs empty them first).
+    pub fn caches() -> &'static callmask::Caches {
+        static CACHES: std::sync::OnceLock<callmask::Caches> = std::sync::OnceLock::new();
+        CACHES.get_or_init(callmask::Caches::default)
+    }
+
+    /// Default compile options, with the server's caches.
+    fn compile_options() -> CompileOptions {
+        CompileOptions::default().caches(Some(caches().clone()))
+    }
+
+    /// Default dialect options, with the server's caches.
+    fn dialect_options() -> DialectOptions {
+        DialectOptions::default().compile(compile_options())
+    }
+
     pub fn grammar(w: &Workload) -> callmask::Result<Grammar> {
         match &w.source {
-            Source::Schema(s) => Grammar::from_json_schema(s, &CompileOptions::default()),
-            Source::Dialect(d, tools) => {
-                Dialect::by_name(d)?.compile(tools, &DialectOptions::default())
+            Source::Schema(s) => Grammar::from_json_schema(s, &compile_options()),
+            Source::Dialect(d, tools) => Dialect::by_name(d)?.compile(tools, &dialect_options()),
+            Source::Tooling(d, choice, tools) => {
+                Dialect::by_name(d)?.compile(tools, &dialect_options().tool_choice(choice.parse()?))
             }
-            Source::Tooling(d, choice, tools) => Dialect::by_name(d)?.compile(
-                tools,
-                &DialectOptions::default().tool_choice(choice.parse()?),
-            ),
         }
     }
 
@@ -465,12 +479,13 @@ mod cm {
         let v: Value = serde_json::from_str(&w.input)
             .map_err(|e| callmask::Error::InvalidTools(e.to_string()))?;
         match &w.source {
-            Source::Schema(_) => Grammar::from_json_schema(&v, &CompileOptions::default()),
-            Source::Dialect(d, _) => Dialect::by_name(d)?
-                .compile(&Tools::from_openai_json(&v)?, &DialectOptions::default()),
+            Source::Schema(_) => Grammar::from_json_schema(&v, &compile_options()),
+            Source::Dialect(d, _) => {
+                Dialect::by_name(d)?.compile(&Tools::from_openai_json(&v)?, &dialect_options())
+            }
             Source::Tooling(d, choice, _) => Dialect::by_name(d)?.compile(
                 &Tools::from_openai_json(&v)?,
-                &DialectOptions::default().tool_choice(choice.parse()?),
+                &dialect_options().tool_choice(choice.parse()?),
             ),
         }
     }
@@ -559,7 +574,7 @@ mod cm {
         drop(a);
         // Compile, first-ever (caches cleared) then warm caches.
         for _ in 0..k.compile {
-            callmask::clear_shared_caches();
+            caches().clear();
             let (a, ms, first) = compile(w, vocab).unwrap();
             row.compile_ms.push(ms);
             row.first_mask_us.push(first);
@@ -572,7 +587,7 @@ mod cm {
         }
         // A new request from its JSON text, caches cleared, then warm.
         for _ in 0..k.compile {
-            callmask::clear_shared_caches();
+            caches().clear();
             row.new_request_ms.push(new_request(w, vocab));
         }
         for _ in 0..k.compile {

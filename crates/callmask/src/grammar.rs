@@ -58,6 +58,9 @@ pub(crate) struct GrammarInner {
     pub(crate) functions: Vec<String>,
     /// The argument names of [`Capture::RawArgs`], by its index.
     pub(crate) raw_arg_keys: Vec<String>,
+    /// The caches it was compiled with ([`crate::CompileOptions::caches`]): automata over it
+    /// keep their token walks there.
+    pub(crate) caches: Option<crate::cache::Caches>,
     /// Per lexeme, computed on first use: can a literal of it always end as a value not used
     /// yet ([`dfa::fresh::always_open`]), so that extra keys and unique strings need no search.
     pub(crate) open: Vec<std::sync::OnceLock<bool>>,

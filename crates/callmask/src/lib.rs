@@ -49,7 +49,7 @@
 //!
 //! | layer | modules | what they hold |
 //! |---|---|---|
-//! | 0 | `error`, [`python`] | the typed [`Error`]; Python literal spelling |
+//! | 0 | `error`, [`python`], `cache` | the typed [`Error`]; Python literal spelling; [`Caches`] |
 //! | 1 | `tools`, [`vocab`] | OpenAI tool shapes; token bytes, special and end tokens |
 //! | 2 | `grammar` | the grammar IR, its lexeme DFAs and the one `GrammarBuilder` |
 //! | 3 | `schema`, `automaton` | JSON Schema → grammar; byte-level matching over a grammar |
@@ -83,6 +83,7 @@ macro_rules! option_setters {
 }
 
 mod automaton;
+mod cache;
 mod dialect;
 mod error;
 mod formats;
@@ -97,6 +98,7 @@ mod schema;
 mod tools;
 pub mod vocab;
 
+pub use cache::{CacheStats, Caches, DEFAULT_CACHE_BYTES};
 pub use dialect::{
     Dialect, DialectOptions, DialectSpec, Reasoning, RefusedSpec, StructuralTag,
     StructuralTagOptions, ToolChoice, DEFAULT_REQUIRED_TEXT_CHARS,
@@ -109,11 +111,3 @@ pub use prompt::{render, PromptOptions};
 pub use schema::normalize_type_aliases;
 pub use tools::{FunctionCall, Message, Tool, ToolCall, Tools};
 pub use vocab::{TokenId, Vocab};
-
-/// Empties the process-wide caches: compiled lexemes (shared by every schema) and lexeme mask
-/// walks (shared by every grammar over a vocabulary). They only make later compiles and first
-/// masks faster; clearing them is for measuring cold starts, or for freeing memory.
-pub fn clear_shared_caches() {
-    schema::clear_lexeme_cache();
-    mask::clear_lexeme_walks();
-}

@@ -45,6 +45,7 @@ mod strings;
 mod unevaluated;
 mod unions;
 
+use crate::cache::{CacheKey, Caches};
 use crate::error::{Error, Result};
 use crate::grammar::builder::{ptr, GrammarBuilder};
 use crate::grammar::dfa::{Dfa, DfaError, Op};
@@ -58,7 +59,7 @@ use numbers::{ge_regex, int_range_regex, le_regex, Dec, BOUNDED_NUMBER, NUMBER};
 pub(crate) use resolve::resolve_refs;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use strings::{format_regex, translate_ecma};
 
 impl Grammar {
@@ -230,7 +231,12 @@ pub(crate) struct Compiler<'a> {
     /// Python values may also spell `true`, `false` and `null` as JSON does (LFM2's calls);
     /// see [`Compiler::set_json_literals`].
     json_literals: bool,
+    /// Where lexemes are kept: [`CompileOptions::caches`], or this compile's own.
+    caches: Caches,
 }
+
+/// Bytes of the cache a compile makes for itself when [`CompileOptions::caches`] is unset.
+const COMPILE_OWN_CACHE_BYTES: usize = 64 << 20;
 
 /// True when `doc`'s `$schema` names draft 3 or 4.
 fn declares_draft4(doc: &Value) -> bool {
@@ -275,6 +281,10 @@ impl<'a> Compiler<'a> {
             merge_nodes: std::cell::Cell::new(0),
             draft4_integers: declares_draft4(root),
             json_literals: false,
+            caches: opts
+                .caches
+                .clone()
+                .unwrap_or_else(|| Caches::new(COMPILE_OWN_CACHE_BYTES)),
         }
     }
 
@@ -449,22 +459,21 @@ impl<'a> Compiler<'a> {
         if self.enc != Encoding::JsonInString {
             return Ok(dfa);
         }
-        // Shared process-wide, keyed by the source automaton's address; the entry holds the
-        // source, so the address cannot be reused while the entry lives.
-        let key = Arc::as_ptr(&dfa) as usize;
-        if let Some((_, e)) = escaped_cache().get(&key) {
-            return Ok(e.clone());
-        }
-        let e = Arc::new(
-            dfa.json_escaped(self.opts.max_lexeme_states)
-                .map_err(|e| self.b.dfa_err(e, path, ""))?,
-        );
-        let mut c = escaped_cache();
-        if c.len() >= LEXEME_CACHE_ENTRIES {
-            c.clear();
-        }
-        c.insert(key, (dfa, e.clone()));
-        Ok(e)
+        // Keyed by the source automaton's address; the entry holds the source, so the address
+        // cannot be reused while the entry lives.
+        let max = self.opts.max_lexeme_states;
+        let pair = self.caches.get_or_build(
+            CacheKey::Escaped(Arc::as_ptr(&dfa) as usize),
+            || -> Result<_> {
+                let e = Arc::new(
+                    dfa.json_escaped(max)
+                        .map_err(|e| self.b.dfa_err(e, path, ""))?,
+                );
+                let bytes = e.memory();
+                Ok(((dfa.clone(), e), bytes))
+            },
+        )?;
+        Ok(pair.1.clone())
     }
 
     /// A lexeme node for `dfa` written in the current encoding.
@@ -657,7 +666,7 @@ impl<'a> Compiler<'a> {
         Ok(())
     }
 
-    /// A lexeme from the process-wide cache, or built (and cached unless lenient).
+    /// A lexeme from the caches, or built (and cached unless lenient).
     pub(crate) fn cached(
         &mut self,
         key: String,
@@ -672,16 +681,12 @@ impl<'a> Compiler<'a> {
             _ => "json",
         };
         let key = format!("{key}|{}|{enc}", self.opts.max_lexeme_states);
-        if let Some(d) = lexeme_cache().get(&key) {
-            return Ok(d.clone());
-        }
-        let d = Arc::new(build(self)?);
-        let mut c = lexeme_cache();
-        if c.len() >= LEXEME_CACHE_ENTRIES {
-            c.clear();
-        }
-        c.insert(key, d.clone());
-        Ok(d)
+        let caches = self.caches.clone();
+        caches.get_or_build(CacheKey::Lexeme(key), || -> Result<_> {
+            let d = build(self)?;
+            let bytes = d.memory();
+            Ok((d, bytes))
+        })
     }
 }
 
@@ -862,33 +867,4 @@ fn get_count(obj: &Map<String, Value>, k: &str, path: &str) -> Result<Option<u64
             _ => Err(invalid(path, format!("{k} must be a non-negative integer"))),
         },
     }
-}
-
-/// Most entries of the process-wide lexeme cache (cleared when full).
-const LEXEME_CACHE_ENTRIES: usize = 1024;
-
-/// Automata escaped for JSON strings, by source address (the source is held by the entry).
-type EscapedCache = HashMap<usize, (Arc<Dfa>, Arc<Dfa>)>;
-
-fn escaped_cache() -> std::sync::MutexGuard<'static, EscapedCache> {
-    static CACHE: std::sync::OnceLock<Mutex<EscapedCache>> = std::sync::OnceLock::new();
-    CACHE
-        .get_or_init(|| Mutex::new(HashMap::new()))
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-}
-
-/// Empties the process-wide lexeme cache.
-pub(crate) fn clear_lexeme_cache() {
-    escaped_cache().clear();
-    lexeme_cache().clear();
-}
-
-fn lexeme_cache() -> std::sync::MutexGuard<'static, HashMap<String, Arc<Dfa>>> {
-    static CACHE: std::sync::OnceLock<std::sync::Mutex<HashMap<String, Arc<Dfa>>>> =
-        std::sync::OnceLock::new();
-    CACHE
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
 }

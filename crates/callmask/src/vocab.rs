@@ -13,12 +13,17 @@
 //! (control) tokens carry their text (e.g. `<|eot_id|>`) but never match plain text.
 
 mod hf;
+pub(crate) mod text_index;
+pub(crate) mod trie;
 
+use crate::cache::Caches;
 use crate::error::{Error, Result};
 use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use trie::TokenTrie;
 
 /// A token id as the model numbers it.
 pub type TokenId = u32;
@@ -100,7 +105,16 @@ pub struct Vocab {
     sorted_normal: OnceLock<Vec<TokenId>>,
     /// The tokenizer, if any.
     backend: Backend,
+    /// Unique in the process: what caches key this vocabulary's walks by.
+    id: u64,
+    /// The token trie, built on first use.
+    trie: OnceLock<Arc<TokenTrie>>,
+    /// The caches automata over this vocabulary use when their grammar names none.
+    caches: Caches,
 }
+
+/// The next [`Vocab::id`].
+static NEXT_VOCAB_ID: AtomicU64 = AtomicU64::new(1);
 
 impl fmt::Debug for Vocab {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -254,7 +268,29 @@ impl Vocab {
             special_by_text,
             sorted_normal: OnceLock::new(),
             backend,
+            id: NEXT_VOCAB_ID.fetch_add(1, Ordering::Relaxed),
+            trie: OnceLock::new(),
+            caches: Caches::default(),
         })
+    }
+
+    /// A number no other vocabulary of this process has: caches shared by several vocabularies
+    /// key their entries by it.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The caches that automata over this vocabulary use when their grammar was compiled
+    /// without any ([`crate::CompileOptions::caches`]): made with the vocabulary, of
+    /// [`crate::DEFAULT_CACHE_BYTES`]. Pass it to compiles (`CompileOptions::caches`) to share
+    /// their lexemes too.
+    pub fn caches(&self) -> &Caches {
+        &self.caches
+    }
+
+    /// The token trie, built on first use and then shared.
+    pub(crate) fn trie(&self) -> &Arc<TokenTrie> {
+        self.trie.get_or_init(|| Arc::new(TokenTrie::new(self)))
     }
 
     /// Number of tokens (largest id plus one).

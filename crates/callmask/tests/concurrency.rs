@@ -211,7 +211,7 @@ fn threads_and_rayon_match_serial() {
     );
 
     // std threads over fresh automata (cold caches, filled concurrently).
-    callmask::clear_shared_caches();
+    vocab.caches().clear();
     let autos = automata(&gs, &vocab);
     let work = items(autos.len());
     let mut got: Vec<Option<Record>> = vec![None; work.len()];
@@ -238,7 +238,7 @@ fn threads_and_rayon_match_serial() {
     }
 
     // rayon, over one more set of fresh automata.
-    callmask::clear_shared_caches();
+    vocab.caches().clear();
     let autos = automata(&gs, &vocab);
     let got: Vec<Record> = work
         .par_iter()
@@ -283,7 +283,7 @@ fn forked_matchers_continue_on_other_threads() {
     );
 
     // In parallel: each prefix on one thread, its forks sent to two other threads.
-    callmask::clear_shared_caches();
+    vocab.caches().clear();
     let autos = automata(&gs, &vocab);
     let got: Vec<(Record, Record)> = std::thread::scope(|s| {
         let handles: Vec<_> = work

@@ -9,6 +9,7 @@ use std::path::Path;
 const LAYERS: &[(&str, u8)] = &[
     ("error", 0),
     ("python", 0),
+    ("cache", 0),
     ("tools", 1),
     ("formats", 1),
     ("vocab", 1),

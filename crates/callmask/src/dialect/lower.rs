@@ -192,7 +192,7 @@ pub(super) fn in_function(e: Error, name: &str) -> Error {
     }
 }
 
-/// A literal lexeme (shared process-wide).
+/// A literal lexeme (kept in the compile's caches).
 pub(super) fn lit_node(c: &mut Compiler, bytes: &[u8]) -> Result<NodeId> {
     let d = c.cached(format!("lit|{bytes:?}"), |c| {
         crate::grammar::dfa::Dfa::literals([bytes], c.opts.max_lexeme_states)
@@ -201,7 +201,7 @@ pub(super) fn lit_node(c: &mut Compiler, bytes: &[u8]) -> Result<NodeId> {
     c.lexeme(d)
 }
 
-/// A regex lexeme (shared process-wide, so its token walks are too).
+/// A regex lexeme (kept in the compile's caches, so its token walks are shared too).
 pub(super) fn regex_node(c: &mut Compiler, re: &str) -> Result<NodeId> {
     let d = c.cached(format!("re|{re}"), |c| {
         c.b.regex(re, "")
@@ -248,7 +248,7 @@ impl<'a> Lowering<'a> {
         lit_node(&mut self.c, bytes)
     }
 
-    /// A regex lexeme (shared process-wide, so its token walks are too).
+    /// A regex lexeme (kept in the compile's caches, so its token walks are shared too).
     pub(super) fn regex(&mut self, re: &str) -> Result<NodeId> {
         regex_node(&mut self.c, re)
     }

@@ -57,6 +57,10 @@ pub struct CompileOptions {
     /// asserts the formats it knows (the format-assertion vocabulary) and refuses the others by
     /// name.
     pub format_annotation: bool,
+    /// Where compiled lexemes are kept for later compiles, and (for automata over this
+    /// grammar) token walks: see [`crate::Caches`]. `None` (the default): a compile shares its
+    /// lexemes only within itself, and automata use their vocabulary's caches.
+    pub caches: Option<crate::cache::Caches>,
 }
 
 impl CompileOptions {
@@ -80,7 +84,8 @@ crate::option_setters!(CompileOptions {
     max_compile_time: Duration,
     max_schema_values: usize,
     max_memory: usize,
-    format_annotation: bool
+    format_annotation: bool,
+    caches: Option<crate::cache::Caches>
 });
 
 impl Default for CompileOptions {
@@ -99,6 +104,7 @@ impl Default for CompileOptions {
             max_memory: 256 << 20,
             registry: None,
             format_annotation: false,
+            caches: None,
         }
     }
 }
@@ -355,6 +361,7 @@ impl<'o> GrammarBuilder<'o> {
             specials,
             functions,
             raw_arg_keys: self.raw_arg_keys,
+            caches: self.opts.caches.clone(),
         };
         finalize(&mut inner, self.opts)?;
         Ok(Grammar {

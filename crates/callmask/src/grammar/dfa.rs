@@ -76,6 +76,19 @@ pub(crate) enum DfaError {
     TooLarge,
 }
 
+/// The token trie's walks run lexeme automata through this trait, so the trie knows no grammar.
+impl crate::vocab::trie::ByteRecognizer for Dfa {
+    #[inline]
+    fn step(&self, state: u32, byte: u8) -> u32 {
+        self.next(state, byte)
+    }
+
+    #[inline]
+    fn is_accepting(&self, state: u32) -> bool {
+        Dfa::is_accepting(self, state)
+    }
+}
+
 impl Dfa {
     /// The dead state.
     pub(crate) const DEAD: StateId = 0;

@@ -1,6 +1,6 @@
 //! Strings, numbers, integers, booleans and null: `type`-driven compilation of the scalar part
 //! of a schema into one lexeme automaton (lengths, `pattern`, `format`, numeric bounds), with
-//! compiled lexemes shared process-wide by their defining keywords.
+//! compiled lexemes shared through the compile's [`crate::Caches`] by their defining keywords.
 
 use super::*;
 

@@ -1,5 +1,5 @@
-//! A per-vocabulary index that spares free-text lexemes (`@text`, `@text_without(...)`) their
-//! whole-vocabulary walk.
+//! Free-text walks: the vocabulary's text index (`crate::vocab::text_index`) spares free-text
+//! lexemes (`@text`, `@text_without(...)`) their whole-vocabulary walk.
 //!
 //! A dialect whose output may start with text (tool_choice `auto`, functools, pythonic, inline)
 //! takes almost every token at its start, so the walk of its text lexeme visits every node of
@@ -11,7 +11,7 @@
 //! from the root. A text walk then copies slices of these lists and cuts out the subtrees below
 //! each place a marker completes, found by descending the marker's bytes from the (few) nodes
 //! that hold its first byte; the exits' children are read for the bytes the continuation takes
-//! only. The result is exactly that of [`TokenTrie::walk_lex`] (a test compares them on every
+//! only. The result is exactly that of [`Walker::walk_lex`] (a test compares them on every
 //! first-byte subtree of a random vocabulary and of Llama 3.1's).
 //!
 //! Trade-offs: the index costs up to 14 bytes per trie node and one pass over the trie when a
@@ -25,27 +25,9 @@
 //! ([`Dfa::with_text_states`]: a dialect's `@text_matching("(?:[^{\s](?s:.)*)?")` after its
 //! first character); every other walk takes the general path.
 
-use super::{ExitChildren, SubWalk, TokenTrie, NO_TOKEN};
+use super::walks::{ExitChildren, SubWalk, Walker};
 use crate::grammar::dfa::Dfa;
-
-/// See the module documentation.
-#[derive(Debug, Default)]
-pub(super) struct TextIndex {
-    /// Nodes ending a token whose bytes are a valid UTF-8 prefix.
-    token_nodes: Vec<u32>,
-    /// Nodes at a character boundary (the root excluded) with children.
-    inner: Vec<u32>,
-    /// Per byte: the nodes with that byte whose parent (the root included) is at a boundary.
-    by_byte: Vec<Vec<u32>>,
-    /// Per node: the characters begun from the root (bytes that are not UTF-8 continuation
-    /// bytes), saturating; set wherever the parent is a valid prefix.
-    chars: Vec<u16>,
-}
-
-/// True for a byte that begins a character (ASCII or a lead byte; not `0x80..=0xBF`).
-fn begins_char(b: u8) -> bool {
-    !(0x80..=0xbf).contains(&b)
-}
+use crate::vocab::text_index::begins_char;
 
 /// A node range `[lo, hi)`: a subtree.
 type Range = (u32, u32);
@@ -66,49 +48,6 @@ impl TextChildren {
     /// Size in 4-byte words.
     pub(super) fn len(&self) -> usize {
         4 + 2 * self.cuts.len()
-    }
-}
-
-impl TextIndex {
-    /// Builds the index of `trie`, one pass over its nodes.
-    pub(super) fn new(trie: &TokenTrie) -> TextIndex {
-        let utf8_dfa = Dfa::char_count(0, None, 64).expect("the UTF-8 automaton has 9 states");
-        let n = trie.nodes.len();
-        let mut x = TextIndex {
-            token_nodes: Vec::new(),
-            inner: Vec::new(),
-            by_byte: vec![Vec::new(); 256],
-            chars: vec![0; n],
-        };
-        let mut states = vec![0u32; trie.max_depth + 2];
-        let mut counts = vec![0u16; trie.max_depth + 2];
-        states[0] = utf8_dfa.start();
-        let mut i = 1;
-        while i < n {
-            let node = trie.nodes[i];
-            let d = node.depth as usize;
-            x.chars[i] = counts[d - 1].saturating_add(u16::from(begins_char(node.byte)));
-            counts[d] = x.chars[i];
-            if utf8_dfa.is_accepting(states[d - 1]) {
-                // Listed whatever the byte: what follows the text decides.
-                x.by_byte[node.byte as usize].push(i as u32);
-            }
-            let s = utf8_dfa.next(states[d - 1], node.byte);
-            if s == Dfa::DEAD {
-                i = node.next as usize;
-                continue;
-            }
-            states[d] = s;
-            let boundary = utf8_dfa.is_accepting(s);
-            if node.tok != NO_TOKEN {
-                x.token_nodes.push(i as u32);
-            }
-            if boundary && trie.has_children(i) {
-                x.inner.push(i as u32);
-            }
-            i += 1;
-        }
-        x
     }
 }
 
@@ -135,10 +74,10 @@ fn outside(list: &[u32], cuts: &[Range], strict: bool, mut f: impl FnMut(u32)) {
     }
 }
 
-impl TokenTrie {
-    /// [`TokenTrie::walk_lex`] from `state` below `from` through the text index, where it
+impl Walker<'_> {
+    /// [`Walker::walk_lex`] from `state` below `from` through the text index, where it
     /// applies (see the module documentation): `None` where it does not. The exits' children
-    /// are read from the index when asked for ([`TokenTrie::text_children`]).
+    /// are read from the index when asked for ([`Walker::text_children`]).
     pub(super) fn walk_text(&self, from: usize, dfa: &Dfa, state: u32) -> Option<SubWalk> {
         let (dfa, state) = dfa.text_view(state)?;
         let spec = dfa.text_spec()?;
@@ -147,17 +86,17 @@ impl TokenTrie {
         let cap = spec
             .max_chars
             .map_or(u16::MAX, |m| m.min(u16::MAX as u64) as u16);
-        let fresh = match self.nodes[from].depth {
+        let fresh = match self.trie.nodes[from].depth {
             0 => state == dfa.start(),
-            1 => state == dfa.next(dfa.start(), self.nodes[from].byte),
+            1 => state == dfa.next(dfa.start(), self.trie.nodes[from].byte),
             _ => false,
         };
         if !fresh || state == Dfa::DEAD {
             return None;
         }
-        let x = &self.text;
+        let x = &self.trie.text;
         let fits = |v: u32| x.chars[v as usize] <= cap;
-        let end = self.nodes[from].next as usize;
+        let end = self.trie.nodes[from].next as usize;
         // Subtrees below a node where a marker completes: every occurrence of a marker starts at
         // a node with its first byte whose parent is at a character boundary (a marker is UTF-8).
         let mut cuts: Vec<Range> = Vec::new();
@@ -168,7 +107,7 @@ impl TokenTrie {
             let b = list.partition_point(|&v| (v as usize) < end);
             for &v in &list[a..b.max(a)] {
                 if let Some(z) = self.descend(v as usize, rest) {
-                    cuts.push((z as u32, self.nodes[z].next));
+                    cuts.push((z as u32, self.trie.nodes[z].next));
                 }
             }
         }
@@ -184,11 +123,11 @@ impl TokenTrie {
         let mut ids = Vec::with_capacity(x.token_nodes.len().min(end - from));
         outside(slice_within(&x.token_nodes, from, end), &cuts, false, |v| {
             if fits(v) {
-                self.push_tokens(v as usize, &mut ids)
+                self.trie.push_tokens(v as usize, &mut ids)
             }
         });
         // `from` is never inside a cut: its state is live.
-        let from_exit = dfa.is_accepting(state) && self.has_children(from);
+        let from_exit = dfa.is_accepting(state) && self.trie.has_children(from);
         let mut exits = Vec::with_capacity(slice_within(&x.inner, from, end).len() + 1);
         if from_exit {
             exits.push(from as u32);
@@ -214,16 +153,16 @@ impl TokenTrie {
     /// The children of a text walk's exits whose byte is `byte`, appended to `out`.
     pub(super) fn text_children(&self, t: &TextChildren, byte: u8, out: &mut Vec<u32>) {
         let (from, end) = (t.from as usize, t.end as usize);
-        let list = slice_within(&self.text.by_byte[byte as usize], from, end);
-        let child_depth = self.nodes[from].depth + 1;
+        let list = slice_within(&self.trie.text.by_byte[byte as usize], from, end);
+        let child_depth = self.trie.nodes[from].depth + 1;
         let parent_chars = |v: u32| {
-            let c = self.text.chars[v as usize];
+            let c = self.trie.text.chars[v as usize];
             c.saturating_sub(u16::from(
-                begins_char(self.nodes[v as usize].byte) && c < u16::MAX,
+                begins_char(self.trie.nodes[v as usize].byte) && c < u16::MAX,
             ))
         };
         outside(list, &t.cuts, true, |v| {
-            if (t.from_exit || self.nodes[v as usize].depth != child_depth)
+            if (t.from_exit || self.trie.nodes[v as usize].depth != child_depth)
                 && parent_chars(v) <= t.cap
             {
                 out.push(v)
@@ -234,16 +173,16 @@ impl TokenTrie {
     /// The node reached from `node` by `bytes`, if the trie has it.
     fn descend(&self, mut node: usize, bytes: &[u8]) -> Option<usize> {
         for &b in bytes {
-            let end = self.nodes[node].next as usize;
+            let end = self.trie.nodes[node].next as usize;
             let mut c = node + 1;
             loop {
                 if c >= end {
                     return None;
                 }
-                if self.nodes[c].byte == b {
+                if self.trie.nodes[c].byte == b {
                     break;
                 }
-                c = self.nodes[c].next as usize;
+                c = self.trie.nodes[c].next as usize;
             }
             node = c;
         }
@@ -253,8 +192,10 @@ impl TokenTrie {
 
 #[cfg(test)]
 mod tests {
+    use crate::cache::Caches;
     use crate::grammar::dfa::Dfa;
-    use crate::mask::TokenTrie;
+    use crate::mask::walks::{ExitChildren, SubWalk, Walker};
+    use crate::vocab::trie::TokenTrie;
     use crate::vocab::Vocab;
 
     /// The indexed walk equals the node-by-node one (tokens, exits, exits' children by byte)
@@ -319,6 +260,12 @@ mod tests {
         ];
         for vocab in &vocabs {
             let trie = TokenTrie::new(vocab);
+            let caches = Caches::new(0);
+            let walker = Walker {
+                trie: &trie,
+                caches: &caches,
+                vocab: vocab.id(),
+            };
             let bounds = [None, Some(0), Some(1), Some(3), Some(100)];
             for (markers, max) in sets.iter().flat_map(|m| bounds.map(|b| (m, b))) {
                 let dfa = Dfa::text_without(markers, max, 100_000).unwrap();
@@ -331,11 +278,11 @@ mod tests {
                 let mut fast_paths = 0;
                 for (from, state) in froms {
                     if state == Dfa::DEAD {
-                        assert!(trie.walk_text(from, &dfa, state).is_none());
+                        assert!(walker.walk_text(from, &dfa, state).is_none());
                         continue;
                     }
-                    let fast = trie.walk_text(from, &dfa, state).expect("applies");
-                    let slow = trie.sub_walk_general(from, &dfa, state);
+                    let fast = walker.walk_text(from, &dfa, state).expect("applies");
+                    let slow = walker.sub_walk_general(from, &dfa, state);
                     let mut a = fast.ids.clone();
                     let mut b = slow.ids.clone();
                     a.sort_unstable();
@@ -346,14 +293,14 @@ mod tests {
                         "{markers:?} {max:?} below node {from}"
                     );
                     for byte in 0..256 {
-                        let part = |w: &super::SubWalk| {
+                        let part = |w: &SubWalk| {
                             let mut v = match &w.children {
-                                super::ExitChildren::Sorted { children, starts } => children
+                                ExitChildren::Sorted { children, starts } => children
                                     [starts[byte] as usize..starts[byte + 1] as usize]
                                     .to_vec(),
-                                super::ExitChildren::Text(t) => {
+                                ExitChildren::Text(t) => {
                                     let mut v = Vec::new();
-                                    trie.text_children(t, byte as u8, &mut v);
+                                    walker.text_children(t, byte as u8, &mut v);
                                     v
                                 }
                             };
@@ -373,7 +320,7 @@ mod tests {
                 // Not a fresh text state: the general walk.
                 let deep = dfa.next(dfa.next(dfa.start(), b'a'), b'<');
                 if deep != Dfa::DEAD && deep != dfa.next(dfa.start(), b'<') {
-                    assert!(trie.walk_text(1, &dfa, deep).is_none());
+                    assert!(walker.walk_text(1, &dfa, deep).is_none());
                 }
             }
             // A dialect's text-like regex: its states after the first character are text.
@@ -384,8 +331,8 @@ mod tests {
             let mut c = 1;
             while c < trie.nodes.len() {
                 let state = like.next(like.start(), trie.nodes[c].byte);
-                if let Some(fast) = trie.walk_text(c, &like, state) {
-                    let slow = trie.sub_walk_general(c, &like, state);
+                if let Some(fast) = walker.walk_text(c, &like, state) {
+                    let slow = walker.sub_walk_general(c, &like, state);
                     let (mut a, mut b) = (fast.ids.clone(), slow.ids.clone());
                     a.sort_unstable();
                     b.sort_unstable();
@@ -396,7 +343,7 @@ mod tests {
                 c = trie.nodes[c].next as usize;
             }
             assert!(fast_paths > 100, "text-like: {fast_paths}");
-            assert!(trie.walk_text(0, &like, like.start()).is_none());
+            assert!(walker.walk_text(0, &like, like.start()).is_none());
         }
     }
 }

@@ -1,0 +1,150 @@
+//! Token sets: [`TokenMask`], one bit per token id (what a matcher fills), and the compact
+//! sets a walk's result is kept in.
+//!
+//! Trade-offs: a cached set is a sorted id list when it holds fewer than one id per two 64-bit
+//! words of the vocabulary, else a bitmap, so a string value's few hundred tokens stay small and
+//! a free-text walk's whole vocabulary is one `or` per word.
+
+use crate::error::{Error, Result};
+use crate::vocab::TokenId;
+
+/// A set of allowed tokens, one bit per token id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TokenMask {
+    pub(super) words: Vec<u64>,
+    len: usize,
+}
+
+impl TokenMask {
+    /// An empty mask for a vocabulary of `len` tokens.
+    pub fn new(len: usize) -> Self {
+        TokenMask {
+            words: vec![0; len.div_ceil(64)],
+            len,
+        }
+    }
+
+    /// Number of token ids the mask covers.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for a mask over an empty vocabulary.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// True when `token` is allowed.
+    #[inline]
+    pub fn is_allowed(&self, token: TokenId) -> bool {
+        let t = token as usize;
+        t < self.len && self.words[t / 64] >> (t % 64) & 1 == 1
+    }
+
+    /// Number of allowed tokens.
+    pub fn count(&self) -> usize {
+        self.words.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    /// The allowed token ids, in increasing order.
+    pub fn iter(&self) -> impl Iterator<Item = TokenId> + '_ {
+        self.words.iter().enumerate().flat_map(|(i, &w)| {
+            let mut w = w;
+            std::iter::from_fn(move || {
+                if w == 0 {
+                    return None;
+                }
+                let b = w.trailing_zeros();
+                w &= w - 1;
+                Some((i * 64) as TokenId + b)
+            })
+        })
+    }
+
+    /// The bits, 64 tokens a word, token `t` at bit `t % 64` of word `t / 64`.
+    pub fn words(&self) -> &[u64] {
+        &self.words
+    }
+
+    /// Writes the mask in the layout vLLM, SGLang, llguidance and XGrammar share: 32 tokens a
+    /// word, token `t` allowed iff bit `t % 32` of `out[t / 32]` is set. `out` may be longer than
+    /// `ceil(len / 32)` words (a model's logits are often wider than its tokenizer): the extra
+    /// tokens are padding and are written as not allowed.
+    ///
+    /// [`Error::BitmaskSize`] (nothing written) when `out` has fewer than `ceil(len / 32)` words.
+    pub fn write_u32_words(&self, out: &mut [u32]) -> Result<()> {
+        let need = self.len.div_ceil(32);
+        if out.len() < need {
+            return Err(Error::BitmaskSize {
+                words: out.len(),
+                needed: need,
+            });
+        }
+        for (i, o) in out.iter_mut().enumerate() {
+            let w = self.words.get(i / 2).copied().unwrap_or(0);
+            *o = if i % 2 == 0 {
+                w as u32
+            } else {
+                (w >> 32) as u32
+            };
+        }
+        Ok(())
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.words.iter_mut().for_each(|w| *w = 0);
+    }
+
+    #[inline]
+    pub(super) fn set(&mut self, token: TokenId) {
+        let t = token as usize;
+        self.words[t / 64] |= 1 << (t % 64);
+    }
+}
+
+/// A set of token ids kept in a cache: sorted ids, or a bitmap of the whole vocabulary.
+#[derive(Debug)]
+pub(super) enum TokenSet {
+    /// A few ids.
+    Sparse(Vec<TokenId>),
+    /// One bit per token id.
+    Dense(Vec<u64>),
+}
+
+impl TokenSet {
+    pub(super) fn new(ids: Vec<TokenId>, vocab_len: usize) -> TokenSet {
+        let words = vocab_len.div_ceil(64);
+        if ids.len() * 2 < words {
+            TokenSet::Sparse(ids)
+        } else {
+            let mut w = vec![0u64; words];
+            for t in ids {
+                w[t as usize / 64] |= 1 << (t % 64);
+            }
+            TokenSet::Dense(w)
+        }
+    }
+
+    pub(super) fn or_into(&self, mask: &mut TokenMask) {
+        match self {
+            TokenSet::Sparse(ids) => ids.iter().for_each(|&t| mask.set(t)),
+            TokenSet::Dense(w) => mask.words.iter_mut().zip(w).for_each(|(a, b)| *a |= b),
+        }
+    }
+
+    pub(super) fn or_into_words(&self, words: &mut [u64]) {
+        match self {
+            TokenSet::Sparse(ids) => ids
+                .iter()
+                .for_each(|&t| words[t as usize / 64] |= 1 << (t % 64)),
+            TokenSet::Dense(w) => words.iter_mut().zip(w).for_each(|(a, b)| *a |= b),
+        }
+    }
+
+    pub(super) fn bytes(&self) -> usize {
+        match self {
+            TokenSet::Sparse(v) => v.len() * 4,
+            TokenSet::Dense(w) => w.len() * 8,
+        }
+    }
+}

@@ -1,0 +1,529 @@
+//! Per-sequence matchers: one sequence's position in a [`TokenAutomaton`]'s grammar, its masks
+//! (under a token budget when one is set), accepted tokens and rollback.
+//!
+//! Trade-offs: a matcher holds its states (the grammar stacks it may be in) and one snapshot of
+//! them per accepted token for rollback, bounded by [`Matcher::set_max_rollback`]; everything
+//! that can be shared (walks, whole masks, completion costs) lives in the automaton.
+
+use super::{read, TokenAutomaton, TokenMask, DEFAULT_MAX_ROLLBACK, FULL_CACHE_ENTRIES};
+use crate::automaton::complete::INF;
+use crate::automaton::{advance, Stack, Sym, SPECIAL};
+use crate::error::{Error, Result};
+use crate::vocab::TokenId;
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// One sequence's position in the grammar: fill masks, accept tokens, roll back, fork (clone).
+///
+/// Memory: one state snapshot per accepted token, for [`Matcher::rollback`], at most
+/// [`Matcher::set_max_rollback`] of them (default [`DEFAULT_MAX_ROLLBACK`]), plus the accepted
+/// token ids.
+#[derive(Clone, Debug)]
+pub struct Matcher {
+    auto: TokenAutomaton,
+    states: Vec<Stack>,
+    /// The states before each of the last `history.len()` accepted tokens, oldest first.
+    history: VecDeque<Vec<Stack>>,
+    max_rollback: usize,
+    tokens: Vec<TokenId>,
+    finished: bool,
+    /// Token budget: tokens left when it was set, and how many tokens were accepted then.
+    budget: Option<(usize, usize)>,
+    /// Masks in which the budget removed tokens the grammar alone allows.
+    steered: u64,
+}
+
+impl Matcher {
+    /// A matcher of `auto` at the start of an output.
+    pub(super) fn at_start(auto: TokenAutomaton) -> Matcher {
+        let states = vec![auto.g().start_stack()];
+        Matcher {
+            auto,
+            states,
+            history: VecDeque::new(),
+            max_rollback: DEFAULT_MAX_ROLLBACK,
+            tokens: Vec::new(),
+            finished: false,
+            budget: None,
+            steered: 0,
+        }
+    }
+
+    /// Sets how many tokens the output may still take, counting the end-of-generation token
+    /// (`None`: no limit). From then on [`Matcher::fill_mask`], [`Matcher::is_allowed`] and
+    /// [`Matcher::accept`] allow a token only if, after it, a complete output and an
+    /// end-of-generation token still fit in the tokens left, so that whatever the model
+    /// chooses among the allowed tokens, the output ends complete within the budget.
+    ///
+    /// Lengths are counted in tokens of the vocabulary: from each position, one shortest way to
+    /// finish (in bytes) is spelled with the fewest tokens, each lexeme (string, number,
+    /// literal) and key on its own, special tokens one each. That is an upper bound on what the
+    /// model needs, and a consistent one (the first token of that spelling is always allowed
+    /// and lowers the bound by one), so the mask is never empty before the end. The bound is
+    /// about a third of the byte count on JSON calls with Llama 3 or Gemma 3 vocabularies.
+    /// [`Error::BudgetUnsupported`] (nothing changed) for a vocabulary in which some byte has
+    /// no single-byte token ([`TokenAutomaton::bytes_without_token`]), and
+    /// [`Error::BudgetTooSmall`] (nothing changed) when the shortest complete output from here
+    /// does not fit in `budget`. The budget goes down by one per accepted token and back up on
+    /// [`Matcher::rollback`].
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use callmask::{CompileOptions, Grammar, TokenAutomaton, TokenMask, Vocab};
+    /// // 256 single-byte tokens, then an end-of-generation token.
+    /// let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    /// tokens.push(b"</s>".to_vec());
+    /// let mut special = vec![false; 256];
+    /// special.push(true);
+    /// let vocab = Arc::new(Vocab::from_parts(tokens, special, vec![256])?);
+    /// let schema = r#"{"type": "array", "items": {"type": "integer"}}"#;
+    /// let grammar = Grammar::from_json_schema_str(schema, &CompileOptions::default())?;
+    /// let mut m = TokenAutomaton::new(&grammar, vocab.clone())?.matcher();
+    /// assert!(m.set_token_budget(Some(2)).is_err()); // "[]" + end needs 3
+    /// m.set_token_budget(Some(3))?;
+    /// let mut mask = TokenMask::new(vocab.len());
+    /// m.fill_mask(&mut mask);
+    /// assert_eq!(mask.count(), 1); // only "["
+    /// # Ok::<(), callmask::Error>(())
+    /// ```
+    pub fn set_token_budget(&mut self, budget: Option<usize>) -> Result<()> {
+        let Some(b) = budget else {
+            self.budget = None;
+            return Ok(());
+        };
+        let missing = self.auto.bytes_without_token();
+        if !missing.is_empty() {
+            return Err(Error::BudgetUnsupported {
+                missing: missing.to_vec(),
+            });
+        }
+        if !self.finished {
+            let need = self.auto.completer().remaining_any(&self.states);
+            let need = if need >= INF {
+                usize::MAX
+            } else {
+                need as usize + 1
+            };
+            if need > b {
+                return Err(Error::BudgetTooSmall {
+                    budget: b,
+                    needed: need,
+                });
+            }
+        }
+        self.budget = Some((b, self.tokens.len()));
+        Ok(())
+    }
+
+    /// Tokens left in the budget, the end-of-generation token included (`None`: no budget).
+    pub fn tokens_left(&self) -> Option<usize> {
+        self.budget
+            .map(|(b, at)| (b + at).saturating_sub(self.tokens.len()))
+    }
+
+    /// How many masks so far had tokens removed by the budget (tokens the grammar alone
+    /// allows but after which no complete output would fit): how often the budget steered.
+    pub fn budget_steered(&self) -> u64 {
+        self.steered
+    }
+
+    /// The fewest tokens (end-of-generation included) that a complete output needs from here,
+    /// as the budget counts them (see [`Matcher::set_token_budget`]; `None`: none is
+    /// reachable, or finished).
+    pub fn min_tokens_to_end(&self) -> Option<usize> {
+        if self.finished {
+            return None;
+        }
+        let r = self.auto.completer().remaining_any(&self.states);
+        (r < INF).then_some(r as usize + 1)
+    }
+
+    /// Fills `mask` under the budget where it binds (tokens the grammar allows but after which
+    /// no complete output fits); returns false, leaving `mask` alone, where it does not.
+    fn fill_budget_mask(&mut self, left: usize, mask: &mut TokenMask) -> bool {
+        let auto = self.auto.clone();
+        let eos = auto.shared.vocab.eos_tokens();
+        let can_end = self.can_end();
+        let set_eos = |mask: &mut TokenMask| {
+            if can_end {
+                for &t in eos {
+                    if (t as usize) < mask.len() {
+                        mask.set(t);
+                    }
+                }
+            }
+        };
+        if left <= 1 {
+            // Room for the end only (or for nothing): rare, so the grammar's mask is computed
+            // to count whether the budget steered.
+            self.fill_grammar_mask(mask);
+            let before = mask.count();
+            mask.clear();
+            if left == 1 {
+                set_eos(mask);
+            }
+            if mask.count() < before {
+                self.steered += 1;
+            }
+            return true;
+        }
+        let limit = (left - 2).min(INF as usize - 1) as u32;
+        let costs = self.auto.state_costs(&self.states);
+        if costs.max <= limit {
+            return false;
+        }
+        // The groups hold every token the grammar allows (end-of-generation aside), so the
+        // grammar's own mask is not needed: the groups within the limit are the mask, and the
+        // others tell whether the budget removed anything.
+        let vocab_len = self.auto.shared.vocab.len();
+        if mask.len() != vocab_len {
+            *mask = TokenMask::new(vocab_len);
+        }
+        mask.clear();
+        let mut over = TokenMask::new(vocab_len);
+        for (c, set) in &costs.groups {
+            if *c <= limit {
+                set.or_into(mask);
+            } else {
+                set.or_into(&mut over);
+            }
+        }
+        if over.words.iter().zip(&mask.words).any(|(o, m)| o & !m != 0) {
+            self.steered += 1;
+        }
+        set_eos(mask);
+        true
+    }
+
+    /// Sets `mask` to the tokens allowed next (end-of-generation tokens only where the output
+    /// may end; nothing once finished).
+    pub fn fill_mask(&mut self, mask: &mut TokenMask) {
+        if let Some(left) = self.tokens_left() {
+            if !self.finished && self.fill_budget_mask(left, mask) {
+                return;
+            }
+        }
+        self.fill_grammar_mask(mask);
+    }
+
+    /// [`Matcher::fill_mask`] without the budget.
+    fn fill_grammar_mask(&mut self, mask: &mut TokenMask) {
+        let vocab_len = self.auto.shared.vocab.len();
+        if mask.len() != vocab_len {
+            *mask = TokenMask::new(vocab_len);
+        }
+        if self.finished {
+            mask.clear();
+            return;
+        }
+        if let Some(m) = read(&self.auto.shared.full).get(&self.states) {
+            mask.words.copy_from_slice(&m.words);
+            return;
+        }
+        mask.clear();
+        for s in &self.states {
+            self.auto.fill_stack(s, mask);
+        }
+        let g = self.auto.g();
+        let mut out = Vec::new();
+        for (k, t) in self.auto.shared.specials.iter().enumerate() {
+            if let Some(t) = *t {
+                advance(g, &self.states, SPECIAL + k as Sym, &mut out);
+                if !out.is_empty() {
+                    mask.set(t);
+                }
+            }
+        }
+        if self.can_end() {
+            for &t in self.auto.shared.vocab.eos_tokens() {
+                if (t as usize) < vocab_len {
+                    mask.set(t);
+                }
+            }
+        }
+        let mut full = self
+            .auto
+            .shared
+            .full
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        if full.len() < FULL_CACHE_ENTRIES {
+            full.insert(self.states.clone(), Arc::new(mask.clone()));
+        }
+    }
+
+    /// Masks a row of logits (one per vocabulary token) in place: disallowed tokens get
+    /// `f32::NEG_INFINITY`. For engines other than llama.cpp; `scratch` is reused between calls.
+    pub fn apply(&mut self, logits: &mut [f32], scratch: &mut TokenMask) {
+        self.fill_mask(scratch);
+        for (i, l) in logits.iter_mut().enumerate() {
+            if i >= scratch.len() || !scratch.is_allowed(i as TokenId) {
+                *l = f32::NEG_INFINITY;
+            }
+        }
+    }
+
+    /// How many of `tokens`, from the first, would be accepted one after the other (the
+    /// longest accepted prefix), without changing the matcher. For speculative decoding: the
+    /// engine keeps that many draft tokens.
+    pub fn validate_tokens(&self, tokens: &[TokenId]) -> usize {
+        let mut m = self.clone();
+        m.max_rollback = 0;
+        m.history.clear();
+        tokens.iter().take_while(|&&t| m.accept(t).is_ok()).count()
+    }
+
+    /// Fills `out` with the allowed next tokens in the 32-bit layout of
+    /// [`TokenMask::write_u32_words`]; `scratch` is reused between calls (any length: it is
+    /// resized to the vocabulary).
+    pub fn fill_u32_words(&mut self, out: &mut [u32], scratch: &mut TokenMask) -> Result<()> {
+        let n = self.auto.shared.vocab.len();
+        if scratch.len() != n {
+            *scratch = TokenMask::new(n);
+        }
+        self.fill_mask(scratch);
+        scratch.write_u32_words(out)
+    }
+
+    /// True when `token` may come next (checks that one token only: cheaper than a mask).
+    pub fn is_allowed(&self, token: TokenId) -> bool {
+        self.next_states(token).is_ok()
+    }
+
+    /// True when the grammar alone, without the budget, allows `token` next.
+    pub fn is_allowed_by_grammar(&self, token: TokenId) -> bool {
+        self.next_states_grammar(token).is_ok()
+    }
+
+    /// [`Matcher::next_states_grammar`], then the budget: [`Error::OverBudget`] for a token
+    /// after which no complete output fits in the tokens left.
+    pub(crate) fn next_states(&self, token: TokenId) -> Result<Option<Vec<Stack>>> {
+        let next = self.next_states_grammar(token)?;
+        let Some(left) = self.tokens_left() else {
+            return Ok(next);
+        };
+        let fits = match &next {
+            None => left >= 1,
+            Some(s) => {
+                let r = self.auto.completer().remaining_any(s) as usize;
+                left >= 2 && r <= left - 2
+            }
+        };
+        if fits {
+            Ok(next)
+        } else if next.is_some()
+            && self.auto.shared.vocab.eos_tokens().contains(&token)
+            && self.can_end()
+        {
+            // A token that is both a special token the grammar takes and an end-of-generation
+            // token: where its continuation does not fit, it ends the output (the mask allows
+            // it for that reason, and the engine stops there).
+            Ok(None)
+        } else {
+            let vocab = &self.auto.shared.vocab;
+            Err(Error::OverBudget {
+                token,
+                text: String::from_utf8_lossy(vocab.token_bytes(token).unwrap_or_default())
+                    .into_owned(),
+                left,
+            })
+        }
+    }
+
+    /// The states after `token` (`None`: it ends the output), without accepting it, by the
+    /// grammar alone.
+    fn next_states_grammar(&self, token: TokenId) -> Result<Option<Vec<Stack>>> {
+        let vocab = &self.auto.shared.vocab;
+        let forbidden = || Error::TokenForbidden {
+            token,
+            text: String::from_utf8_lossy(vocab.token_bytes(token).unwrap_or_default())
+                .into_owned(),
+        };
+        if token as usize >= vocab.len() {
+            return Err(Error::TokenOutOfVocabulary {
+                token,
+                vocab_size: vocab.len(),
+            });
+        }
+        if self.finished {
+            return Err(forbidden());
+        }
+        if let Some(k) = self.auto.special_index(token) {
+            let mut next = Vec::new();
+            advance(self.auto.g(), &self.states, SPECIAL + k as Sym, &mut next);
+            if !next.is_empty() {
+                return Ok(Some(next));
+            }
+        }
+        if vocab.eos_tokens().contains(&token) {
+            return if self.can_end() {
+                Ok(None)
+            } else {
+                Err(forbidden())
+            };
+        }
+        if vocab.is_special(token) {
+            return Err(forbidden());
+        }
+        let bytes = vocab.token_bytes(token).unwrap_or_default();
+        if bytes.is_empty() {
+            return Err(forbidden());
+        }
+        let g = self.auto.g();
+        let mut cur = self.states.clone();
+        let mut next = Vec::new();
+        for &b in bytes {
+            advance(g, &cur, b as Sym, &mut next);
+            if next.is_empty() {
+                return Err(forbidden());
+            }
+            std::mem::swap(&mut cur, &mut next);
+        }
+        Ok(Some(cur))
+    }
+
+    /// Accepts `token`, or returns a typed error (and changes nothing) when it is not allowed.
+    pub fn accept(&mut self, token: TokenId) -> Result<()> {
+        let next = self.next_states(token)?;
+        let prev = match next {
+            Some(s) => std::mem::replace(&mut self.states, s),
+            None => {
+                self.finished = true;
+                self.states.clone()
+            }
+        };
+        if self.max_rollback > 0 {
+            if self.history.len() >= self.max_rollback {
+                self.history.pop_front();
+            }
+            self.history.push_back(prev);
+        }
+        self.tokens.push(token);
+        Ok(())
+    }
+
+    /// Keeps the states needed to roll back at most `n` tokens (dropping older snapshots now);
+    /// [`Matcher::rollback`] of more is an [`Error::Rollback`]. `usize::MAX` keeps every one
+    /// (memory then grows with the output), 0 none.
+    pub fn set_max_rollback(&mut self, n: usize) {
+        self.max_rollback = n;
+        while self.history.len() > n {
+            self.history.pop_front();
+        }
+    }
+
+    /// How many tokens [`Matcher::rollback`] can undo now.
+    pub fn rollback_available(&self) -> usize {
+        self.history.len()
+    }
+
+    /// True when the output may end here (end-of-generation tokens are allowed).
+    pub fn can_end(&self) -> bool {
+        !self.finished && self.states.iter().any(|s| self.auto.g().can_end(s))
+    }
+
+    /// True once an end-of-generation token was accepted, or when nothing else may follow.
+    pub fn is_finished(&self) -> bool {
+        if self.finished {
+            return true;
+        }
+        // Complete and no byte can follow.
+        let g = self.auto.g();
+        self.can_end()
+            && (0..=255u8).all(|b| {
+                let mut out = Vec::new();
+                advance(g, &self.states, b as Sym, &mut out);
+                out.is_empty()
+            })
+    }
+
+    /// Undoes the last `n` accepted tokens: at most the accepted ones, and at most the
+    /// matcher's rollback window ([`Matcher::set_max_rollback`]); beyond, an
+    /// [`Error::Rollback`] that changes nothing.
+    pub fn rollback(&mut self, n: usize) -> Result<()> {
+        if n > self.history.len() {
+            return Err(Error::Rollback {
+                requested: n,
+                available: self.history.len(),
+            });
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let keep = self.history.len() - n;
+        self.states = self.history[keep].clone();
+        self.history.truncate(keep);
+        self.tokens.truncate(self.tokens.len() - n);
+        self.finished = false;
+        Ok(())
+    }
+
+    /// A hash of the matcher's position in the grammar: equal positions hash equally (for
+    /// coverage-guided fuzzing and deduplication; collisions are possible but rare).
+    pub fn state_hash(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.states.hash(&mut h);
+        self.finished.hash(&mut h);
+        h.finish()
+    }
+
+    /// The current position: the live stacks.
+    pub(crate) fn states(&self) -> &[Stack] {
+        &self.states
+    }
+
+    /// The tokens accepted so far.
+    pub fn accepted_tokens(&self) -> &[TokenId] {
+        &self.tokens
+    }
+
+    /// The automaton this matcher runs on.
+    pub fn automaton(&self) -> &TokenAutomaton {
+        &self.auto
+    }
+}
+
+/// Fills one row of `rows` per matcher, in parallel (rayon), in the 32-bit layout of
+/// [`TokenMask::write_u32_words`]: row `i` is `rows[i * row_words..(i + 1) * row_words]` and
+/// belongs to `matchers[i]` (`None` leaves its row untouched, for sequences without a grammar).
+///
+/// [`Error::BitmaskSize`] when `rows` is shorter than `matchers.len() * row_words` or a row is
+/// too short for a matcher's vocabulary; rows are then left as they were only for the matchers
+/// not yet filled.
+pub fn fill_u32_rows(
+    matchers: &mut [Option<&mut Matcher>],
+    rows: &mut [u32],
+    row_words: usize,
+) -> Result<()> {
+    use rayon::prelude::*;
+    if matchers.is_empty() {
+        return Ok(());
+    }
+    let need = matchers.len().saturating_mul(row_words);
+    if rows.len() < need || row_words == 0 {
+        return Err(Error::BitmaskSize {
+            words: rows.len(),
+            needed: need.max(1),
+        });
+    }
+    if let [m] = matchers {
+        // One sequence: no hop to the thread pool.
+        return match m {
+            Some(m) => m.fill_u32_words(&mut rows[..row_words], &mut TokenMask::new(0)),
+            None => Ok(()),
+        };
+    }
+    matchers
+        .par_iter_mut()
+        .zip(rows.par_chunks_mut(row_words))
+        .map(|(m, row)| match m {
+            Some(m) => {
+                let mut scratch = TokenMask::new(0);
+                m.fill_u32_words(row, &mut scratch)
+            }
+            None => Ok(()),
+        })
+        .collect::<Result<Vec<()>>>()
+        .map(|_| ())
+}

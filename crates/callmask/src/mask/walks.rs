@@ -1,0 +1,500 @@
+//! Walks of grammar states over the token trie: which tokens a matcher state takes, computed
+//! once per state by one pass over the trie.
+//!
+//! A walk carries the grammar's stacks down the trie, byte by byte, and skips a whole subtree
+//! where no stack survives. One stack inside a lexeme (a string, a number, free text) runs the
+//! lexeme's automaton alone, through the trie's [`ByteRecognizer`] walk, and hands the nodes
+//! where the lexeme may end ("exits") to what follows it. Those lexeme walks below a first-byte
+//! node do not depend on the grammar: they go into the [`Caches`], keyed by vocabulary,
+//! automaton and state, and every grammar over the vocabulary shares them; free-text walks read
+//! the trie's text index (`crate::vocab::text_index`) instead of visiting the trie.
+//!
+//! Trade-offs: a [`Walker`] is a few references, made per walk; the first steps out of the exits
+//! are memoized per stack within one walk ([`FirstSteps`]), not across walks.
+
+use super::text_walks::TextChildren;
+use crate::automaton::complete::{Completer, INF};
+use crate::automaton::{advance, Frame, Stack, Sym};
+use crate::cache::{CacheKey, Caches};
+use crate::grammar::dfa::Dfa;
+use crate::grammar::GrammarInner;
+use crate::vocab::trie::{TokenTrie, NO_TOKEN};
+use crate::vocab::TokenId;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Per stack, the stacks after each byte (`None` not yet known, `Some(None)` the byte is not
+/// taken): the first steps out of the nodes where a lexeme ends, shared by a walk's calls.
+pub(super) type FirstSteps = HashMap<Stack, Vec<Option<Option<Vec<Stack>>>>>;
+
+/// A cached first-byte walk, holding its automaton so that the address in its key stays unique.
+type SharedSubWalk = (Arc<Dfa>, Arc<SubWalk>);
+
+/// A lexeme walk below one node: the tokens it takes and the nodes where it may end with more
+/// bytes to follow (as [`TokenTrie::walk_lex`] gives them).
+#[derive(Debug)]
+pub(super) struct SubWalk {
+    pub(super) ids: Vec<TokenId>,
+    pub(super) exits: Vec<u32>,
+    /// The exits' children by byte, so that a walk out of the exits visits only the children
+    /// whose byte what follows the lexeme takes.
+    pub(super) children: ExitChildren,
+}
+
+/// The children of a lexeme walk's exits, by byte.
+#[derive(Debug)]
+pub(super) enum ExitChildren {
+    /// Those of byte `b` are `children[starts[b]..starts[b + 1]]`.
+    Sorted {
+        children: Vec<u32>,
+        starts: Vec<u32>,
+    },
+    /// A free-text walk's, read from the vocabulary's text index for the bytes asked for
+    /// ([`TokenTrie::text_children`]).
+    Text(TextChildren),
+}
+
+/// What a walk reads: the trie (with its text index), and where shared lexeme walks are kept.
+pub(super) struct Walker<'a> {
+    pub(super) trie: &'a TokenTrie,
+    pub(super) caches: &'a Caches,
+    /// The vocabulary's [`crate::Vocab::id`], part of the cache keys.
+    pub(super) vocab: u64,
+}
+
+impl Walker<'_> {
+    /// True when some child of `node` leads by a byte that `stack` can take (`memo` caches
+    /// the answer per byte for this stack: 0 unknown, 1 yes, 2 no). Lets walks skip, without
+    /// allocating, the many exit nodes where what follows a lexeme cannot go on.
+    pub(super) fn any_child_taken(
+        &self,
+        g: &GrammarInner,
+        node: usize,
+        stack: &Stack,
+        memo: &mut [u8; 256],
+    ) -> bool {
+        let end = self.trie.nodes[node].next as usize;
+        let mut i = node + 1;
+        let mut one = Vec::new();
+        while i < end {
+            let b = self.trie.nodes[i].byte as usize;
+            if memo[b] == 0 {
+                advance(g, std::slice::from_ref(stack), b as Sym, &mut one);
+                memo[b] = if one.is_empty() { 2 } else { 1 };
+            }
+            if memo[b] == 1 {
+                return true;
+            }
+            i = self.trie.nodes[i].next as usize;
+        }
+        false
+    }
+
+    /// Walks a lexeme automaton from `state` over the subtree below `from` (its own tokens
+    /// excluded). Records as exits the nodes (`from` included) where the lexeme is complete and
+    /// longer tokens go on.
+    pub(super) fn walk_lex(
+        &self,
+        from: usize,
+        dfa: &crate::grammar::dfa::Dfa,
+        state: u32,
+        out: &mut Vec<TokenId>,
+        exits: &mut Vec<u32>,
+    ) {
+        if let Some(w) = self.walk_text(from, dfa, state) {
+            out.extend_from_slice(&w.ids);
+            exits.extend_from_slice(&w.exits);
+            return;
+        }
+        self.trie.walk_recognizer(from, dfa, state, out, exits);
+    }
+
+    /// Walks stacks over the subtree below `from` (its own tokens excluded). With `exits`, the
+    /// stacks are a local walk whose bottom frame may complete: nodes where it can are recorded.
+    pub(super) fn walk_stacks(
+        &self,
+        g: &GrammarInner,
+        from: usize,
+        start: Vec<Stack>,
+        out: &mut Vec<TokenId>,
+        exits: Option<&mut Vec<u32>>,
+    ) {
+        self.walk_stacks_with(g, from, start, out, exits, &mut FirstSteps::new());
+    }
+
+    /// [`Walker::walk_stacks`] with the first steps out of lexeme ends kept in `memo`.
+    fn walk_stacks_with(
+        &self,
+        g: &GrammarInner,
+        from: usize,
+        start: Vec<Stack>,
+        out: &mut Vec<TokenId>,
+        mut exits: Option<&mut Vec<u32>>,
+        memo: &mut FirstSteps,
+    ) {
+        let base = self.trie.nodes[from].depth as usize;
+        let mut levels: Vec<Vec<Stack>> = vec![start];
+        let mut i = from + 1;
+        let end = self.trie.nodes[from].next as usize;
+        while i < end {
+            let d = self.trie.nodes[i].depth as usize - base;
+            let mut next = Vec::new();
+            advance(g, &levels[d - 1], self.trie.nodes[i].byte as Sym, &mut next);
+            if next.is_empty() {
+                i = self.trie.nodes[i].next as usize;
+                continue;
+            }
+            self.trie.push_tokens(i, out);
+            if let Some(ex) = exits.as_deref_mut() {
+                if self.trie.has_children(i)
+                    && next.iter().any(|s| s.len() == 1 && g.is_complete(&s[0]))
+                {
+                    ex.push(i as u32);
+                }
+            }
+            // Fast path: one stack inside a lexeme (a string, number, free object key...) runs
+            // the lexeme's automaton alone over the subtree, and hands the nodes where the
+            // lexeme may end back to what follows it.
+            if let [stack] = next.as_slice() {
+                if let Some((lex, state, after)) = g.as_lexeme(stack.last().unwrap()) {
+                    if after.is_some() || stack.len() > 1 {
+                        self.lexeme_then(
+                            g,
+                            i,
+                            (lex, state),
+                            stack,
+                            after,
+                            out,
+                            exits.as_deref_mut(),
+                            memo,
+                        );
+                        i = self.trie.nodes[i].next as usize;
+                        continue;
+                    }
+                }
+            }
+            if levels.len() <= d {
+                levels.resize(d + 1, Vec::new());
+            }
+            levels[d] = next;
+            i += 1;
+        }
+    }
+
+    /// The fast path of [`Walker::walk_stacks`] at node `i`, where `stack` is inside a
+    /// lexeme (`lex` in `state`, `after` what replaces it once complete): the lexeme's
+    /// automaton alone over the subtree (below a first-byte node, a walk shared per vocabulary:
+    /// the start of every text-first grammar walks the whole trie so), then what follows the
+    /// lexeme from the nodes where it may end.
+    #[allow(clippy::too_many_arguments)]
+    fn lexeme_then(
+        &self,
+        g: &GrammarInner,
+        i: usize,
+        (lex, state): (crate::grammar::LexId, u32),
+        stack: &Stack,
+        after: Option<Frame>,
+        out: &mut Vec<TokenId>,
+        mut exits: Option<&mut Vec<u32>>,
+        memo: &mut FirstSteps,
+    ) {
+        let dfa = &g.lexemes[lex as usize];
+        let shared;
+        let mut own = Vec::new();
+        let lex_exits: &[u32] = if self.trie.nodes[i].depth == 1 {
+            shared = Some(self.sub_walk(i, dfa, state));
+            let w = shared.as_ref().unwrap();
+            out.extend_from_slice(&w.ids);
+            &w.exits
+        } else {
+            shared = None;
+            self.walk_lex(i, dfa, state, out, &mut own);
+            &own
+        };
+        if lex_exits.is_empty() {
+            return;
+        }
+        let cont = continuation(stack, after);
+        if let Some(ex) = exits.as_deref_mut() {
+            if cont.len() == 1 && g.is_complete(&cont[0]) {
+                ex.extend(
+                    lex_exits
+                        .iter()
+                        .copied()
+                        .filter(|&e| self.trie.has_children(e as usize)),
+                );
+            }
+        }
+        match &shared {
+            Some(w) => self.walk_indexed_exits(g, w, &cont, out, exits, memo),
+            None => self.walk_exits(g, lex_exits, &cont, out, exits, memo),
+        }
+    }
+
+    /// [`Walker::walk_exits`] out of a shared walk's exits, by child byte: a byte `stack`
+    /// cannot take skips all its children at once.
+    fn walk_indexed_exits(
+        &self,
+        g: &GrammarInner,
+        w: &SubWalk,
+        stack: &Stack,
+        out: &mut Vec<TokenId>,
+        mut exits: Option<&mut Vec<u32>>,
+        memo: &mut FirstSteps,
+    ) {
+        let mut first = memo.remove(stack).unwrap_or_else(|| vec![None; 256]);
+        let mut kids: Vec<u32> = Vec::new();
+        for (b, step) in first.iter_mut().enumerate() {
+            if let ExitChildren::Sorted { starts, .. } = &w.children {
+                if starts[b] == starts[b + 1] {
+                    continue;
+                }
+            }
+            let next = step.get_or_insert_with(|| {
+                let mut n = Vec::new();
+                advance(g, std::slice::from_ref(stack), b as Sym, &mut n);
+                (!n.is_empty()).then_some(n)
+            });
+            let Some(next) = next.clone() else { continue };
+            let list = match &w.children {
+                ExitChildren::Sorted { children, starts } => {
+                    &children[starts[b] as usize..starts[b + 1] as usize]
+                }
+                ExitChildren::Text(t) => {
+                    kids.clear();
+                    self.text_children(t, b as u8, &mut kids);
+                    &kids[..]
+                }
+            };
+            for &c in list {
+                self.walk_node(g, c as usize, next.clone(), out, exits.as_deref_mut(), memo);
+            }
+        }
+        memo.insert(stack.clone(), first);
+    }
+
+    /// From each node of `from` (nodes where a lexeme may end), walks `stack` into the node's
+    /// children: what `walk_stacks(e, vec![stack])` does for each `e`, but each child byte's
+    /// first step is taken once for all the nodes, not once per child, and children whose byte
+    /// `stack` cannot take cost a table lookup. The steps are kept in `memo` for the next call
+    /// with the same stack (a text-first grammar's start makes one per first byte).
+    pub(super) fn walk_exits(
+        &self,
+        g: &GrammarInner,
+        from: &[u32],
+        stack: &Stack,
+        out: &mut Vec<TokenId>,
+        mut exits: Option<&mut Vec<u32>>,
+        memo: &mut FirstSteps,
+    ) {
+        let mut first = memo.remove(stack).unwrap_or_else(|| vec![None; 256]);
+        for &e in from {
+            let end = self.trie.nodes[e as usize].next as usize;
+            let mut c = e as usize + 1;
+            while c < end {
+                let b = self.trie.nodes[c].byte;
+                let next = first[b as usize].get_or_insert_with(|| {
+                    let mut n = Vec::new();
+                    advance(g, std::slice::from_ref(stack), b as Sym, &mut n);
+                    (!n.is_empty()).then_some(n)
+                });
+                if let Some(next) = next {
+                    let next = next.clone();
+                    self.walk_node(g, c, next, out, exits.as_deref_mut(), memo);
+                }
+                c = self.trie.nodes[c].next as usize;
+            }
+        }
+        memo.insert(stack.clone(), first);
+    }
+
+    /// [`Walker::walk_stacks`]' step at node `i`, reached with `next` (not empty), then the
+    /// subtree below it.
+    fn walk_node(
+        &self,
+        g: &GrammarInner,
+        i: usize,
+        next: Vec<Stack>,
+        out: &mut Vec<TokenId>,
+        mut exits: Option<&mut Vec<u32>>,
+        memo: &mut FirstSteps,
+    ) {
+        self.trie.push_tokens(i, out);
+        if let Some(ex) = exits.as_deref_mut() {
+            if self.trie.has_children(i)
+                && next.iter().any(|s| s.len() == 1 && g.is_complete(&s[0]))
+            {
+                ex.push(i as u32);
+            }
+        }
+        if let [stack] = next.as_slice() {
+            if let Some((lex, state, after)) = g.as_lexeme(stack.last().unwrap()) {
+                if after.is_some() || stack.len() > 1 {
+                    self.lexeme_then(g, i, (lex, state), stack, after, out, exits, memo);
+                    return;
+                }
+            }
+        }
+        if self.trie.has_children(i) {
+            self.walk_stacks_with(g, i, next, out, exits, memo);
+        }
+    }
+
+    /// The lexeme walk below first-byte node `i` from `state` ([`Walker::walk_lex`]), kept in
+    /// the caches for every grammar over the vocabulary (the automaton's address is in the key,
+    /// the entry keeps the automaton alive).
+    fn sub_walk(&self, i: usize, dfa: &Arc<Dfa>, state: u32) -> Arc<SubWalk> {
+        let key = CacheKey::SubWalk {
+            vocab: self.vocab,
+            dfa: Arc::as_ptr(dfa) as usize,
+            state,
+            node: i as u32,
+        };
+        let entry: Result<Arc<SharedSubWalk>, std::convert::Infallible> =
+            self.caches.get_or_build(key, || {
+                let w = self
+                    .walk_text(i, dfa, state)
+                    .unwrap_or_else(|| self.sub_walk_general(i, dfa, state));
+                let kids = match &w.children {
+                    ExitChildren::Sorted { children, starts } => children.len() + starts.len(),
+                    ExitChildren::Text(t) => t.len(),
+                };
+                let bytes = (w.ids.len() + w.exits.len() + kids) * 4 + 128;
+                Ok(((dfa.clone(), Arc::new(w)), bytes))
+            });
+        let Ok(entry) = entry;
+        entry.1.clone()
+    }
+
+    /// [`Walker::sub_walk`]'s walk, node by node, for any automaton.
+    pub(super) fn sub_walk_general(&self, i: usize, dfa: &Dfa, state: u32) -> SubWalk {
+        let mut ids = Vec::new();
+        let mut exits = Vec::new();
+        self.trie
+            .walk_recognizer(i, dfa, state, &mut ids, &mut exits);
+        // The exits' children by byte, counting sort: count, then place.
+        let each_child = |f: &mut dyn FnMut(u8, u32)| {
+            for &e in &exits {
+                let end = self.trie.nodes[e as usize].next as usize;
+                let mut c = e as usize + 1;
+                while c < end {
+                    f(self.trie.nodes[c].byte, c as u32);
+                    c = self.trie.nodes[c].next as usize;
+                }
+            }
+        };
+        let mut starts = vec![0u32; 257];
+        each_child(&mut |b, _| starts[b as usize + 1] += 1);
+        for b in 0..256 {
+            starts[b + 1] += starts[b];
+        }
+        let mut children = vec![0u32; starts[256] as usize];
+        let mut at: Vec<u32> = starts[..256].to_vec();
+        each_child(&mut |b, c| {
+            children[at[b as usize] as usize] = c;
+            at[b as usize] += 1;
+        });
+        SubWalk {
+            ids,
+            exits,
+            children: ExitChildren::Sorted { children, starts },
+        }
+    }
+
+    /// Like [`Walker::walk_lex`] without exits: each token below `from` that the automaton
+    /// takes, with its distance to an accepting state (`dist`) after it.
+    pub(super) fn walk_lex_costs(
+        &self,
+        from: usize,
+        dfa: &Dfa,
+        state: u32,
+        dist: &[u32],
+        out: &mut Vec<(TokenId, u32)>,
+    ) {
+        self.trie.walk_recognizer_tokens(from, dfa, state, |t, s| {
+            out.push((t, dist.get(s as usize).copied().unwrap_or(INF).min(INF)));
+        });
+    }
+
+    /// Every token below `from` that `start` (full or local stacks) takes, with the fewest
+    /// tokens before an end after it ([`Completer::remaining_any`]). Stacks are never popped
+    /// below their bottom frame, as in [`Walker::walk_stacks`].
+    pub(super) fn walk_costs(
+        &self,
+        g: &GrammarInner,
+        comp: &Completer,
+        from: usize,
+        start: Vec<Stack>,
+        out: &mut Vec<(TokenId, u32)>,
+    ) {
+        let base = self.trie.nodes[from].depth as usize;
+        let mut levels: Vec<Vec<Stack>> = vec![start];
+        let mut i = from + 1;
+        let end = self.trie.nodes[from].next as usize;
+        let mut toks = Vec::new();
+        while i < end {
+            let d = self.trie.nodes[i].depth as usize - base;
+            let mut next = Vec::new();
+            advance(g, &levels[d - 1], self.trie.nodes[i].byte as Sym, &mut next);
+            if next.is_empty() {
+                i = self.trie.nodes[i].next as usize;
+                continue;
+            }
+            if self.trie.nodes[i].tok != NO_TOKEN {
+                let c = comp.remaining_any(&next);
+                toks.clear();
+                self.trie.push_tokens(i, &mut toks);
+                out.extend(toks.iter().map(|&t| (t, c)));
+            }
+            // Fast path: one stack inside a lexeme runs the lexeme's automaton alone (its cost
+            // is the lexeme's distance to accepting plus what the rest of the stack needs), and
+            // what follows the lexeme is walked from the nodes where it may end.
+            if let [stack] = next.as_slice() {
+                if let Some((lex, state, after)) = g.as_lexeme(stack.last().unwrap()) {
+                    if after.is_some() || stack.len() > 1 {
+                        let cont = continuation(stack, after);
+                        let below = comp.remaining(&cont);
+                        let dfa = &g.lexemes[lex as usize];
+                        let start_len = out.len();
+                        self.walk_lex_costs(i, dfa, state, comp.lex_distances(lex), out);
+                        for o in &mut out[start_len..] {
+                            o.1 = (o.1 + below).min(INF);
+                        }
+                        let mut lex_exits = Vec::new();
+                        self.walk_lex(i, dfa, state, &mut Vec::new(), &mut lex_exits);
+                        let mut memo = [0u8; 256];
+                        for &e in &lex_exits {
+                            if self.any_child_taken(g, e as usize, &cont, &mut memo) {
+                                self.walk_costs(g, comp, e as usize, vec![cont.clone()], out);
+                            }
+                        }
+                        i = self.trie.nodes[i].next as usize;
+                        continue;
+                    }
+                }
+            }
+            if levels.len() <= d {
+                levels.resize(d + 1, Vec::new());
+            }
+            levels[d] = next;
+            i += 1;
+        }
+    }
+}
+
+/// The stack once the lexeme on top of `stack` is complete: the top replaced by `after`, or
+/// popped (its parent told that its child is done).
+pub(super) fn continuation(stack: &[Frame], after: Option<Frame>) -> Stack {
+    match after {
+        Some(f) => {
+            let mut s = stack.to_vec();
+            *s.last_mut().unwrap() = f;
+            s
+        }
+        None => {
+            let mut p = stack[..stack.len() - 1].to_vec();
+            GrammarInner::child_done(p.last_mut().unwrap());
+            p
+        }
+    }
+}

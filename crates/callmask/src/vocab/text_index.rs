@@ -1,0 +1,91 @@
+//! The token trie's text index: what free-text walks need of a vocabulary, built with its trie.
+//!
+//! Text (valid UTF-8 holding none of a grammar's markers) takes almost every token, so a walk of
+//! a text lexeme would visit almost every node of the trie. The index lists, in node order, the
+//! nodes that end a token, the nodes at a character boundary with children, and per byte the
+//! nodes whose parent is at a boundary; and per node the characters begun from the root. The
+//! mask layer's text walks (`mask/text_walks.rs`) copy slices of these lists instead of walking.
+//! The index knows no grammar: it depends on UTF-8 alone.
+//!
+//! Trade-offs: up to 14 bytes per trie node and one pass over the trie when a vocabulary's trie
+//! is built, for every vocabulary, used or not by a text-first dialect.
+
+use super::trie::{TokenTrie, NO_TOKEN};
+
+/// See the module documentation.
+#[derive(Debug, Default)]
+pub(crate) struct TextIndex {
+    /// Nodes ending a token whose bytes are a valid UTF-8 prefix.
+    pub(crate) token_nodes: Vec<u32>,
+    /// Nodes at a character boundary (the root excluded) with children.
+    pub(crate) inner: Vec<u32>,
+    /// Per byte: the nodes with that byte whose parent (the root included) is at a boundary.
+    pub(crate) by_byte: Vec<Vec<u32>>,
+    /// Per node: the characters begun from the root (bytes that are not UTF-8 continuation
+    /// bytes), saturating; set wherever the parent is a valid prefix.
+    pub(crate) chars: Vec<u16>,
+}
+
+/// True for a byte that begins a character (ASCII or a lead byte; not `0x80..=0xBF`).
+pub(crate) fn begins_char(b: u8) -> bool {
+    !(0x80..=0xbf).contains(&b)
+}
+
+/// Where the bytes from the root to a node stand as UTF-8.
+#[derive(Clone, Copy)]
+enum Utf8Prefix {
+    /// Not a prefix of valid UTF-8.
+    Invalid,
+    /// Valid, the last character begun after this depth (equal to the depth: at a boundary).
+    Valid { boundary: usize },
+}
+
+impl TextIndex {
+    /// Builds the index of `trie`, one pass over its nodes.
+    pub(crate) fn new(trie: &TokenTrie) -> TextIndex {
+        let n = trie.nodes.len();
+        let mut x = TextIndex {
+            token_nodes: Vec::new(),
+            inner: Vec::new(),
+            by_byte: vec![Vec::new(); 256],
+            chars: vec![0; n],
+        };
+        // Per depth: the bytes from the root, where they stand, and the characters begun.
+        let mut path = vec![0u8; trie.max_depth + 2];
+        let mut prefix = vec![Utf8Prefix::Valid { boundary: 0 }; trie.max_depth + 2];
+        let mut counts = vec![0u16; trie.max_depth + 2];
+        let mut i = 1;
+        while i < n {
+            let node = trie.nodes[i];
+            let d = node.depth as usize;
+            x.chars[i] = counts[d - 1].saturating_add(u16::from(begins_char(node.byte)));
+            counts[d] = x.chars[i];
+            let Utf8Prefix::Valid { boundary } = prefix[d - 1] else {
+                unreachable!("a subtree below an invalid prefix is skipped")
+            };
+            if boundary == d - 1 {
+                // Listed whatever the byte: what follows the text decides.
+                x.by_byte[node.byte as usize].push(i as u32);
+            }
+            path[d] = node.byte;
+            prefix[d] = match std::str::from_utf8(&path[boundary + 1..=d]) {
+                Ok(_) => Utf8Prefix::Valid { boundary: d },
+                // The last character is begun and not finished.
+                Err(e) if e.error_len().is_none() => Utf8Prefix::Valid { boundary },
+                Err(_) => Utf8Prefix::Invalid,
+            };
+            let Utf8Prefix::Valid { boundary } = prefix[d] else {
+                i = node.next as usize;
+                continue;
+            };
+            if node.tok != NO_TOKEN {
+                x.token_nodes.push(i as u32);
+            }
+            if boundary == d && trie.has_children(i) {
+                x.inner.push(i as u32);
+            }
+            i += 1;
+        }
+        x
+    }
+}
