@@ -33,6 +33,7 @@
 
 mod dependencies;
 mod enums;
+pub(crate) mod keywords;
 mod merge;
 mod negate;
 mod numbers;
@@ -54,6 +55,8 @@ use crate::grammar::{
     MAX_UNIQUE_VALUES,
 };
 use crate::python::{is_identifier, py_quote};
+pub(crate) use keywords::is_annotation;
+use keywords::Keyword;
 use numbers::{ge_regex, int_range_regex, le_regex, Dec, BOUNDED_NUMBER, NUMBER};
 pub(crate) use resolve::resolve_refs;
 use serde_json::{Map, Value};
@@ -119,79 +122,6 @@ pub(crate) fn check_schema_shape<'v>(
     }
     Ok(())
 }
-
-/// The keywords the compiler interprets. Every other keyword is an annotation (ignored, as
-/// JSON Schema ignores unknown keywords) unless [`UNSUPPORTED`] refuses it by name.
-const KEYWORDS: &[&str] = &[
-    "$ref",
-    "uniqueItems",
-    "patternProperties",
-    "type",
-    "nullable",
-    "enum",
-    "const",
-    "properties",
-    "required",
-    "additionalProperties",
-    "items",
-    "prefixItems",
-    "additionalItems",
-    "minItems",
-    "maxItems",
-    "minLength",
-    "maxLength",
-    "pattern",
-    "format",
-    "minimum",
-    "maximum",
-    "exclusiveMinimum",
-    "exclusiveMaximum",
-    "multipleOf",
-    "dependentRequired",
-    "propertyNames",
-    "minProperties",
-    "maxProperties",
-    "contains",
-    "minContains",
-    "maxContains",
-    "anyOf",
-    "oneOf",
-    "allOf",
-    "not",
-    "if",
-];
-
-/// True for a keyword that does not constrain values: an annotation (`title`, `$defs`, ...) or a
-/// keyword callmask does not know (`x-...`, vendor extensions). Such keywords never change the
-/// language, wherever they stand.
-pub(crate) fn is_annotation(k: &str) -> bool {
-    !KEYWORDS.contains(&k) && !UNSUPPORTED.iter().any(|(u, _)| *u == k)
-}
-
-/// Assertion keywords callmask cannot enforce exactly, with the reason.
-const UNSUPPORTED: &[(&str, &str)] = &[
-    (
-        "dependentSchemas",
-        "more than 4 dependent schemas in one object (each doubles its variants)",
-    ),
-    (
-        "dependencies",
-        "more than 4 schema-valued dependencies in one object (each doubles its variants)",
-    ),
-    (
-        "unevaluatedProperties",
-        "supported only where the evaluated properties are static (in-place applicators only `allOf` and `$ref`, no `patternProperties`, `anyOf`, `oneOf`, `not`, `if` or dependencies, no `unevaluated*` in a part)",
-    ),
-    (
-        "unevaluatedItems",
-        "supported only where the evaluated items are static (in-place applicators only `allOf` and `$ref`, no `contains`, `anyOf`, `oneOf`, `not`, `if`, no `unevaluated*` in a part)",
-    ),
-    (
-        "$dynamicRef",
-        "`$dynamicRef` resolves only as a string in a 2020-12 document",
-    ),
-    ("$recursiveRef", "recursive references are not supported"),
-];
 
 /// The JSON types, as a bit set.
 const T_NULL: u8 = 1;
@@ -642,9 +572,12 @@ impl<'a> Compiler<'a> {
     /// Refuses (or, lenient, drops and lists) the keywords that cannot be enforced.
     fn refuse_unsupported(&mut self, obj: &Map<String, Value>, path: &str) -> Result<()> {
         for (k, _) in obj.iter() {
-            if let Some((_, reason)) = UNSUPPORTED.iter().find(|(u, _)| u == k) {
+            let Some(kw) = Keyword::from_name(k) else {
+                continue;
+            };
+            if let Some(reason) = kw.refusal() {
                 // Draft 7's `dependencies` with lists of names only: dependentRequired.
-                if k == "dependencies"
+                if kw == Keyword::Dependencies
                     && obj[k]
                         .as_object()
                         .is_some_and(|m| m.values().all(Value::is_array))

@@ -51,7 +51,7 @@ impl Compiler<'_> {
         // (A part merged with nothing but annotations keeps its own meaning.)
         let (mut a, mut b) = (a.clone(), b);
         let bare = |m: &Map<String, Value>| m.keys().all(|k| is_annotation(k));
-        for k in unevaluated::UNEVALUATED {
+        for k in unevaluated::UNEVALUATED.map(Keyword::name) {
             if (a.contains_key(k) && !bare(&b)) || (b.contains_key(k) && !bare(&a)) {
                 if !self.opts.lenient {
                     return Err(Error::UnsupportedKeyword {
@@ -163,8 +163,8 @@ impl Compiler<'_> {
             if &av == bv {
                 continue;
             }
-            let merged = match k.as_str() {
-                "type" => {
+            let merged = match Keyword::from_name(k) {
+                Some(Keyword::Type) => {
                     let ta = type_set(&av, path)?;
                     let tb = type_set(bv, path)?;
                     // "number" includes "integer" in these sets, so the intersection is exact.
@@ -175,7 +175,7 @@ impl Compiler<'_> {
                     }
                     type_value(t)
                 }
-                "required" => {
+                Some(Keyword::Required) => {
                     let mut r: Vec<Value> = av.as_array().cloned().unwrap_or_default();
                     for x in bv.as_array().cloned().unwrap_or_default() {
                         if !r.contains(&x) {
@@ -184,7 +184,7 @@ impl Compiler<'_> {
                     }
                     Value::Array(r)
                 }
-                "properties" => {
+                Some(Keyword::Properties) => {
                     let (pa, pb) = match (av.as_object(), bv.as_object()) {
                         (Some(x), Some(y)) => (x, y),
                         _ => return Err(invalid(path, "properties must be an object")),
@@ -207,8 +207,10 @@ impl Compiler<'_> {
                     }
                     Value::Object(m)
                 }
-                "items" | "additionalProperties" if av.is_object() || av.is_boolean() => {
-                    if k == "additionalProperties" {
+                Some(Keyword::Items | Keyword::AdditionalProperties)
+                    if av.is_object() || av.is_boolean() =>
+                {
+                    if k == Keyword::AdditionalProperties.name() {
                         // Exact only when both sides list the same properties.
                         if property_names(a) != property_names(&b) {
                             return Err(Error::UnsupportedKeyword {
@@ -221,14 +223,20 @@ impl Compiler<'_> {
                     serde_json::json!({ "allOf": [av, bv] })
                 }
                 // not A ∧ not B = not (A ∨ B)
-                "not" => serde_json::json!({ "anyOf": [av, bv] }),
-                "minimum" | "exclusiveMinimum" | "minLength" | "minItems" => {
-                    num_pick(&av, bv, true, path)?
-                }
-                "maximum" | "exclusiveMaximum" | "maxLength" | "maxItems" => {
-                    num_pick(&av, bv, false, path)?
-                }
-                "enum" | "const" => {
+                Some(Keyword::Not) => serde_json::json!({ "anyOf": [av, bv] }),
+                Some(
+                    Keyword::Minimum
+                    | Keyword::ExclusiveMinimum
+                    | Keyword::MinLength
+                    | Keyword::MinItems,
+                ) => num_pick(&av, bv, true, path)?,
+                Some(
+                    Keyword::Maximum
+                    | Keyword::ExclusiveMaximum
+                    | Keyword::MaxLength
+                    | Keyword::MaxItems,
+                ) => num_pick(&av, bv, false, path)?,
+                Some(Keyword::Enum | Keyword::Const) => {
                     // keep both: compile_enum filters values by the rest of the schema
                     let va = enum_values(k, &av);
                     let vb = enum_values(k, bv);
@@ -240,7 +248,7 @@ impl Compiler<'_> {
                     out.insert("enum".into(), Value::Array(both));
                     continue;
                 }
-                "pattern" | "format" => {
+                Some(Keyword::Pattern | Keyword::Format) => {
                     // Two patterns (or formats) that must both hold: the keyword becomes the list
                     // of them, which `string_dfa` intersects. The list lives in the keyword's own
                     // value, never in a key of ours that a user's schema could also contain.
@@ -257,8 +265,10 @@ impl Compiler<'_> {
                     Value::Array(all)
                 }
                 // Both parts' items must be unique when either says so.
-                "uniqueItems" => Value::Bool(av == Value::Bool(true) || bv == &Value::Bool(true)),
-                "patternProperties" => {
+                Some(Keyword::UniqueItems) => {
+                    Value::Bool(av == Value::Bool(true) || bv == &Value::Bool(true))
+                }
+                Some(Keyword::PatternProperties) => {
                     // Every pattern of both parts applies; a pattern in both takes both schemas.
                     let (Some(pa), Some(pb)) = (av.as_object(), bv.as_object()) else {
                         return Err(invalid(path, "patternProperties must be an object"));
@@ -274,7 +284,7 @@ impl Compiler<'_> {
                     }
                     Value::Object(m)
                 }
-                "dependentRequired" => {
+                Some(Keyword::DependentRequired) => {
                     // Both parts' dependencies hold: per key, the union of the names.
                     let (Some(da), Some(db)) = (av.as_object(), bv.as_object()) else {
                         return Err(invalid(path, "dependentRequired must be an object"));
@@ -295,7 +305,7 @@ impl Compiler<'_> {
                     }
                     Value::Object(m)
                 }
-                "prefixItems" => {
+                Some(Keyword::PrefixItems) => {
                     // Position by position; the longer side's tail stays. Exact: a shorter
                     // side whose `items` would constrain that tail was refused above.
                     let (Some(pa), Some(pb)) = (av.as_array(), bv.as_array()) else {
@@ -312,7 +322,7 @@ impl Compiler<'_> {
                         .collect();
                     Value::Array(merged)
                 }
-                "multipleOf" => {
+                Some(Keyword::MultipleOf) => {
                     // Both steps must hold: the keyword becomes the list of them, which
                     // `number_dfa` intersects (as with patterns above).
                     let mut all = Vec::new();

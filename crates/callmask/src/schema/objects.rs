@@ -607,21 +607,11 @@ fn without(obj: &Map<String, Value>, k: &str) -> Map<String, Value> {
     o
 }
 
-/// The string keywords `propertyNames` may hold (a key is a string: other types never match).
-const PROPERTY_NAME_KEYWORDS: &[&str] = &[
-    "type",
-    "minLength",
-    "maxLength",
-    "pattern",
-    "format",
-    "enum",
-    "const",
-];
-
 impl Compiler<'_> {
     /// The automaton of the key names `propertyNames` allows (over the decoded name), or `None`
     /// when the object has none. `false`, or a `type` without `string`, allows no name. Other
-    /// keywords than [`PROPERTY_NAME_KEYWORDS`] (and annotations) are refused by name.
+    /// keywords than those of a string schema ([`Keyword::fits_string_schema`]; a key is a string:
+    /// other types never match) and annotations are refused by name.
     fn property_names_dfa(&mut self, obj: &Map<String, Value>, path: &str) -> Result<Option<Dfa>> {
         let none = || Dfa::literals(std::iter::empty(), 10).unwrap();
         let p = format!("{path}/propertyNames");
@@ -631,10 +621,9 @@ impl Compiler<'_> {
             Some(Value::Object(m)) => m,
             Some(_) => return Err(invalid(path, "propertyNames must be a schema")),
         };
-        if let Some(k) = m
-            .keys()
-            .find(|k| !PROPERTY_NAME_KEYWORDS.contains(&k.as_str()) && !is_annotation(k))
-        {
+        if let Some(k) = m.keys().find(|k| {
+            !Keyword::from_name(k).is_some_and(Keyword::fits_string_schema) && !is_annotation(k)
+        }) {
             self.b.unsupported(
                 "propertyNames",
                 path,

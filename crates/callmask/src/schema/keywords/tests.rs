@@ -1,0 +1,3 @@
+//! The keyword table's tests.
+
+use super::*;
