@@ -24,6 +24,16 @@
 //! [`Error::UnsupportedKeyword`], unless [`CompileOptions::lenient`] is set, in which case it is
 //! dropped and listed in [`crate::Grammar::dropped_keywords`].
 //!
+//! Where to add a keyword: every keyword callmask knows is one row of the table in
+//! `schema/keywords.rs` ([`keywords::Keyword`]: spelling, value kind, the role that enforces
+//! it, whether `not` goes through it, a refusal reason); which keywords are annotations, which
+//! make up the scalar cache key, which hold subschemas and which are refused are all read off
+//! that table. Add the row, then the code its role names, and a witness in `keywords.rs`'s
+//! tests. The tests `every_keyword_read_is_in_the_table` (a keyword read anywhere in the
+//! schema compiler or the dialects but missing from the table),
+//! `every_enforced_keyword_is_exercised` (an enforcing keyword whose witness schema does not
+//! change the language) and `scalar_cache_key_covers_every_scalar_read` fail otherwise.
+//!
 //! Value encoding policy (what the grammar writes; every output is valid):
 //! - strings: see [`crate::grammar::dfa::Dfa::json_string`] for escapes;
 //! - integers: `-?(0|[1-9][0-9]*)` with at most 19 digits, optionally followed by `.0…`;

@@ -289,14 +289,6 @@ keyword_table! {
 }
 
 impl Keyword {
-    /// The keywords of `role`, in table order.
-    pub(crate) fn with_role(role: Role) -> impl Iterator<Item = Keyword> {
-        Keyword::ALL
-            .iter()
-            .copied()
-            .filter(move |k| k.role() == role)
-    }
-
     /// True for the keywords a schema of strings alone may hold (`type`, `enum`, `const` and
     /// the string keywords): what `propertyNames` and a raw string argument are checked with.
     pub(crate) fn fits_string_schema(self) -> bool {

@@ -1,6 +1,7 @@
 //! Strings, numbers, integers, booleans and null: `type`-driven compilation of the scalar part
 //! of a schema into one lexeme automaton (lengths, `pattern`, `format`, numeric bounds), with
-//! compiled lexemes shared process-wide by their defining keywords.
+//! compiled lexemes shared process-wide by their defining keywords (the scalar roles of the
+//! keyword table; see [`Compiler::scalar_key`]).
 
 use super::*;
 
@@ -19,31 +20,7 @@ impl Compiler<'_> {
         let mut alts = Vec::new();
         let scalar_types = types & (T_NULL | T_BOOL | T_INT | T_NUM | T_STR);
         if scalar_types != 0 {
-            // The scalar part depends only on these keywords: compiled lexemes are shared
-            // process-wide (formats, bounded strings and numbers recur across tool sets).
-            let mut key = format!("scalar|{scalar_types}|");
-            if self.draft4_integers && scalar_types & T_INT != 0 {
-                key.push_str("draft4|");
-            }
-            for kw in [
-                "minLength",
-                "maxLength",
-                "pattern",
-                "format",
-                "minimum",
-                "maximum",
-                "exclusiveMinimum",
-                "exclusiveMaximum",
-                "multipleOf",
-            ] {
-                if kw == "format" && self.opts.format_annotation {
-                    continue;
-                }
-                if let Some(v) = obj.get(kw) {
-                    key.push_str(kw);
-                    key.push_str(&v.to_string());
-                }
-            }
+            let key = self.scalar_key(obj, scalar_types);
             let d = self.cached(key, |this| this.scalar_dfa(obj, scalar_types, path))?;
             alts.push(self.lexeme(d)?);
         }
@@ -58,6 +35,32 @@ impl Compiler<'_> {
             1 => Ok(alts[0]),
             _ => self.b.push(Node::Union(alts)),
         }
+    }
+
+    /// The process-wide cache key of the scalar automaton of `obj` for the scalar types in
+    /// `types` (see [`Compiler::scalar_dfa`]).
+    ///
+    /// The scalar part depends only on the types (`type` and `nullable`, folded into `types`),
+    /// the draft's notion of integers and the keywords whose role is scalar in the keyword
+    /// table ([`Role::is_scalar`](keywords::Role::is_scalar)): the key is made of every one of
+    /// them, so a scalar keyword cannot be left out of it. Compiled lexemes are shared
+    /// process-wide (formats, bounded strings and numbers recur across tool sets).
+    pub(super) fn scalar_key(&self, obj: &Map<String, Value>, types: u8) -> String {
+        let mut key = format!("scalar|{types}|");
+        if self.draft4_integers && types & T_INT != 0 {
+            key.push_str("draft4|");
+        }
+        for kw in Keyword::ALL.iter().filter(|k| k.role().is_scalar()) {
+            // An annotation by request: it does not change the automaton.
+            if *kw == Keyword::Format && self.opts.format_annotation {
+                continue;
+            }
+            if let Some(v) = obj.get(kw.name()) {
+                key.push_str(kw.name());
+                key.push_str(&v.to_string());
+            }
+        }
+        key
     }
 
     /// One automaton for the scalar types in `types` (a union of their lexemes).
