@@ -25,7 +25,7 @@
 //! dropped and listed in [`crate::Grammar::dropped_keywords`].
 //!
 //! Where to add a keyword: every keyword callmask knows is one row of the table in
-//! `schema/keywords.rs` ([`keywords::Keyword`]: spelling, value kind, the role that enforces
+//! `schema/keywords.rs` (`Keyword`: spelling, value kind, the role that enforces
 //! it, whether `not` goes through it, a refusal reason); which keywords are annotations, which
 //! make up the scalar cache key, which hold subschemas and which are refused are all read off
 //! that table. Add the row, then the code its role names, and a witness in `keywords.rs`'s
