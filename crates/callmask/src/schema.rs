@@ -53,6 +53,7 @@ mod refs;
 mod resolve;
 mod scalars;
 mod strings;
+mod typed;
 mod unevaluated;
 mod unions;
 
@@ -681,23 +682,6 @@ pub(crate) fn escape_in_json_string(json: &[u8]) -> Vec<u8> {
         out.push(b);
     }
     out
-}
-
-/// The strings of a `pattern` or `format` keyword: one string, or the list that merging `allOf`
-/// parts made of several (all must hold).
-fn string_list<'v>(obj: &'v Map<String, Value>, k: &str, path: &str) -> Result<Vec<&'v str>> {
-    match obj.get(k) {
-        None => Ok(Vec::new()),
-        Some(Value::String(s)) => Ok(vec![s.as_str()]),
-        Some(Value::Array(list)) if !list.is_empty() => list
-            .iter()
-            .map(|v| {
-                v.as_str()
-                    .ok_or_else(|| invalid(path, format!("{k} must be a string")))
-            })
-            .collect(),
-        Some(_) => Err(invalid(path, format!("{k} must be a string"))),
-    }
 }
 
 /// The names listed in a schema's `properties`, sorted.

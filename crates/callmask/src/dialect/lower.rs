@@ -767,8 +767,9 @@ impl Lowering<'_> {
         path: &str,
     ) -> Result<NodeId> {
         let key = format!(
-            "xmlraw|{without:?}|{}",
-            Value::Array(parts.iter().cloned().map(Value::Object).collect())
+            "xmlraw|{without:?}|{}|{}",
+            Value::Array(parts.iter().cloned().map(Value::Object).collect()),
+            self.c.string_options_key()
         );
         let d = self.c.cached(key, |c| {
             let states = c.opts.max_lexeme_states;
@@ -1070,7 +1071,11 @@ pub(super) fn raw_string_lexeme(
     path: &str,
 ) -> Result<NodeId> {
     let d = c.cached(
-        format!("xmlraw|{stop}|{}", Value::Object(obj.clone())),
+        format!(
+            "xmlraw1|{stop:?}|{}|{}",
+            Value::Object(obj.clone()),
+            c.string_options_key()
+        ),
         |c| {
             let states = c.opts.max_lexeme_states;
             let mut d = c.string_dfa(obj, path)?;
@@ -1392,4 +1397,35 @@ fn restrict_types(p: &Value, types: &[&str]) -> Option<Value> {
         return None;
     }
     Some(Value::Object(o))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grammar::{CompileOptions, Node};
+
+    /// A raw value's automaton depends on [`CompileOptions::format_annotation`]: compiled with
+    /// it and then without it in one process, the second compile must not reuse the first's
+    /// automaton (which ignores `format`). Both shared one cache entry before the key held the
+    /// option.
+    #[test]
+    fn raw_value_cache_keeps_format_annotation_apart() {
+        let obj = serde_json::json!({"type": "string", "format": "date"});
+        let obj = obj.as_object().expect("an object").clone();
+        let root = Value::Bool(true);
+        let accepts_non_date = |annotation: bool| {
+            let opts = CompileOptions::default().format_annotation(annotation);
+            let mut c = Compiler::new(&root, &opts);
+            let id = raw_string_lexeme(&mut c, &obj, "</callmask-format-test>", "")
+                .expect("a raw string lexeme");
+            match c.b.nodes[id as usize] {
+                Node::Lex(l) => c.b.lexemes[l as usize].matches(b"x"),
+                _ => false,
+            }
+        };
+        for _ in 0..2 {
+            assert!(accepts_non_date(true), "format as an annotation: any text");
+            assert!(!accepts_non_date(false), "format asserted: `x` is no date");
+        }
+    }
 }

@@ -1775,7 +1775,11 @@ impl<'a> StLower<'a> {
         let mut alts = Vec::new();
         for m in &kinds.raw {
             let d = self.c.cached(
-                format!("xmlvalue|{ends:?}|{}", Value::Object(m.clone())),
+                format!(
+                    "xmlvalue|{ends:?}|{}|{}",
+                    Value::Object(m.clone()),
+                    self.c.string_options_key()
+                ),
                 |c| {
                     let states = c.opts.max_lexeme_states;
                     let mut d = c.string_dfa(m, path)?;

@@ -206,7 +206,7 @@ impl Compiler<'_> {
         let mut alts = Vec::new();
         let st = types & SCALARS;
         if st != 0 {
-            let pos = self.scalar_dfa(&rest, dfa_types(st), path)?;
+            let pos = self.scalar_dfa(&typed::Schema::read(&rest), dfa_types(st), path)?;
             let neg = self.neg_scalars(&n, st, &npath, 0)?;
             let d = self.b.and(&pos, &neg, path)?;
             alts.push(self.lexeme(d)?);
@@ -357,7 +357,7 @@ impl Compiler<'_> {
                     plain.insert(k.name().into(), v.clone());
                 }
             }
-            let d = self.scalar_dfa(&plain, dfa_types(t), path)?;
+            let d = self.scalar_dfa(&typed::Schema::read(&plain), dfa_types(t), path)?;
             self.dfa_op(&d, &u, Op::And, path)?
         };
         let d = self.dfa_op(&u, &pos, Op::AndNot, path)?;

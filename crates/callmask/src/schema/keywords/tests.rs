@@ -421,6 +421,24 @@ fn keyword_reads(src: &str) -> Vec<String> {
     out
 }
 
+/// The keywords `src` names as [`Keyword`] values (`Keyword::MinLength`).
+fn typed_reads(src: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (at, _) in src.match_indices("Keyword::") {
+        let rest = &src[at + "Keyword::".len()..];
+        let end = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        if let Some(k) = Keyword::ALL
+            .iter()
+            .find(|k| format!("{k:?}") == rest[..end])
+        {
+            out.push(k.name().to_string());
+        }
+    }
+    out
+}
+
 /// The sources that read schema keywords: the schema compiler and the dialects that inspect
 /// parameter schemas.
 fn keyword_sources() -> Vec<(String, String)> {
@@ -551,7 +569,14 @@ fn scalar_cache_key_covers_every_scalar_read() {
     let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/schema");
     for file in ["scalars.rs", "strings.rs", "numbers.rs"] {
         let text = std::fs::read_to_string(src.join(file)).expect("a scalar source");
-        for k in keyword_reads(&text) {
+        let typed = typed_reads(&text);
+        if file == "scalars.rs" {
+            assert!(
+                typed.len() > 5,
+                "the scalar path reads its keywords typed: {typed:?}"
+            );
+        }
+        for k in keyword_reads(&text).into_iter().chain(typed) {
             if NOT_KEYWORDS.contains(&k.as_str()) {
                 continue;
             }
@@ -573,7 +598,8 @@ fn scalar_cache_key_tells_every_scalar_keyword_apart() {
     let types = super::super::T_STR | super::super::T_NUM;
     for k in Keyword::ALL.iter().filter(|k| k.role().is_scalar()) {
         let with = |v: i32| serde_json::Map::from_iter([(k.name().to_string(), json!(v))]);
-        let keys = [serde_json::Map::new(), with(1), with(2)].map(|s| c.scalar_key(&s, types));
+        let keys = [serde_json::Map::new(), with(1), with(2)]
+            .map(|s| c.scalar_key(&crate::schema::typed::Schema::read(&s), types));
         assert!(
             keys[0] != keys[1] && keys[1] != keys[2] && keys[0] != keys[2],
             "`{}`: {keys:?}",
