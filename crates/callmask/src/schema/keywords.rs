@@ -14,9 +14,11 @@
 //! used, but is written with [`Keyword`] values, so a misspelling does not compile.
 //!
 //! Trade-offs:
-//! - Compilation still reads the schema as a `serde_json` object (`obj.get("minLength")`):
-//!   rewriting compile, merge and negate onto a typed schema value is a larger change. What
-//!   keeps those reads honest is the test `every_keyword_read_is_in_the_table` below, which
+//! - The scalar path reads a schema once into a typed value (`typed.rs`: one field per
+//!   keyword of this table), and its cache key is that value's canonical form. Object, array,
+//!   merge and negate code still read the schema as a `serde_json` object
+//!   (`obj.get("minItems")`): moving them onto the typed value is a larger change. What keeps
+//!   those reads honest is the test `every_keyword_read_is_in_the_table` below, which
 //!   scans the schema compiler's and the dialects' sources for keyword reads and fails naming
 //!   any keyword missing from this table; and `every_enforced_keyword_is_exercised`, which
 //!   requires, for every keyword with an enforcing role, a schema whose language that keyword
