@@ -24,6 +24,16 @@
 //! [`Error::UnsupportedKeyword`], unless [`CompileOptions::lenient`] is set, in which case it is
 //! dropped and listed in [`crate::Grammar::dropped_keywords`].
 //!
+//! Where to add a keyword: every keyword callmask knows is one row of the table in
+//! `schema/keywords.rs` (`Keyword`: spelling, value kind, the role that enforces
+//! it, whether `not` goes through it, a refusal reason); which keywords are annotations, which
+//! make up the scalar cache key, which hold subschemas and which are refused are all read off
+//! that table. Add the row, then the code its role names, and a witness in `keywords.rs`'s
+//! tests. The tests `every_keyword_read_is_in_the_table` (a keyword read anywhere in the
+//! schema compiler or the dialects but missing from the table),
+//! `every_enforced_keyword_is_exercised` (an enforcing keyword whose witness schema does not
+//! change the language) and `scalar_cache_key_covers_every_scalar_read` fail otherwise.
+//!
 //! Value encoding policy (what the grammar writes; every output is valid):
 //! - strings: see [`crate::grammar::dfa::Dfa::json_string`] for escapes;
 //! - integers: `-?(0|[1-9][0-9]*)` with at most 19 digits, optionally followed by `.0…`;
@@ -33,6 +43,7 @@
 
 mod dependencies;
 mod enums;
+pub(crate) mod keywords;
 mod merge;
 mod negate;
 mod numbers;
@@ -42,6 +53,7 @@ mod refs;
 mod resolve;
 mod scalars;
 mod strings;
+mod typed;
 mod unevaluated;
 mod unions;
 
@@ -55,6 +67,8 @@ use crate::grammar::{
     MAX_UNIQUE_VALUES,
 };
 use crate::python::{is_identifier, py_quote};
+pub(crate) use keywords::is_annotation;
+use keywords::Keyword;
 use numbers::{ge_regex, int_range_regex, le_regex, Dec, BOUNDED_NUMBER, NUMBER};
 pub(crate) use resolve::resolve_refs;
 use serde_json::{Map, Value};
@@ -120,79 +134,6 @@ pub(crate) fn check_schema_shape<'v>(
     }
     Ok(())
 }
-
-/// The keywords the compiler interprets. Every other keyword is an annotation (ignored, as
-/// JSON Schema ignores unknown keywords) unless [`UNSUPPORTED`] refuses it by name.
-const KEYWORDS: &[&str] = &[
-    "$ref",
-    "uniqueItems",
-    "patternProperties",
-    "type",
-    "nullable",
-    "enum",
-    "const",
-    "properties",
-    "required",
-    "additionalProperties",
-    "items",
-    "prefixItems",
-    "additionalItems",
-    "minItems",
-    "maxItems",
-    "minLength",
-    "maxLength",
-    "pattern",
-    "format",
-    "minimum",
-    "maximum",
-    "exclusiveMinimum",
-    "exclusiveMaximum",
-    "multipleOf",
-    "dependentRequired",
-    "propertyNames",
-    "minProperties",
-    "maxProperties",
-    "contains",
-    "minContains",
-    "maxContains",
-    "anyOf",
-    "oneOf",
-    "allOf",
-    "not",
-    "if",
-];
-
-/// True for a keyword that does not constrain values: an annotation (`title`, `$defs`, ...) or a
-/// keyword callmask does not know (`x-...`, vendor extensions). Such keywords never change the
-/// language, wherever they stand.
-pub(crate) fn is_annotation(k: &str) -> bool {
-    !KEYWORDS.contains(&k) && !UNSUPPORTED.iter().any(|(u, _)| *u == k)
-}
-
-/// Assertion keywords callmask cannot enforce exactly, with the reason.
-const UNSUPPORTED: &[(&str, &str)] = &[
-    (
-        "dependentSchemas",
-        "more than 4 dependent schemas in one object (each doubles its variants)",
-    ),
-    (
-        "dependencies",
-        "more than 4 schema-valued dependencies in one object (each doubles its variants)",
-    ),
-    (
-        "unevaluatedProperties",
-        "supported only where the evaluated properties are static (in-place applicators only `allOf` and `$ref`, no `patternProperties`, `anyOf`, `oneOf`, `not`, `if` or dependencies, no `unevaluated*` in a part)",
-    ),
-    (
-        "unevaluatedItems",
-        "supported only where the evaluated items are static (in-place applicators only `allOf` and `$ref`, no `contains`, `anyOf`, `oneOf`, `not`, `if`, no `unevaluated*` in a part)",
-    ),
-    (
-        "$dynamicRef",
-        "`$dynamicRef` resolves only as a string in a 2020-12 document",
-    ),
-    ("$recursiveRef", "recursive references are not supported"),
-];
 
 /// The JSON types, as a bit set.
 const T_NULL: u8 = 1;
@@ -651,9 +592,12 @@ impl<'a> Compiler<'a> {
     /// Refuses (or, lenient, drops and lists) the keywords that cannot be enforced.
     fn refuse_unsupported(&mut self, obj: &Map<String, Value>, path: &str) -> Result<()> {
         for (k, _) in obj.iter() {
-            if let Some((_, reason)) = UNSUPPORTED.iter().find(|(u, _)| u == k) {
+            let Some(kw) = Keyword::from_name(k) else {
+                continue;
+            };
+            if let Some(reason) = kw.refusal() {
                 // Draft 7's `dependencies` with lists of names only: dependentRequired.
-                if k == "dependencies"
+                if kw == Keyword::Dependencies
                     && obj[k]
                         .as_object()
                         .is_some_and(|m| m.values().all(Value::is_array))
@@ -743,23 +687,6 @@ pub(crate) fn escape_in_json_string(json: &[u8]) -> Vec<u8> {
         out.push(b);
     }
     out
-}
-
-/// The strings of a `pattern` or `format` keyword: one string, or the list that merging `allOf`
-/// parts made of several (all must hold).
-fn string_list<'v>(obj: &'v Map<String, Value>, k: &str, path: &str) -> Result<Vec<&'v str>> {
-    match obj.get(k) {
-        None => Ok(Vec::new()),
-        Some(Value::String(s)) => Ok(vec![s.as_str()]),
-        Some(Value::Array(list)) if !list.is_empty() => list
-            .iter()
-            .map(|v| {
-                v.as_str()
-                    .ok_or_else(|| invalid(path, format!("{k} must be a string")))
-            })
-            .collect(),
-        Some(_) => Err(invalid(path, format!("{k} must be a string"))),
-    }
 }
 
 /// The names listed in a schema's `properties`, sorted.

@@ -6,6 +6,7 @@
 use super::syntax::{affix_text, Affix, Expr, XmlArgs, XmlTyping};
 use super::*;
 use crate::grammar::dfa::{Dfa, Op};
+use crate::schema::keywords::{Keyword, Role};
 use serde_json::Map;
 
 /// Adds `"additionalProperties": false` to every object schema in `schema` that lists
@@ -624,7 +625,17 @@ impl<'a> Lowering<'a> {
 pub(super) const XML_ANY_ORDER_MAX: usize = 8;
 
 /// Top-level keywords of a parameters schema that `@xml_args` can honour (besides annotations).
-const XML_TOP_KEYWORDS: &[&str] = &["type", "properties", "required", "additionalProperties"];
+const XML_TOP_KEYWORDS: &[Keyword] = &[
+    Keyword::Type,
+    Keyword::Properties,
+    Keyword::Required,
+    Keyword::AdditionalProperties,
+];
+
+/// True when `k` is one of [`XML_TOP_KEYWORDS`].
+fn xml_top_keyword(k: &str) -> bool {
+    Keyword::from_name(k).is_some_and(|k| XML_TOP_KEYWORDS.contains(&k))
+}
 
 impl Lowering<'_> {
     /// `@name`, `@name_json`, `@args(...)` or `@xml_args(...)` for the function of the
@@ -694,7 +705,7 @@ impl Lowering<'_> {
         };
         let plain = obj
             .keys()
-            .all(|k| XML_TOP_KEYWORDS.contains(&k.as_str()) || crate::schema::is_annotation(k))
+            .all(|k| xml_top_keyword(k) || crate::schema::is_annotation(k))
             && obj.get("type").is_none_or(|t| t == "object");
         let prop = obj
             .get("properties")
@@ -756,8 +767,9 @@ impl Lowering<'_> {
         path: &str,
     ) -> Result<NodeId> {
         let key = format!(
-            "xmlraw|{without:?}|{}",
-            Value::Array(parts.iter().cloned().map(Value::Object).collect())
+            "xmlraw|{without:?}|{}|{}",
+            Value::Array(parts.iter().cloned().map(Value::Object).collect()),
+            self.c.string_options_key()
         );
         let d = self.c.cached(key, |c| {
             let states = c.opts.max_lexeme_states;
@@ -850,7 +862,7 @@ impl Lowering<'_> {
             .ok_or_else(|| refuse("the parameters must be an object schema".into()))?;
         if let Some(k) = obj
             .keys()
-            .find(|k| !XML_TOP_KEYWORDS.contains(&k.as_str()) && !crate::schema::is_annotation(k))
+            .find(|k| !xml_top_keyword(k) && !crate::schema::is_annotation(k))
         {
             return Err(refuse(format!(
                 "tagged arguments take a plain object schema (properties, required), not `{k}`"
@@ -1059,7 +1071,11 @@ pub(super) fn raw_string_lexeme(
     path: &str,
 ) -> Result<NodeId> {
     let d = c.cached(
-        format!("xmlraw|{stop}|{}", Value::Object(obj.clone())),
+        format!(
+            "xmlraw1|{stop:?}|{}|{}",
+            Value::Object(obj.clone()),
+            c.string_options_key()
+        ),
         |c| {
             let states = c.opts.max_lexeme_states;
             let mut d = c.string_dfa(obj, path)?;
@@ -1124,10 +1140,8 @@ pub(super) fn raw_string_schema(p: &Value) -> Option<serde_json::Map<String, Val
         return None;
     }
     let ok = o.keys().all(|k| {
-        matches!(
-            k.as_str(),
-            "type" | "minLength" | "maxLength" | "pattern" | "format" | "enum" | "const"
-        ) || crate::schema::is_annotation(k)
+        Keyword::from_name(k).is_some_and(Keyword::fits_string_schema)
+            || crate::schema::is_annotation(k)
     });
     if !ok
         || !["enum", "const"]
@@ -1195,36 +1209,6 @@ fn string_literals(obj: &Map<String, Value>) -> Option<Vec<String>> {
         .flatten()
 }
 
-/// Keywords that never constrain a string (they apply to numbers, arrays or objects only).
-const NON_STRING_KEYWORDS: &[&str] = &[
-    "minimum",
-    "maximum",
-    "exclusiveMinimum",
-    "exclusiveMaximum",
-    "multipleOf",
-    "items",
-    "prefixItems",
-    "additionalItems",
-    "minItems",
-    "maxItems",
-    "uniqueItems",
-    "contains",
-    "minContains",
-    "maxContains",
-    "unevaluatedItems",
-    "properties",
-    "required",
-    "additionalProperties",
-    "patternProperties",
-    "propertyNames",
-    "minProperties",
-    "maxProperties",
-    "dependentRequired",
-    "dependentSchemas",
-    "dependencies",
-    "unevaluatedProperties",
-];
-
 /// The strings a property schema admits, as string schemas (`type: string` with `minLength`,
 /// `maxLength`, `pattern`, `format`, `enum`/`const` of strings) whose union they are: `None`
 /// where it admits no string; an error (why) where its strings depend on something a raw value
@@ -1257,12 +1241,12 @@ fn string_part(
     let mut base = Map::new();
     let mut subs: Vec<Vec<Map<String, Value>>> = Vec::new();
     for (k, v) in o {
-        match k.as_str() {
-            "type" | "nullable" => {}
-            "minLength" | "maxLength" | "pattern" | "format" => {
+        match Keyword::from_name(k) {
+            Some(Keyword::Type | Keyword::Nullable) => {}
+            Some(kw) if kw.role() == Role::String => {
                 base.insert(k.clone(), v.clone());
             }
-            "enum" => {
+            Some(Keyword::Enum) => {
                 let s: Vec<Value> = v
                     .as_array()
                     .map(|a| a.iter().filter(|x| x.is_string()).cloned().collect())
@@ -1272,13 +1256,13 @@ fn string_part(
                 }
                 base.insert(k.clone(), Value::Array(s));
             }
-            "const" => {
+            Some(Keyword::Const) => {
                 if !v.is_string() {
                     return Ok(None);
                 }
                 base.insert(k.clone(), v.clone());
             }
-            "$ref" => {
+            Some(Keyword::Ref) => {
                 let target = v
                     .as_str()
                     .and_then(|r| r.strip_prefix('#'))
@@ -1289,7 +1273,7 @@ fn string_part(
                     Some(parts) => subs.push(parts),
                 }
             }
-            "anyOf" | "oneOf" => {
+            Some(Keyword::AnyOf | Keyword::OneOf) => {
                 let mut parts = Vec::new();
                 let mut branches = 0;
                 for b in v.as_array().map(Vec::as_slice).unwrap_or(&[]) {
@@ -1306,8 +1290,9 @@ fn string_part(
                 }
                 subs.push(parts);
             }
-            k if NON_STRING_KEYWORDS.contains(&k) || crate::schema::is_annotation(k) => {}
-            k => {
+            Some(kw) if kw.never_constrains_strings() => {}
+            _ if crate::schema::is_annotation(k) => {}
+            _ => {
                 return Err(format!(
                     "its strings are constrained through `{k}`, which a raw value cannot be \
                      checked against"
@@ -1412,4 +1397,35 @@ fn restrict_types(p: &Value, types: &[&str]) -> Option<Value> {
         return None;
     }
     Some(Value::Object(o))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grammar::{CompileOptions, Node};
+
+    /// A raw value's automaton depends on [`CompileOptions::format_annotation`]: compiled with
+    /// it and then without it in one process, the second compile must not reuse the first's
+    /// automaton (which ignores `format`). Both shared one cache entry before the key held the
+    /// option.
+    #[test]
+    fn raw_value_cache_keeps_format_annotation_apart() {
+        let obj = serde_json::json!({"type": "string", "format": "date"});
+        let obj = obj.as_object().expect("an object").clone();
+        let root = Value::Bool(true);
+        let accepts_non_date = |annotation: bool| {
+            let opts = CompileOptions::default().format_annotation(annotation);
+            let mut c = Compiler::new(&root, &opts);
+            let id = raw_string_lexeme(&mut c, &obj, "</callmask-format-test>", "")
+                .expect("a raw string lexeme");
+            match c.b.nodes[id as usize] {
+                Node::Lex(l) => c.b.lexemes[l as usize].matches(b"x"),
+                _ => false,
+            }
+        };
+        for _ in 0..2 {
+            assert!(accepts_non_date(true), "format as an annotation: any text");
+            assert!(!accepts_non_date(false), "format asserted: `x` is no date");
+        }
+    }
 }

@@ -63,6 +63,7 @@ use super::lower::{
 };
 use crate::error::{Error, Result};
 use crate::grammar::{ArgEncoding, Capture, Grammar, Node, NodeId};
+use crate::schema::keywords::{Keyword, Role};
 use crate::schema::{CompileOptions, Compiler, Encoding};
 use crate::vocab::{TokenId, Vocab};
 use serde_json::{Map, Value};
@@ -1574,13 +1575,13 @@ impl<'a> StLower<'a> {
 
 /// Top-level keywords of an XML-style arguments schema that callmask honours (besides
 /// annotations).
-const XML_TOP_KEYWORDS: &[&str] = &[
-    "type",
-    "properties",
-    "required",
-    "additionalProperties",
-    "$defs",
-    "definitions",
+const XML_TOP_KEYWORDS: &[Keyword] = &[
+    Keyword::Type,
+    Keyword::Properties,
+    Keyword::Required,
+    Keyword::AdditionalProperties,
+    Keyword::Defs,
+    Keyword::Definitions,
 ];
 
 /// Most listed arguments for which an XML style allows any order (one grammar node per set of
@@ -1595,8 +1596,10 @@ struct XmlKinds {
     json: Vec<Value>,
 }
 
-/// The keywords that constrain strings only.
-const STRING_KEYWORDS: &[&str] = &["minLength", "maxLength", "pattern", "format"];
+/// True for the keywords that constrain strings only (the string role of the keyword table).
+fn string_keyword(k: &str) -> bool {
+    Keyword::from_name(k).is_some_and(|k| k.role() == Role::String)
+}
 
 /// Splits property schema `p` into raw strings and JSON values, as XGrammar's XML styles write
 /// them; `Err` names what callmask cannot split.
@@ -1627,7 +1630,11 @@ fn xml_kinds(
     let meaningful: Vec<&String> = o
         .keys()
         .filter(|k| {
-            !crate::schema::is_annotation(k) && !matches!(k.as_str(), "$defs" | "definitions")
+            !crate::schema::is_annotation(k)
+                && !matches!(
+                    Keyword::from_name(k),
+                    Some(Keyword::Defs | Keyword::Definitions)
+                )
         })
         .collect();
     if let Some(Value::String(r)) = o.get("$ref") {
@@ -1670,7 +1677,7 @@ fn xml_kinds(
             if has_string {
                 let mut raw: Map<String, Value> = o
                     .iter()
-                    .filter(|(k, _)| STRING_KEYWORDS.contains(&k.as_str()))
+                    .filter(|(k, _)| string_keyword(k))
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect();
                 raw.insert("type".into(), Value::from("string"));
@@ -1681,7 +1688,7 @@ fn xml_kinds(
             }
             if !others.is_empty() {
                 let mut json = o.clone();
-                json.retain(|k, _| !STRING_KEYWORDS.contains(&k.as_str()));
+                json.retain(|k, _| !string_keyword(k));
                 json.insert("type".into(), Value::Array(others));
                 out.json.push(Value::Object(json));
             }
@@ -1712,10 +1719,7 @@ fn xml_kinds(
                     Ok(())
                 }
                 // No type: any string (raw), or any other value the keywords allow.
-                None if meaningful
-                    .iter()
-                    .any(|k| STRING_KEYWORDS.contains(&k.as_str())) =>
-                {
+                None if meaningful.iter().any(|k| string_keyword(k)) => {
                     Err("string keywords on a schema without `type`".into())
                 }
                 None => {
@@ -1771,7 +1775,11 @@ impl<'a> StLower<'a> {
         let mut alts = Vec::new();
         for m in &kinds.raw {
             let d = self.c.cached(
-                format!("xmlvalue|{ends:?}|{}", Value::Object(m.clone())),
+                format!(
+                    "xmlvalue|{ends:?}|{}|{}",
+                    Value::Object(m.clone()),
+                    self.c.string_options_key()
+                ),
                 |c| {
                     let states = c.opts.max_lexeme_states;
                     let mut d = c.string_dfa(m, path)?;
@@ -1848,10 +1856,10 @@ impl<'a> StLower<'a> {
             Value::Object(o) => o,
             _ => unreachable!("checked when read"),
         };
-        if let Some(k) = o
-            .keys()
-            .find(|k| !XML_TOP_KEYWORDS.contains(&k.as_str()) && !crate::schema::is_annotation(k))
-        {
+        if let Some(k) = o.keys().find(|k| {
+            !Keyword::from_name(k).is_some_and(|k| XML_TOP_KEYWORDS.contains(&k))
+                && !crate::schema::is_annotation(k)
+        }) {
             return Err(Self::xml_refuse(
                 style,
                 path,

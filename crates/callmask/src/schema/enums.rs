@@ -180,29 +180,15 @@ fn spell_out_lists(schema: &mut Map<String, Value>) {
             }
         }
     }
+    // Into every subschema (the keywords whose kind holds subschemas).
     for (k, v) in schema.iter_mut() {
-        match (k.as_str(), v) {
-            (
-                "properties" | "patternProperties" | "$defs" | "definitions" | "dependentSchemas",
-                Value::Object(map),
-            ) => map.values_mut().for_each(spell_out_in),
-            ("allOf" | "anyOf" | "oneOf" | "prefixItems" | "items", Value::Array(list)) => {
-                list.iter_mut().for_each(spell_out_in)
-            }
-            (
-                "items"
-                | "additionalProperties"
-                | "additionalItems"
-                | "not"
-                | "contains"
-                | "propertyNames"
-                | "if"
-                | "then"
-                | "else"
-                | "unevaluatedProperties"
-                | "unevaluatedItems",
-                v,
-            ) => spell_out_in(v),
+        let Some(kind) = Keyword::from_name(k).map(Keyword::kind) else {
+            continue;
+        };
+        match v {
+            Value::Object(map) if kind.schema_map() => map.values_mut().for_each(spell_out_in),
+            Value::Array(list) if kind.schema_list() => list.iter_mut().for_each(spell_out_in),
+            v if kind.one_schema() => spell_out_in(v),
             _ => {}
         }
     }

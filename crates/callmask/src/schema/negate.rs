@@ -20,10 +20,11 @@
 //! has disjoint spellings from any other, and every automaton over string contents goes through
 //! the same quoting), numbers in canonical decimal form (no exponent, no `-0`, no trailing
 //! fraction zero, at most 15 significant digits so that distinct spellings are distinct doubles),
-//! and the literals. The automata of the negated keywords ([`SCALAR_EXACT`], `type`,
+//! and the literals. The automata of the negated keywords (the scalar ones [`Keyword::negatable`] marks, `type`,
 //! `enum`/`const`) accept the canonical spelling of every value they allow, so the difference is
 //! exact. Keywords whose automata are not known to be complete (`format`, which is also an
-//! annotation in 2020-12, and any keyword not listed here) are refused by name inside `not`.
+//! annotation in 2020-12, and any constraining keyword the table in `keywords.rs` does not mark
+//! negatable) are refused by name inside `not`.
 
 use super::*;
 
@@ -35,33 +36,14 @@ const MAX_CLAUSES: usize = 64;
 /// Most nested `$ref`s, `allOf`s and `not`s followed while building one complement.
 const MAX_NEG_DEPTH: usize = 32;
 
-/// Scalar keywords whose automata accept every canonical spelling of the values they allow.
-const SCALAR_EXACT: &[&str] = &[
-    "minLength",
-    "maxLength",
-    "pattern",
-    "minimum",
-    "maximum",
-    "exclusiveMinimum",
-    "exclusiveMaximum",
-    // Its automaton accepts every multiple with at most 15 significant digits and no exponent,
-    // which covers every canonical spelling.
-    "multipleOf",
-];
-/// Object keywords the complement handles.
-const OBJECT_NEG: &[&str] = &["properties", "required", "additionalProperties"];
-/// Array keywords the complement handles.
-const ARRAY_NEG: &[&str] = &[
-    "items",
-    "prefixItems",
-    "additionalItems",
-    "minItems",
-    "maxItems",
-];
-/// Combinators the complement goes through (De Morgan).
-const COMBINATORS: &[&str] = &[
-    "$ref", "allOf", "anyOf", "oneOf", "not", "if", "enum", "const", "type", "nullable",
-];
+/// Scalar keywords whose automata accept every canonical spelling of the values they allow:
+/// the negatable keywords of the scalar roles (see [`Keyword::negatable`]).
+fn scalar_exact() -> impl Iterator<Item = Keyword> {
+    Keyword::ALL
+        .iter()
+        .copied()
+        .filter(|k| k.role().is_scalar() && k.negatable())
+}
 
 const SCALARS: u8 = T_NULL | T_BOOL | T_INT | T_NUM | T_STR;
 
@@ -224,7 +206,7 @@ impl Compiler<'_> {
         let mut alts = Vec::new();
         let st = types & SCALARS;
         if st != 0 {
-            let pos = self.scalar_dfa(&rest, dfa_types(st), path)?;
+            let pos = self.scalar_dfa(&typed::Schema::read(&rest), dfa_types(st), path)?;
             let neg = self.neg_scalars(&n, st, &npath, 0)?;
             let d = self.b.and(&pos, &neg, path)?;
             alts.push(self.lexeme(d)?);
@@ -370,12 +352,12 @@ impl Compiler<'_> {
             empty_dfa()
         } else {
             let mut plain = Map::new();
-            for k in SCALAR_EXACT {
-                if let Some(v) = o.get(*k) {
-                    plain.insert((*k).into(), v.clone());
+            for k in scalar_exact() {
+                if let Some(v) = o.get(k.name()) {
+                    plain.insert(k.name().into(), v.clone());
                 }
             }
-            let d = self.scalar_dfa(&plain, dfa_types(t), path)?;
+            let d = self.scalar_dfa(&typed::Schema::read(&plain), dfa_types(t), path)?;
             self.dfa_op(&d, &u, Op::And, path)?
         };
         let d = self.dfa_op(&u, &pos, Op::AndNot, path)?;
@@ -634,12 +616,7 @@ fn check_negatable(o: &Map<String, Value>, path: &str, format_annotation: bool) 
                 ));
             }
         }
-        if COMBINATORS.contains(&k)
-            || SCALAR_EXACT.contains(&k)
-            || OBJECT_NEG.contains(&k)
-            || ARRAY_NEG.contains(&k)
-            || is_annotation(k)
-        {
+        if Keyword::from_name(k).is_some_and(Keyword::negatable) || is_annotation(k) {
             continue;
         }
         return Err(not_refused(

@@ -3,6 +3,7 @@
 //! `patternProperties`, see `pattern_properties.rs`); `items`,
 //! `prefixItems`, `minItems`/`maxItems`.
 
+use super::pattern_properties::PatternKeys;
 use super::*;
 use crate::grammar::MAX_UNIQUE_STRINGS_REQUIRED;
 
@@ -184,68 +185,15 @@ impl Compiler<'_> {
             Some(_) => return Err(invalid(path, "properties must be an object")),
         };
         let dependencies = dependencies::dependent_required(obj, path)?;
-        let mut required: Vec<String> = match obj.get("required") {
-            None => vec![],
-            Some(Value::Array(r)) => r
-                .iter()
-                .map(|x| {
-                    x.as_str()
-                        .map(str::to_owned)
-                        .ok_or_else(|| invalid(path, "required must list strings"))
-                })
-                .collect::<Result<_>>()?,
-            Some(_) => return Err(invalid(path, "required must be an array")),
-        };
-        // Keys that required keys require are required too.
-        let mut i = 0;
-        while i < required.len() {
-            if let Some((_, needs)) = dependencies.iter().find(|d| d.0 == required[i]) {
-                for n in needs {
-                    if !required.contains(n) {
-                        required.push(n.clone());
-                    }
-                }
-            }
-            i += 1;
-        }
+        let required = required_names(obj, &dependencies, path)?;
         if kwargs {
-            for k in props.keys().chain(required.iter()).chain(
-                dependencies
-                    .iter()
-                    .flat_map(|d| std::iter::once(&d.0).chain(&d.1)),
-            ) {
-                if !is_identifier(k) {
-                    return Err(Error::Unrepresentable {
-                        what: "argument name",
-                        name: k.clone(),
-                        dialect: "Python keyword-argument".into(),
-                        reason: "it is not a Python identifier".into(),
-                    });
-                }
-            }
+            check_kwarg_names(props, &required, &dependencies)?;
         }
         let id = self.b.push(Node::Never)?;
-        let additional_node = match obj.get("additionalProperties") {
-            None | Some(Value::Bool(true)) => Some(self.any()?),
-            Some(Value::Bool(false)) => None,
-            Some(s @ Value::Object(_)) => {
-                Some(self.compile(s, &format!("{path}/additionalProperties"))?)
-            }
-            Some(_) => return Err(invalid(path, "additionalProperties must be a schema")),
-        };
+        let additional_node = self.additional_node(obj, path)?;
         let never = self.b.push(Node::Never)?;
         let names = self.property_names_dfa(obj, path)?;
-        let mut listed: Vec<&str> = props.keys().map(String::as_str).collect();
-        let named = required.iter().chain(
-            dependencies
-                .iter()
-                .flat_map(|d| std::iter::once(&d.0).chain(&d.1)),
-        );
-        for r in named {
-            if !listed.contains(&r.as_str()) {
-                listed.push(r);
-            }
-        }
+        let listed = listed_names(props, &required, &dependencies);
         let patterns = if kwargs && obj.contains_key("patternProperties") {
             self.b
                 .unsupported("patternProperties", path, "on Python keyword arguments")?;
@@ -253,25 +201,14 @@ impl Compiler<'_> {
         } else {
             self.pattern_keys(obj, &listed, names.as_ref(), path)?
         };
-        let mut entries: Vec<(String, NodeId)> = Vec::new();
-        for k in listed {
-            let by_pattern = patterns
-                .as_ref()
-                .map(|p| p.schemas_for(k))
-                .unwrap_or_default();
-            let own = props.get(k);
-            let p = format!("{path}/properties/{}", escape_ptr(k));
-            let v = match (own, by_pattern.is_empty()) {
-                (Some(s), true) => self.compile(s, &p)?,
-                // A required (or dependency) key that only additionalProperties can match.
-                (None, true) => additional_node.unwrap_or(never),
-                (own, false) => {
-                    let parts: Vec<Value> = own.into_iter().cloned().chain(by_pattern).collect();
-                    self.compile_all(parts, &p)?
-                }
-            };
-            entries.push((k.to_string(), v));
-        }
+        let mut entries = self.property_entries(
+            listed,
+            props,
+            patterns.as_ref(),
+            additional_node,
+            never,
+            path,
+        )?;
         // propertyNames: listed keys it refuses cannot appear; extra keys are limited to it.
         if let Some(nd) = &names {
             for e in entries.iter_mut() {
@@ -288,8 +225,100 @@ impl Compiler<'_> {
                     });
             }
         }
+        let (additional, extra_kinds) = self.extra_keys(
+            additional_node,
+            patterns.as_ref(),
+            &entries,
+            names.as_ref(),
+            kwargs,
+            path,
+        )?;
+        let syntax = if kwargs {
+            Syntax {
+                open: b'(',
+                close: b')',
+                colon: None,
+                space_only: false,
+            }
+        } else {
+            self.obj_syntax()
+        };
+        let mut o = self.object_node(
+            entries,
+            &required,
+            additional,
+            syntax,
+            kwargs,
+            &dependencies,
+        )?;
+        o.extra_kinds = extra_kinds;
+        if !self.property_counts(obj, &mut o, required.len(), &dependencies, path)? {
+            return Ok(id); // still Node::Never
+        }
+        self.b.nodes[id as usize] = Node::Object(Box::new(o));
+        Ok(id)
+    }
+
+    /// The node of the values of the properties `additionalProperties` governs; `None` where
+    /// it allows none.
+    fn additional_node(&mut self, obj: &Map<String, Value>, path: &str) -> Result<Option<NodeId>> {
+        Ok(match obj.get("additionalProperties") {
+            None | Some(Value::Bool(true)) => Some(self.any()?),
+            Some(Value::Bool(false)) => None,
+            Some(s @ Value::Object(_)) => {
+                Some(self.compile(s, &format!("{path}/additionalProperties"))?)
+            }
+            Some(_) => return Err(invalid(path, "additionalProperties must be a schema")),
+        })
+    }
+
+    /// The entries of the listed names: each name's value node, from its property schema and
+    /// the `patternProperties` schemas its name matches (`additional` for a name with
+    /// neither; `never` where none is allowed).
+    fn property_entries(
+        &mut self,
+        listed: Vec<&str>,
+        props: &Map<String, Value>,
+        patterns: Option<&PatternKeys>,
+        additional: Option<NodeId>,
+        never: NodeId,
+        path: &str,
+    ) -> Result<Vec<(String, NodeId)>> {
+        let mut entries: Vec<(String, NodeId)> = Vec::new();
+        for k in listed {
+            let by_pattern = patterns.map(|p| p.schemas_for(k)).unwrap_or_default();
+            let own = props.get(k);
+            let p = format!("{path}/properties/{}", escape_ptr(k));
+            let v = match (own, by_pattern.is_empty()) {
+                (Some(s), true) => self.compile(s, &p)?,
+                // A required (or dependency) key that only additionalProperties can match.
+                (None, true) => additional.unwrap_or(never),
+                (own, false) => {
+                    let parts: Vec<Value> = own.into_iter().cloned().chain(by_pattern).collect();
+                    self.compile_all(parts, &p)?
+                }
+            };
+            entries.push((k.to_string(), v));
+        }
+        Ok(entries)
+    }
+
+    /// How keys other than the listed ones may appear: the key lexeme and value node of the
+    /// extra keys (from `patternProperties` or `additionalProperties`, limited to
+    /// `propertyNames`), and, when `patternProperties` gives them different schemas, each kind
+    /// of extra key with its value node.
+    #[allow(clippy::type_complexity)]
+    fn extra_keys(
+        &mut self,
+        additional_node: Option<NodeId>,
+        patterns: Option<&PatternKeys>,
+        entries: &[(String, NodeId)],
+        names: Option<&Dfa>,
+        kwargs: bool,
+        path: &str,
+    ) -> Result<(Option<(LexId, NodeId)>, Vec<(Arc<Dfa>, NodeId)>)> {
         let mut extra_kinds: Vec<(Arc<Dfa>, NodeId)> = Vec::new();
-        let additional = match (additional_node, &patterns) {
+        let additional = match (additional_node, patterns) {
             (_, Some(pk)) if pk.extra.is_empty() => None,
             (_, Some(pk)) => {
                 let mut names: Option<Dfa> = None;
@@ -350,30 +379,7 @@ impl Compiler<'_> {
                 Some((self.key_lexeme(Arc::new(d), path)?, v))
             }
         };
-        let syntax = if kwargs {
-            Syntax {
-                open: b'(',
-                close: b')',
-                colon: None,
-                space_only: false,
-            }
-        } else {
-            self.obj_syntax()
-        };
-        let mut o = self.object_node(
-            entries,
-            &required,
-            additional,
-            syntax,
-            kwargs,
-            &dependencies,
-        )?;
-        o.extra_kinds = extra_kinds;
-        if !self.property_counts(obj, &mut o, required.len(), &dependencies, path)? {
-            return Ok(id); // still Node::Never
-        }
-        self.b.nodes[id as usize] = Node::Object(Box::new(o));
-        Ok(id)
+        Ok((additional, extra_kinds))
     }
 
     pub(super) fn compile_array(&mut self, obj: &Map<String, Value>, path: &str) -> Result<NodeId> {
@@ -600,6 +606,85 @@ impl Compiler<'_> {
     }
 }
 
+/// The names `required` lists, with the names that the dependencies of required names require
+/// (transitively).
+fn required_names(
+    obj: &Map<String, Value>,
+    dependencies: &[(String, Vec<String>)],
+    path: &str,
+) -> Result<Vec<String>> {
+    let mut required: Vec<String> = match obj.get("required") {
+        None => vec![],
+        Some(Value::Array(r)) => r
+            .iter()
+            .map(|x| {
+                x.as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| invalid(path, "required must list strings"))
+            })
+            .collect::<Result<_>>()?,
+        Some(_) => return Err(invalid(path, "required must be an array")),
+    };
+    // Keys that required keys require are required too.
+    let mut i = 0;
+    while i < required.len() {
+        if let Some((_, needs)) = dependencies.iter().find(|d| d.0 == required[i]) {
+            for n in needs {
+                if !required.contains(n) {
+                    required.push(n.clone());
+                }
+            }
+        }
+        i += 1;
+    }
+    Ok(required)
+}
+
+/// Refuses, as Python keyword arguments, any name (listed, required or in a dependency) that
+/// is not a Python identifier.
+fn check_kwarg_names(
+    props: &Map<String, Value>,
+    required: &[String],
+    dependencies: &[(String, Vec<String>)],
+) -> Result<()> {
+    for k in props.keys().chain(required).chain(
+        dependencies
+            .iter()
+            .flat_map(|d| std::iter::once(&d.0).chain(&d.1)),
+    ) {
+        if !is_identifier(k) {
+            return Err(Error::Unrepresentable {
+                what: "argument name",
+                name: k.clone(),
+                dialect: "Python keyword-argument".into(),
+                reason: "it is not a Python identifier".into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The names an object lists: its properties, then the names required or in a dependency that
+/// are not properties.
+fn listed_names<'s>(
+    props: &'s Map<String, Value>,
+    required: &'s [String],
+    dependencies: &'s [(String, Vec<String>)],
+) -> Vec<&'s str> {
+    let mut listed: Vec<&str> = props.keys().map(String::as_str).collect();
+    let named = required.iter().chain(
+        dependencies
+            .iter()
+            .flat_map(|d| std::iter::once(&d.0).chain(&d.1)),
+    );
+    for r in named {
+        if !listed.contains(&r.as_str()) {
+            listed.push(r);
+        }
+    }
+    listed
+}
+
 /// `obj` without the keyword `k`.
 fn without(obj: &Map<String, Value>, k: &str) -> Map<String, Value> {
     let mut o = obj.clone();
@@ -607,21 +692,11 @@ fn without(obj: &Map<String, Value>, k: &str) -> Map<String, Value> {
     o
 }
 
-/// The string keywords `propertyNames` may hold (a key is a string: other types never match).
-const PROPERTY_NAME_KEYWORDS: &[&str] = &[
-    "type",
-    "minLength",
-    "maxLength",
-    "pattern",
-    "format",
-    "enum",
-    "const",
-];
-
 impl Compiler<'_> {
     /// The automaton of the key names `propertyNames` allows (over the decoded name), or `None`
     /// when the object has none. `false`, or a `type` without `string`, allows no name. Other
-    /// keywords than [`PROPERTY_NAME_KEYWORDS`] (and annotations) are refused by name.
+    /// keywords than those of a string schema ([`Keyword::fits_string_schema`]; a key is a string:
+    /// other types never match) and annotations are refused by name.
     fn property_names_dfa(&mut self, obj: &Map<String, Value>, path: &str) -> Result<Option<Dfa>> {
         let none = || Dfa::literals(std::iter::empty(), 10).unwrap();
         let p = format!("{path}/propertyNames");
@@ -631,10 +706,9 @@ impl Compiler<'_> {
             Some(Value::Object(m)) => m,
             Some(_) => return Err(invalid(path, "propertyNames must be a schema")),
         };
-        if let Some(k) = m
-            .keys()
-            .find(|k| !PROPERTY_NAME_KEYWORDS.contains(&k.as_str()) && !is_annotation(k))
-        {
+        if let Some(k) = m.keys().find(|k| {
+            !Keyword::from_name(k).is_some_and(Keyword::fits_string_schema) && !is_annotation(k)
+        }) {
             self.b.unsupported(
                 "propertyNames",
                 path,

@@ -84,33 +84,8 @@ type Loc = (usize, String);
 /// defines it.
 type Bindings = BTreeMap<String, Loc>;
 
-/// The keywords whose value is one subschema.
-const ONE: &[&str] = &[
-    "additionalProperties",
-    "additionalItems",
-    "unevaluatedItems",
-    "unevaluatedProperties",
-    "contains",
-    "propertyNames",
-    "not",
-    "if",
-    "then",
-    "else",
-    "items",
-];
-/// The keywords whose value is a list of subschemas (`items` too, in its draft-7 form).
-const LIST: &[&str] = &["allOf", "anyOf", "oneOf", "prefixItems", "items"];
-/// The keywords whose value maps names to subschemas.
-const MAP: &[&str] = &[
-    "properties",
-    "patternProperties",
-    "$defs",
-    "definitions",
-    "dependentSchemas",
-    "dependencies",
-];
-
-/// The subschemas of a schema object, as (pointer suffix, value), in a stable order. With
+/// The subschemas of a schema object, as (pointer suffix, value), in a stable order: the values
+/// of the keywords whose [`Kind`](super::keywords::Kind) holds subschemas. With
 /// `legacy_ref` (a draft-7 object with `$ref`), only the definitions: the rest is ignored.
 fn children(o: &Map<String, Value>, legacy_ref: bool) -> Vec<(String, &Value)> {
     let mut out = Vec::new();
@@ -119,17 +94,20 @@ fn children(o: &Map<String, Value>, legacy_ref: bool) -> Vec<(String, &Value)> {
         if legacy_ref && k != "$defs" && k != "definitions" {
             continue;
         }
-        if ONE.contains(&k) && (v.is_object() || v.is_boolean()) {
+        let Some(kind) = Keyword::from_name(k).map(Keyword::kind) else {
+            continue;
+        };
+        if kind.one_schema() && (v.is_object() || v.is_boolean()) {
             out.push((format!("/{}", escape_ptr(k)), v));
         }
-        if LIST.contains(&k) {
+        if kind.schema_list() {
             if let Value::Array(a) = v {
                 for (i, x) in a.iter().enumerate() {
                     out.push((format!("/{}/{i}", escape_ptr(k)), x));
                 }
             }
         }
-        if MAP.contains(&k) {
+        if kind.schema_map() {
             if let Value::Object(m) = v {
                 for (name, x) in m {
                     if x.is_object() || x.is_boolean() {

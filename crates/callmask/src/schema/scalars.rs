@@ -1,16 +1,20 @@
 //! Strings, numbers, integers, booleans and null: `type`-driven compilation of the scalar part
 //! of a schema into one lexeme automaton (lengths, `pattern`, `format`, numeric bounds), with
-//! compiled lexemes shared through the compile's [`crate::Caches`] by their defining keywords.
+//! compiled lexemes shared through the compile's [`crate::Caches`] by their defining keywords
+//! (the scalar roles of the keyword table; see [`Compiler::scalar_key`]). The scalar part reads
+//! the schema once, as a typed [`Schema`] (`typed.rs`).
 
+use super::typed::Schema;
 use super::*;
 
 impl Compiler<'_> {
     pub(super) fn compile_typed(&mut self, obj: &Map<String, Value>, path: &str) -> Result<NodeId> {
-        let mut types = match obj.get("type") {
+        let s = Schema::read(obj);
+        let mut types = match s.get(Keyword::Type) {
             Some(t) => type_set(t, path)?,
             None => T_ALL,
         };
-        if obj.get("nullable") == Some(&Value::Bool(true)) {
+        if s.is_true(Keyword::Nullable) {
             types |= T_NULL;
         }
         if types & T_NUM != 0 {
@@ -19,32 +23,8 @@ impl Compiler<'_> {
         let mut alts = Vec::new();
         let scalar_types = types & (T_NULL | T_BOOL | T_INT | T_NUM | T_STR);
         if scalar_types != 0 {
-            // The scalar part depends only on these keywords: compiled lexemes are shared
-            // process-wide (formats, bounded strings and numbers recur across tool sets).
-            let mut key = format!("scalar|{scalar_types}|");
-            if self.draft4_integers && scalar_types & T_INT != 0 {
-                key.push_str("draft4|");
-            }
-            for kw in [
-                "minLength",
-                "maxLength",
-                "pattern",
-                "format",
-                "minimum",
-                "maximum",
-                "exclusiveMinimum",
-                "exclusiveMaximum",
-                "multipleOf",
-            ] {
-                if kw == "format" && self.opts.format_annotation {
-                    continue;
-                }
-                if let Some(v) = obj.get(kw) {
-                    key.push_str(kw);
-                    key.push_str(&v.to_string());
-                }
-            }
-            let d = self.cached(key, |this| this.scalar_dfa(obj, scalar_types, path))?;
+            let key = self.scalar_key(&s, scalar_types);
+            let d = self.cached(key, |this| this.scalar_dfa(&s, scalar_types, path))?;
             alts.push(self.lexeme(d)?);
         }
         if types & T_OBJ != 0 {
@@ -60,13 +40,42 @@ impl Compiler<'_> {
         }
     }
 
+    /// The process-wide cache key of the scalar automaton of `s` for the scalar types in
+    /// `types` (see [`Compiler::scalar_dfa`]).
+    ///
+    /// The scalar part depends only on the types (`type` and `nullable`, folded into `types`),
+    /// the draft's notion of integers and the keywords whose role is scalar in the keyword
+    /// table ([`Role::is_scalar`](keywords::Role::is_scalar)): the key holds the canonical form
+    /// of every one of those fields ([`Schema::canonical`]), so a scalar keyword cannot be left
+    /// out of it. Compiled lexemes are shared process-wide (formats, bounded strings and
+    /// numbers recur across tool sets).
+    pub(super) fn scalar_key(&self, s: &Schema, types: u8) -> String {
+        let mut key = format!("scalar|{types}|");
+        if self.draft4_integers && types & T_INT != 0 {
+            key.push_str("draft4|");
+        }
+        // `format` as an annotation by request does not change the automaton.
+        let format_annotation = self.opts.format_annotation;
+        key.push_str(
+            &s.canonical(|k| k.role().is_scalar() && !(k == Keyword::Format && format_annotation)),
+        );
+        key
+    }
+
+    /// What an automaton built by [`Compiler::string_dfa`] depends on besides its schema and
+    /// what [`Compiler::cached`] adds to every key: whether `format` is an annotation. Part of
+    /// the key of every cached automaton built from a whole schema object (the dialects' raw
+    /// values), where [`Compiler::scalar_key`] is not used.
+    pub(crate) fn string_options_key(&self) -> &'static str {
+        if self.opts.format_annotation {
+            "format-annotation"
+        } else {
+            "format-asserted"
+        }
+    }
+
     /// One automaton for the scalar types in `types` (a union of their lexemes).
-    pub(super) fn scalar_dfa(
-        &mut self,
-        obj: &Map<String, Value>,
-        types: u8,
-        path: &str,
-    ) -> Result<Dfa> {
+    pub(super) fn scalar_dfa(&mut self, s: &Schema, types: u8, path: &str) -> Result<Dfa> {
         let max = self.opts.max_lexeme_states;
         let mut parts: Vec<Dfa> = Vec::new();
         if types & T_NULL != 0 {
@@ -77,10 +86,10 @@ impl Compiler<'_> {
             parts.push(self.b.regex(&re, path)?);
         }
         if types & (T_INT | T_NUM) != 0 {
-            parts.push(self.number_dfa(obj, types & T_NUM == 0, path)?);
+            parts.push(self.number_dfa(s, types & T_NUM == 0, path)?);
         }
         if types & T_STR != 0 {
-            let d = self.string_dfa(obj, path)?;
+            let d = self.string_dfa_of(s, path)?;
             parts.push(self.quote(&d, path)?);
         }
         let mut acc = parts.pop().expect("at least one scalar type");
@@ -92,11 +101,16 @@ impl Compiler<'_> {
         Ok(acc)
     }
 
-    /// The automaton over a string's decoded content.
+    /// The automaton over a string's decoded content, for the string keywords of `obj`.
     pub(crate) fn string_dfa(&mut self, obj: &Map<String, Value>, path: &str) -> Result<Dfa> {
+        self.string_dfa_of(&Schema::read(obj), path)
+    }
+
+    /// The automaton over a string's decoded content, for the string keywords of `s`.
+    pub(super) fn string_dfa_of(&mut self, s: &Schema, path: &str) -> Result<Dfa> {
         let mut parts: Vec<Dfa> = Vec::new();
-        let min = get_count(obj, "minLength", path)?;
-        let max = get_count(obj, "maxLength", path)?;
+        let min = s.count(Keyword::MinLength, path)?;
+        let max = s.count(Keyword::MaxLength, path)?;
         if min.is_some() || max.is_some() {
             let min = min.unwrap_or(0);
             if max.is_some_and(|m| m < min) {
@@ -106,17 +120,18 @@ impl Compiler<'_> {
                 .map_err(|e| self.b.dfa_err(e, path, ""))?;
             parts.push(d);
         }
-        for p in string_list(obj, "pattern", path)? {
+        for p in s.strings(Keyword::Pattern, path)? {
             parts.push(self.pattern_dfa(p, path)?);
         }
-        let formats = string_list(obj, "format", path)?;
+        let formats = s.strings(Keyword::Format, path)?;
         for f in formats.iter().filter(|_| !self.opts.format_annotation) {
             match format_regex(f) {
                 Some(re) => parts.push(self.b.regex(&re, path)?),
-                None => {
-                    self.b
-                        .unsupported("format", path, &format!("format {f:?} is not supported"))?
-                }
+                None => self.b.unsupported(
+                    Keyword::Format.name(),
+                    path,
+                    &format!("format {f:?} is not supported"),
+                )?,
             }
         }
         let mut acc = match parts.pop() {
@@ -146,29 +161,16 @@ impl Compiler<'_> {
     }
 
     /// Numbers (or integers) within the bounds and, with `multipleOf`, multiples of every step.
-    pub(super) fn number_dfa(
-        &mut self,
-        obj: &Map<String, Value>,
-        integer: bool,
-        path: &str,
-    ) -> Result<Dfa> {
-        let mut acc = self.bounded_number_dfa(obj, integer, path)?;
-        let steps: Vec<&serde_json::Number> = match obj.get("multipleOf") {
-            None => Vec::new(),
-            Some(Value::Number(n)) => vec![n],
-            // Merged `allOf` parts: every step must hold.
-            Some(Value::Array(list)) if !list.is_empty() && list.iter().all(Value::is_number) => {
-                list.iter().filter_map(Value::as_number).collect()
-            }
-            Some(_) => return Err(invalid(path, "multipleOf must be a number greater than 0")),
-        };
-        for n in steps {
+    pub(super) fn number_dfa(&mut self, s: &Schema, integer: bool, path: &str) -> Result<Dfa> {
+        let mut acc = self.bounded_number_dfa(s, integer, path)?;
+        // Merged `allOf` parts: every step must hold.
+        for n in s.steps(path)? {
             if n.as_f64().is_none_or(|f| f <= 0.0) {
                 return Err(invalid(path, "multipleOf must be a number greater than 0"));
             }
             let Some((m, s)) = numbers::decimal_step(n) else {
                 self.b.unsupported(
-                    "multipleOf",
+                    Keyword::MultipleOf.name(),
                     path,
                     &format!("the step {n} has more than 18 significant digits"),
                 )?;
@@ -176,7 +178,7 @@ impl Compiler<'_> {
             };
             if m.saturating_mul(u64::from(s) + 2) > numbers::MULTIPLE_OF_MAX_STEP_STATES {
                 self.b.unsupported(
-                    "multipleOf",
+                    Keyword::MultipleOf.name(),
                     path,
                     &format!(
                         "the step {n} needs {m} remainders × {} places, over the {} an exact automaton is built for",
@@ -193,35 +195,22 @@ impl Compiler<'_> {
         Ok(acc)
     }
 
-    fn bounded_number_dfa(
-        &mut self,
-        obj: &Map<String, Value>,
-        integer: bool,
-        path: &str,
-    ) -> Result<Dfa> {
-        let bound = |k: &str| -> Result<Option<f64>> {
-            match obj.get(k) {
-                None => Ok(None),
-                Some(Value::Number(n)) => Ok(n.as_f64()),
-                Some(Value::Bool(_)) if k.starts_with("exclusive") => Ok(None),
-                Some(_) => Err(invalid(path, format!("{k} must be a number"))),
-            }
-        };
+    fn bounded_number_dfa(&mut self, s: &Schema, integer: bool, path: &str) -> Result<Dfa> {
         let mut lowers: Vec<(f64, bool)> = Vec::new();
         let mut uppers: Vec<(f64, bool)> = Vec::new();
         // draft-04 style boolean exclusives
-        let excl_min_bool = obj.get("exclusiveMinimum") == Some(&Value::Bool(true));
-        let excl_max_bool = obj.get("exclusiveMaximum") == Some(&Value::Bool(true));
-        if let Some(m) = bound("minimum")? {
+        let excl_min_bool = s.is_true(Keyword::ExclusiveMinimum);
+        let excl_max_bool = s.is_true(Keyword::ExclusiveMaximum);
+        if let Some(m) = s.number(Keyword::Minimum, path)? {
             lowers.push((m, excl_min_bool));
         }
-        if let Some(m) = bound("exclusiveMinimum")? {
+        if let Some(m) = s.number(Keyword::ExclusiveMinimum, path)? {
             lowers.push((m, true));
         }
-        if let Some(m) = bound("maximum")? {
+        if let Some(m) = s.number(Keyword::Maximum, path)? {
             uppers.push((m, excl_max_bool));
         }
-        if let Some(m) = bound("exclusiveMaximum")? {
+        if let Some(m) = s.number(Keyword::ExclusiveMaximum, path)? {
             uppers.push((m, true));
         }
         if integer {

@@ -11,7 +11,7 @@
 //! An `additionalProperties` (`items`) anywhere in the closure evaluates every property (item):
 //! the keyword is then void and dropped.
 //!
-//! Anything else keeps the keyword, which [`UNSUPPORTED`] then refuses by name. A closure part
+//! Anything else keeps the keyword, which [`Keyword::refusal`] then refuses by name. A closure part
 //! holding its own `unevaluated*` keyword is not static either (it sees only its own part), and
 //! [`Compiler::merge_two`] refuses to merge a part that still holds one.
 
@@ -20,23 +20,24 @@ use std::collections::BTreeSet;
 
 /// Keywords whose evaluation of properties or items depends on the instance (or that callmask
 /// does not follow statically).
-const DYNAMIC: &[&str] = &[
-    "anyOf",
-    "oneOf",
-    "not",
-    "if",
-    "then",
-    "else",
-    "dependentSchemas",
-    "dependencies",
-    "patternProperties",
-    "contains",
-    "$dynamicRef",
-    "$recursiveRef",
+const DYNAMIC: &[Keyword] = &[
+    Keyword::AnyOf,
+    Keyword::OneOf,
+    Keyword::Not,
+    Keyword::If,
+    Keyword::Then,
+    Keyword::Else,
+    Keyword::DependentSchemas,
+    Keyword::Dependencies,
+    Keyword::PatternProperties,
+    Keyword::Contains,
+    Keyword::DynamicRef,
+    Keyword::RecursiveRef,
 ];
 
 /// The `unevaluated*` keywords.
-pub(super) const UNEVALUATED: [&str; 2] = ["unevaluatedProperties", "unevaluatedItems"];
+pub(super) const UNEVALUATED: [Keyword; 2] =
+    [Keyword::UnevaluatedProperties, Keyword::UnevaluatedItems];
 
 /// Most subschemas followed through `allOf` and `$ref` from one schema.
 const MAX_CLOSURE: usize = 256;
@@ -49,8 +50,8 @@ impl Compiler<'_> {
         obj: &Map<String, Value>,
         path: &str,
     ) -> Result<Option<Map<String, Value>>> {
-        let props = obj.get(UNEVALUATED[0]);
-        let items = obj.get(UNEVALUATED[1]);
+        let props = obj.get(UNEVALUATED[0].name());
+        let items = obj.get(UNEVALUATED[1].name());
         if props.is_none() && items.is_none() {
             return Ok(None);
         }
@@ -58,17 +59,17 @@ impl Compiler<'_> {
             return Ok(None);
         };
         let all = || std::iter::once(obj).chain(closure.iter());
-        if all().any(|o| DYNAMIC.iter().any(|k| o.contains_key(*k)))
+        if all().any(|o| DYNAMIC.iter().any(|k| o.contains_key(k.name())))
             || closure
                 .iter()
-                .any(|o| UNEVALUATED.iter().any(|k| o.contains_key(*k)))
+                .any(|o| UNEVALUATED.iter().any(|k| o.contains_key(k.name())))
         {
             return Ok(None);
         }
         let mut out = obj.clone();
         let mut part = Map::new();
         if let Some(u) = props {
-            out.remove(UNEVALUATED[0]);
+            out.remove(UNEVALUATED[0].name());
             if !all().any(|o| o.contains_key("additionalProperties")) {
                 if closure.is_empty() {
                     out.insert("additionalProperties".into(), u.clone());
@@ -91,7 +92,7 @@ impl Compiler<'_> {
             if all().any(|o| o.get("items").is_some_and(Value::is_array)) {
                 return Ok(None);
             }
-            out.remove(UNEVALUATED[1]);
+            out.remove(UNEVALUATED[1].name());
             if !all().any(|o| o.contains_key("items") || o.contains_key("additionalItems")) {
                 if closure.is_empty() {
                     out.insert("items".into(), v.clone());
