@@ -14,6 +14,9 @@
 struct llama_vocab;
 struct llama_sampler;
 
+// Bytes of the compile caches before [`callmask_caches_set_max_bytes`] (256 MiB).
+#define CALLMASK_DEFAULT_CACHE_BYTES 268435456
+
 // What a call returned: `CALLMASK_STATUS_OK` (0) or the kind of failure; the message is in
 // [`callmask_last_error`].
 typedef enum CallmaskStatus {
@@ -82,6 +85,22 @@ typedef struct CallmaskStreamParser CallmaskStreamParser;
 // Immutable; share it across threads.
 typedef struct CallmaskVocab CallmaskVocab;
 
+// A snapshot of the compile caches' use ([`callmask_caches_stats`]).
+typedef struct CallmaskCacheStats {
+  // Entries held.
+  uintptr_t entries;
+  // Estimated bytes held.
+  uintptr_t bytes;
+  // The size limit in bytes.
+  uintptr_t max_bytes;
+  // Lookups that found their entry.
+  uint64_t hits;
+  // Lookups that did not.
+  uint64_t misses;
+  // Entries dropped to make room.
+  uint64_t evictions;
+} CallmaskCacheStats;
+
 // A token's bytes for [`callmask_vocab_from_token_callback`]: writes up to `cap` bytes of token
 // `token` to `buf` and returns how many it wrote, or, when `cap` is too small, minus the length
 // it needs (the convention of llama.cpp's `llama_token_to_piece`); any other negative value is
@@ -115,6 +134,20 @@ const char *callmask_status_name(enum CallmaskStatus status);
 // # Safety
 // `s` must be NULL or a string from callmask not freed before.
 void callmask_string_free(char *s);
+
+// Replaces the caches where compiles keep their lexemes and automata their token walks
+// (bounded in bytes, least recently used entries evicted first) by empty ones of at most
+// `max_bytes` (0: nothing is cached). Grammars compiled before keep the caches they had.
+enum CallmaskStatus callmask_caches_set_max_bytes(uintptr_t max_bytes);
+
+// Writes the compile caches' entries, bytes, limit and counters to `out`.
+//
+// # Safety
+// `out` writable (NULL: `CALLMASK_STATUS_NULL_ARGUMENT`).
+enum CallmaskStatus callmask_caches_stats(struct CallmaskCacheStats *out);
+
+// Empties the compile caches (a later compile or first mask is then cold).
+enum CallmaskStatus callmask_caches_clear(void);
 
 // Loads a Hugging Face `tokenizer.json` file.
 //

@@ -28,8 +28,8 @@
 
 use callmask::parse::{Event, StreamParser};
 use callmask::{
-    CompileOptions, Dialect, DialectOptions, Error, Grammar, Matcher, TokenAutomaton, TokenMask,
-    Tools, Vocab,
+    Caches, CompileOptions, Dialect, DialectOptions, Error, Grammar, Matcher, TokenAutomaton,
+    TokenMask, Tools, Vocab,
 };
 use serde_json::{json, Value};
 use std::cell::RefCell;
@@ -390,6 +390,83 @@ pub unsafe extern "C" fn callmask_string_free(s: *mut c_char) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Caches
+
+/// The caches every compile of this API uses (the library keeps no process-wide cache; this
+/// binding keeps one, resized by [`callmask_caches_set_max_bytes`]).
+static DEFAULT_CACHES: std::sync::Mutex<Option<Caches>> = std::sync::Mutex::new(None);
+
+/// The binding's caches, made at `CALLMASK_DEFAULT_CACHE_BYTES` on first use.
+fn default_caches() -> Caches {
+    let mut slot = DEFAULT_CACHES.lock().unwrap_or_else(|e| e.into_inner());
+    slot.get_or_insert_with(Caches::default).clone()
+}
+
+/// Bytes of the compile caches before [`callmask_caches_set_max_bytes`] (256 MiB).
+pub const CALLMASK_DEFAULT_CACHE_BYTES: usize = 268_435_456;
+const _: () = assert!(CALLMASK_DEFAULT_CACHE_BYTES == callmask::DEFAULT_CACHE_BYTES);
+
+/// A snapshot of the compile caches' use ([`callmask_caches_stats`]).
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+pub struct CallmaskCacheStats {
+    /// Entries held.
+    pub entries: usize,
+    /// Estimated bytes held.
+    pub bytes: usize,
+    /// The size limit in bytes.
+    pub max_bytes: usize,
+    /// Lookups that found their entry.
+    pub hits: u64,
+    /// Lookups that did not.
+    pub misses: u64,
+    /// Entries dropped to make room.
+    pub evictions: u64,
+}
+
+/// Replaces the caches where compiles keep their lexemes and automata their token walks
+/// (bounded in bytes, least recently used entries evicted first) by empty ones of at most
+/// `max_bytes` (0: nothing is cached). Grammars compiled before keep the caches they had.
+#[no_mangle]
+pub extern "C" fn callmask_caches_set_max_bytes(max_bytes: usize) -> CallmaskStatus {
+    guard(None, || {
+        *DEFAULT_CACHES.lock().unwrap_or_else(|e| e.into_inner()) = Some(Caches::new(max_bytes));
+        Ok(())
+    })
+}
+
+/// Writes the compile caches' entries, bytes, limit and counters to `out`.
+///
+/// # Safety
+/// `out` writable (NULL: `CALLMASK_STATUS_NULL_ARGUMENT`).
+#[no_mangle]
+pub unsafe extern "C" fn callmask_caches_stats(out: *mut CallmaskCacheStats) -> CallmaskStatus {
+    guard(None, || {
+        // SAFETY: caller's contract: NULL (refused) or writable.
+        let out = unsafe { get_mut(out, "out") }?;
+        let st = default_caches().stats();
+        *out = CallmaskCacheStats {
+            entries: st.entries,
+            bytes: st.bytes,
+            max_bytes: st.max_bytes,
+            hits: st.hits,
+            misses: st.misses,
+            evictions: st.evictions,
+        };
+        Ok(())
+    })
+}
+
+/// Empties the compile caches (a later compile or first mask is then cold).
+#[no_mangle]
+pub extern "C" fn callmask_caches_clear() -> CallmaskStatus {
+    guard(None, || {
+        default_caches().clear();
+        Ok(())
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
 // Vocabularies
 
 /// A model's vocabulary: each token's bytes, special tokens, end-of-generation tokens.
@@ -743,7 +820,8 @@ fn compile_dialect(
         return Err(null("tools_json"));
     }
     let tools = Tools::from_openai_json(&tools)?;
-    let options = DialectOptions::from_json(&options)?;
+    let mut options = DialectOptions::from_json(&options)?;
+    options.compile.caches = Some(default_caches());
     *out = boxed(CallmaskGrammar::new(dialect.compile(&tools, &options)?));
     Ok(())
 }
@@ -831,7 +909,8 @@ pub unsafe extern "C" fn callmask_grammar_from_json_schema(
         if schema.is_null() {
             return Err(null("schema_json"));
         }
-        let options = CompileOptions::from_json(&options)?;
+        let mut options = CompileOptions::from_json(&options)?;
+        options.caches = Some(default_caches());
         *out = boxed(CallmaskGrammar::new(Grammar::from_json_schema(
             &schema, &options,
         )?));

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use callmask::parse::{Event, StreamParser};
 use callmask::{
-    CompileOptions, Dialect, DialectOptions, Error, Grammar, Matcher, Reasoning,
+    Caches, CompileOptions, Dialect, DialectOptions, Error, Grammar, Matcher, Reasoning,
     StructuralTagOptions, TokenAutomaton, TokenId, TokenMask, ToolChoice, Tools, Vocab,
 };
 use pyo3::create_exception;
@@ -137,6 +137,82 @@ fn json_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Value> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Caches
+
+/// The caches compiles use when given none: one per process (the binding's; the library itself
+/// keeps no process-wide cache), of `callmask.DEFAULT_CACHE_BYTES`.
+fn default_caches() -> &'static Caches {
+    static DEFAULT: std::sync::OnceLock<Caches> = std::sync::OnceLock::new();
+    DEFAULT.get_or_init(Caches::default)
+}
+
+/// Where compiled lexemes and token walks are kept across requests: bounded in bytes, least
+/// recently used entries evicted first, shared across threads. Pass one to the `Grammar.from_*`
+/// compiles (`caches=`) to give a model its own budget; without one they share the process's
+/// default (`Caches.default()`). Automata keep their walks in their grammar's caches.
+#[pyclass(module = "callmask._callmask", name = "Caches", frozen)]
+struct PyCaches {
+    c: Caches,
+}
+
+#[pymethods]
+impl PyCaches {
+    /// An empty cache of at most `max_bytes` (estimated; 0 caches nothing).
+    #[new]
+    #[pyo3(signature = (max_bytes=callmask::DEFAULT_CACHE_BYTES))]
+    fn new(max_bytes: usize) -> Self {
+        PyCaches {
+            c: Caches::new(max_bytes),
+        }
+    }
+
+    /// The process's default caches, used by compiles given none.
+    #[staticmethod]
+    fn default() -> Self {
+        PyCaches {
+            c: default_caches().clone(),
+        }
+    }
+
+    /// The size limit in bytes.
+    #[getter]
+    fn max_bytes(&self) -> usize {
+        self.c.max_bytes()
+    }
+
+    /// Estimated bytes held now.
+    #[getter]
+    fn bytes(&self) -> usize {
+        self.c.bytes()
+    }
+
+    /// `{"entries", "bytes", "max_bytes", "hits", "misses", "evictions"}`.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let st = self.c.stats();
+        let d = PyDict::new(py);
+        d.set_item("entries", st.entries)?;
+        d.set_item("bytes", st.bytes)?;
+        d.set_item("max_bytes", st.max_bytes)?;
+        d.set_item("hits", st.hits)?;
+        d.set_item("misses", st.misses)?;
+        d.set_item("evictions", st.evictions)?;
+        Ok(d)
+    }
+
+    /// Drops every entry.
+    fn clear(&self) {
+        self.c.clear();
+    }
+
+    fn __repr__(&self) -> String {
+        let st = self.c.stats();
+        format!(
+            "Caches(max_bytes={}, bytes={}, entries={})",
+            st.max_bytes, st.bytes, st.entries
+        )
+    }
+}
+
 // Vocab
 
 /// A model's vocabulary: each token's bytes, which tokens are special, which end generation.
@@ -341,8 +417,10 @@ fn compile_options(
     max_whitespace: Option<u16>,
     max_depth: Option<u32>,
     max_compile_secs: Option<f64>,
+    caches: Option<&PyCaches>,
 ) -> PyResult<CompileOptions> {
     let mut o = CompileOptions::default();
+    o.caches = Some(caches.map_or_else(|| default_caches().clone(), |c| c.c.clone()));
     o.lenient = lenient;
     o.format_annotation = format_annotation;
     if let Some(w) = max_whitespace {
@@ -396,7 +474,7 @@ impl PyGrammar {
     /// `UnsupportedKeywordError`; `format_annotation=True` treats `format` as an annotation
     /// (JSON Schema 2020-12's default: not enforced, never refused).
     #[staticmethod]
-    #[pyo3(signature = (schema, *, lenient=false, format_annotation=false, max_whitespace=None, max_depth=None, max_compile_secs=None))]
+    #[pyo3(signature = (schema, *, lenient=false, format_annotation=false, max_whitespace=None, max_depth=None, max_compile_secs=None, caches=None))]
     fn from_json_schema(
         py: Python<'_>,
         schema: &Bound<'_, PyAny>,
@@ -405,6 +483,7 @@ impl PyGrammar {
         max_whitespace: Option<u16>,
         max_depth: Option<u32>,
         max_compile_secs: Option<f64>,
+        caches: Option<PyRef<'_, PyCaches>>,
     ) -> PyResult<Self> {
         let schema = json_arg(schema, "schema")?;
         let o = compile_options(
@@ -413,6 +492,7 @@ impl PyGrammar {
             max_whitespace,
             max_depth,
             max_compile_secs,
+            caches.as_deref(),
         )?;
         let g = py
             .detach(|| Grammar::from_json_schema(&schema, &o))
@@ -428,7 +508,7 @@ impl PyGrammar {
     /// `(start, end)` pair; `max_text_chars` bounds each stretch of free text; `lenient` and
     /// `format_annotation` as in `from_json_schema`.
     #[staticmethod]
-    #[pyo3(signature = (name_or_path, tools, tool_choice=None, parallel_tool_calls=true, reasoning=None, *, max_text_chars=None, lenient=false, format_annotation=false, max_whitespace=None, max_depth=None, max_compile_secs=None))]
+    #[pyo3(signature = (name_or_path, tools, tool_choice=None, parallel_tool_calls=true, reasoning=None, *, max_text_chars=None, lenient=false, format_annotation=false, max_whitespace=None, max_depth=None, max_compile_secs=None, caches=None))]
     #[allow(clippy::too_many_arguments)]
     fn from_dialect(
         py: Python<'_>,
@@ -443,6 +523,7 @@ impl PyGrammar {
         max_whitespace: Option<u16>,
         max_depth: Option<u32>,
         max_compile_secs: Option<f64>,
+        caches: Option<PyRef<'_, PyCaches>>,
     ) -> PyResult<Self> {
         let tools = Tools::from_openai_json(&json_arg(tools, "tools")?).map_err(err)?;
         let mut o = DialectOptions::default();
@@ -460,6 +541,7 @@ impl PyGrammar {
             max_whitespace,
             max_depth,
             max_compile_secs,
+            caches.as_deref(),
         )?;
         let name = name_or_path.to_owned();
         let g = py
@@ -475,7 +557,7 @@ impl PyGrammar {
     /// tokens by their text). Formats callmask cannot enforce exactly are refused by name
     /// (`DialectError`).
     #[staticmethod]
-    #[pyo3(signature = (tag, vocab=None, *, lenient=false, format_annotation=false, max_whitespace=None, max_depth=None, max_compile_secs=None))]
+    #[pyo3(signature = (tag, vocab=None, *, lenient=false, format_annotation=false, max_whitespace=None, max_depth=None, max_compile_secs=None, caches=None))]
     #[allow(clippy::too_many_arguments)]
     fn from_structural_tag(
         py: Python<'_>,
@@ -486,6 +568,7 @@ impl PyGrammar {
         max_whitespace: Option<u16>,
         max_depth: Option<u32>,
         max_compile_secs: Option<f64>,
+        caches: Option<PyRef<'_, PyCaches>>,
     ) -> PyResult<Self> {
         let tag = json_arg(tag, "tag")?;
         let mut o = match vocab {
@@ -498,6 +581,7 @@ impl PyGrammar {
             max_whitespace,
             max_depth,
             max_compile_secs,
+            caches.as_deref(),
         )?;
         let g = py
             .detach(|| Grammar::from_structural_tag(&tag, &o))
@@ -1171,7 +1255,9 @@ fn render_prompt(
 #[pymodule]
 fn _callmask(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
+    m.add_class::<PyCaches>()?;
     m.add_class::<PyVocab>()?;
+    m.add("DEFAULT_CACHE_BYTES", callmask::DEFAULT_CACHE_BYTES)?;
     m.add_class::<PyGrammar>()?;
     m.add_class::<PyAutomaton>()?;
     m.add_class::<PyMatcher>()?;

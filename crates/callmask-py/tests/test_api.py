@@ -71,6 +71,37 @@ def test_format_annotation():
     assert callmask.Grammar.from_dialect("hermes", tools, format_annotation=True)
 
 
+def test_caches_are_owned_sized_and_shared(llama_vocab):
+    """Compiles keep lexemes in the caches they are given (the process default otherwise), and
+    automata their walks; a small cache stays within its size and gives the same masks."""
+    schema = {"type": "object", "properties": {"e": {"type": "string", "format": "email"}}}
+    own = callmask.Caches(64 << 20)
+    assert own.bytes == 0 and own.max_bytes == 64 << 20
+    g = callmask.Grammar.from_json_schema(schema, caches=own)
+    assert own.stats()["entries"] > 0
+    hits = own.stats()["hits"]
+    callmask.Grammar.from_json_schema(schema, caches=own)
+    assert own.stats()["hits"] > hits
+    assert callmask.Caches.default().max_bytes == callmask.DEFAULT_CACHE_BYTES
+    tiny = callmask.Caches(1 << 16)
+    small = callmask.Grammar.from_json_schema(schema, caches=tiny)
+    text = '{"e": "a.b@example.com"}'
+    masks = []
+    for grammar in (g, small):
+        m = callmask.TokenAutomaton(grammar, llama_vocab).matcher()
+        row = []
+        for t in llama_vocab.tokenize(text):
+            row.append(m.allowed_tokens())
+            m.accept(t)
+        masks.append(row)
+    assert masks[0] == masks[1]
+    assert tiny.bytes <= tiny.max_bytes
+    tiny.clear()
+    assert tiny.bytes == 0 and tiny.stats()["entries"] == 0
+    with pytest.raises(TypeError):
+        callmask.Grammar.from_json_schema(schema, caches="no")
+
+
 def test_parse_and_stream(llama_vocab):
     g, a = automaton(llama_vocab)
     text = (OUTPUTS / "hermes.txt").read_text()

@@ -305,3 +305,51 @@ fn forked_matchers_continue_on_other_threads() {
         assert_eq!(g, e, "fork {k}");
     }
 }
+
+/// Caches have an owner: a small one evicts (least recently used first) and stays within its
+/// size while the masks stay exactly those of a large one, filled from many threads; two caches
+/// are separate budgets (one model's compiles never touch another's).
+#[test]
+fn owned_caches_bound_their_bytes_and_change_no_mask() {
+    let vocab = common::llama_vocab();
+    let gs = grammars();
+    let expected = serial(&automata(&gs, &vocab));
+    let small = callmask::Caches::new(256 << 10);
+    let autos: Vec<TokenAutomaton> = gs
+        .iter()
+        .map(|g| TokenAutomaton::with_caches(g, vocab.clone(), &small).unwrap())
+        .collect();
+    let got: Vec<Record> = items(autos.len())
+        .par_iter()
+        .map(|&(i, s)| one_walk(&autos[i], s))
+        .collect();
+    assert_eq!(got, expected, "masks under a 256 KiB cache");
+    let st = small.stats();
+    assert!(st.bytes <= st.max_bytes, "{st:?}");
+    assert!(st.evictions > 0, "the small cache never evicted: {st:?}");
+
+    // Separate budgets: compiles with `a` fill `a` only.
+    let (a, b) = (
+        callmask::Caches::new(64 << 20),
+        callmask::Caches::new(64 << 20),
+    );
+    let opts = CompileOptions::default().caches(Some(a.clone()));
+    let schema =
+        json!({"type": "object", "properties": {"mail": {"type": "string", "format": "email"}}});
+    let g = Grammar::from_json_schema(&schema, &opts).unwrap();
+    assert!(a.stats().entries > 0);
+    assert_eq!(b.stats().entries, 0);
+    // The grammar's automata keep their walks with its caches.
+    let auto = TokenAutomaton::new(&g, vocab.clone()).unwrap();
+    let entries = a.stats().entries;
+    let (mut m, mut mask) = (auto.matcher(), TokenMask::new(vocab.len()));
+    for t in vocab.tokenize(r#"{"mail": "a.b"#).unwrap() {
+        m.fill_mask(&mut mask);
+        m.accept(t).unwrap();
+    }
+    m.fill_mask(&mut mask);
+    assert!(
+        a.stats().entries > entries,
+        "no walk went into the grammar's caches"
+    );
+}

@@ -348,6 +348,25 @@ int main(int argc, char **argv) {
   EXPECT_STATUS(callmask_grammar_parse(sg, "{\"n\":0}", 7, &json), CALLMASK_STATUS_PARSE);
   EXPECT_STATUS(callmask_grammar_parse(sg, "{\"n\": 1}", 8, &json), CALLMASK_STATUS_PARSE);
 
+  /* The compile caches: filled by the compiles above, bounded, emptied, resized. */
+  CallmaskCacheStats st;
+  OK(callmask_caches_stats(&st));
+  CHECK(st.entries > 0 && st.bytes > 0 && st.bytes <= st.max_bytes, "caches filled: %zu entries",
+        st.entries);
+  CHECK(st.max_bytes == CALLMASK_DEFAULT_CACHE_BYTES, "default cache size %zu", st.max_bytes);
+  OK(callmask_caches_clear());
+  OK(callmask_caches_stats(&st));
+  CHECK(st.entries == 0 && st.bytes == 0, "caches cleared");
+  OK(callmask_caches_set_max_bytes(0));
+  CallmaskGrammar *uncached = NULL;
+  OK(callmask_grammar_from_json_schema("{\"type\": \"string\", \"maxLength\": 5}", NULL,
+                                       &uncached));
+  OK(callmask_caches_stats(&st));
+  CHECK(st.max_bytes == 0 && st.entries == 0, "a zero-byte cache keeps nothing");
+  callmask_grammar_free(uncached);
+  OK(callmask_caches_set_max_bytes(CALLMASK_DEFAULT_CACHE_BYTES));
+  EXPECT_STATUS(callmask_caches_stats(NULL), CALLMASK_STATUS_NULL_ARGUMENT);
+
   /* Error paths: a status and a message each, never a crash. */
   printf("error paths:\n");
   CallmaskGrammar *bad = (CallmaskGrammar *)1;

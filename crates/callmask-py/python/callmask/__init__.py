@@ -25,8 +25,10 @@ Engines apply masks with :func:`allocate_token_bitmask` and :func:`apply_token_b
 """
 
 from ._callmask import (
+    DEFAULT_CACHE_BYTES,
     HAS_LLAMA,
     BitmaskError,
+    Caches,
     CallmaskError,
     DialectError,
     ForbiddenTokenError,
@@ -49,8 +51,10 @@ from ._callmask import (
 from .bitmask import allocate_token_bitmask, apply_token_bitmask_inplace
 
 __all__ = [
+    "DEFAULT_CACHE_BYTES",
     "HAS_LLAMA",
     "BitmaskError",
+    "Caches",
     "CallmaskError",
     "DialectError",
     "ForbiddenTokenError",

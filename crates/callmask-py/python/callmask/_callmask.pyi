@@ -1,7 +1,7 @@
 """Type stubs of the native module ``callmask._callmask`` (re-exported by ``callmask``)."""
 
 from os import PathLike
-from typing import Any, Iterable, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Tuple, Union
 
 HAS_LLAMA: bool
 """True when built with the ``llama`` feature (``Vocab.from_gguf`` available)."""
@@ -41,6 +41,23 @@ class VocabError(CallmaskError):
 
 _Json = Union[str, Mapping[str, Any], Sequence[Any]]
 _Path = Union[str, "PathLike[str]"]
+
+DEFAULT_CACHE_BYTES: int
+
+class Caches:
+    """Compiled lexemes and token walks kept across requests: bounded in bytes, LRU-evicted."""
+
+    def __init__(self, max_bytes: int = ...) -> None: ...
+    @staticmethod
+    def default() -> "Caches":
+        """The process's default caches, used by compiles given none."""
+    @property
+    def max_bytes(self) -> int: ...
+    @property
+    def bytes(self) -> int: ...
+    def stats(self) -> Dict[str, int]:
+        """``entries``, ``bytes``, ``max_bytes``, ``hits``, ``misses``, ``evictions``."""
+    def clear(self) -> None: ...
 
 class Vocab:
     """A model's vocabulary: token bytes, special tokens, end-of-generation tokens."""
@@ -97,6 +114,7 @@ class Grammar:
         max_whitespace: Optional[int] = None,
         max_depth: Optional[int] = None,
         max_compile_secs: Optional[float] = None,
+        caches: Optional[Caches] = None,
     ) -> "Grammar":
         """Compiles a JSON Schema (dict or JSON text)."""
     @staticmethod
@@ -113,6 +131,7 @@ class Grammar:
         max_whitespace: Optional[int] = None,
         max_depth: Optional[int] = None,
         max_compile_secs: Optional[float] = None,
+        caches: Optional[Caches] = None,
     ) -> "Grammar":
         """Compiles a tool-call dialect (built-in name or file path) with OpenAI tools."""
     @staticmethod
@@ -125,6 +144,7 @@ class Grammar:
         max_whitespace: Optional[int] = None,
         max_depth: Optional[int] = None,
         max_compile_secs: Optional[float] = None,
+        caches: Optional[Caches] = None,
     ) -> "Grammar":
         """Compiles XGrammar's structural tag (both forms); ``vocab`` for its special tokens."""
     @staticmethod

@@ -4,7 +4,7 @@
 //! keyword callmask cannot always enforce, the reason it is refused with.
 //!
 //! Every list of "the keywords of kind X" is a query on this table: which keywords are
-//! annotations ([`is_annotation`]), which make up the scalar lexeme and so the process-wide
+//! annotations ([`is_annotation`]), which make up the scalar lexeme and so the
 //! cache key of scalar automata ([`Role::is_scalar`]; see `scalars.rs`), which hold subschemas
 //! (for `$id`/`$anchor` discovery in `resolve.rs`: [`Kind::one_schema`], [`Kind::schema_list`],
 //! [`Kind::schema_map`]), which the complement handles ([`Keyword::negatable`]), which are

@@ -40,14 +40,14 @@ impl Compiler<'_> {
         }
     }
 
-    /// The process-wide cache key of the scalar automaton of `s` for the scalar types in
+    /// The cache key ([`crate::Caches`]) of the scalar automaton of `s` for the scalar types in
     /// `types` (see [`Compiler::scalar_dfa`]).
     ///
     /// The scalar part depends only on the types (`type` and `nullable`, folded into `types`),
     /// the draft's notion of integers and the keywords whose role is scalar in the keyword
     /// table ([`Role::is_scalar`](keywords::Role::is_scalar)): the key holds the canonical form
     /// of every one of those fields ([`Schema::canonical`]), so a scalar keyword cannot be left
-    /// out of it. Compiled lexemes are shared process-wide (formats, bounded strings and
+    /// out of it. Compiled lexemes are shared through the caches (formats, bounded strings and
     /// numbers recur across tool sets).
     pub(super) fn scalar_key(&self, s: &Schema, types: u8) -> String {
         let mut key = format!("scalar|{types}|");

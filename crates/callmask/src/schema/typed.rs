@@ -2,7 +2,7 @@
 //! own field, indexed by [`Keyword`], and every other keyword kept as an annotation.
 //!
 //! The scalar path (`scalars.rs`: `compile_typed`, `scalar_dfa`, `string_dfa`, `number_dfa`)
-//! and its process-wide cache key work on this value: a scalar keyword is read by its
+//! and its cache key ([`crate::Caches`]) work on this value: a scalar keyword is read by its
 //! [`Keyword`] (a misspelling does not compile), and the cache key is the canonical form of the
 //! fields of the scalar roles ([`Schema::canonical`]), so it cannot miss one.
 //!
