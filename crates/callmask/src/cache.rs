@@ -69,7 +69,10 @@ struct Inner {
 }
 
 /// A bounded, least-recently-used cache of compiled lexemes and token walks, shared across
-/// threads. See the [module documentation](self).
+/// threads: the user creates and sizes it, and passes it to compiles
+/// ([`crate::CompileOptions::caches`]) or automata ([`crate::TokenAutomaton::with_caches`]); each
+/// vocabulary also has its own ([`crate::Vocab::caches`]). Entries are estimated in bytes and
+/// evicted one at a time, least recently used first.
 ///
 /// ```
 /// use callmask::{Caches, CompileOptions, Grammar};
@@ -234,6 +237,51 @@ impl Caches {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The `static` items the core may hold: none is a cache (a fixed table, an id counter).
+    const ALLOWED_STATICS: [&str; 2] = ["static TABLE:", "static NEXT_VOCAB_ID:"];
+
+    /// No process-wide cache in the core: every `static` item in its sources is one of
+    /// [`ALLOWED_STATICS`]; a cache goes into [`Caches`] under a [`CacheKey`] of its own.
+    #[test]
+    fn no_static_cache_in_the_core() {
+        fn sources(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+            for e in std::fs::read_dir(dir).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    sources(&p, out);
+                } else if p.extension().is_some_and(|x| x == "rs") {
+                    out.push(p);
+                }
+            }
+        }
+        let mut files = Vec::new();
+        sources(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+            &mut files,
+        );
+        assert!(files.len() > 40, "found only {} sources", files.len());
+        let mut found = Vec::new();
+        for f in &files {
+            let text = std::fs::read_to_string(f).unwrap();
+            for line in text.lines() {
+                let code = line.trim_start();
+                let code = code
+                    .strip_prefix("pub(crate) ")
+                    .or_else(|| code.strip_prefix("pub "))
+                    .unwrap_or(code);
+                if code.starts_with("static ") && !code.contains("ALLOWED_STATICS") {
+                    found.push(format!("{}: {code}", f.display()));
+                }
+            }
+        }
+        let stray: Vec<&String> = found
+            .iter()
+            .filter(|l| !ALLOWED_STATICS.iter().any(|a| l.contains(a)))
+            .collect();
+        assert!(stray.is_empty(), "static items in the core: {stray:#?}");
+        assert_eq!(found.len(), ALLOWED_STATICS.len(), "{found:#?}");
+    }
 
     fn key(i: usize) -> CacheKey {
         CacheKey::Escaped(i)

@@ -56,6 +56,32 @@
 //! | 4 | `dialect`, [`mask`], [`parse`], [`prompt`] | dialect files → grammar; token masks and matchers; text → calls; prompts |
 //! | 5 | [`fuzz`] (feature `fuzz`) | random complete outputs, validated independently |
 //!
+//! # Where things go
+//!
+//! Each concern has one owner, and a test that fails when something bypasses it:
+//!
+//! - **A JSON Schema keyword**: one row in the keyword table (`schema/keywords.rs`: its value
+//!   kind and its role — which part enforces it — or the reason it is refused), then the code of
+//!   that role reads it through the typed schema (`schema/typed.rs`) or by its `Keyword`. The
+//!   scalar cache key is derived from the table. Tests: `every_keyword_read_is_in_the_table`
+//!   (a keyword read anywhere in the schema or dialect code without a row fails),
+//!   `every_enforced_keyword_is_exercised`, `every_refused_keyword_is_refused_by_name`,
+//!   `scalar_cache_key_covers_every_scalar_read`.
+//! - **A cache**: a `CacheKey` variant (`cache.rs`) in [`Caches`], the bounded, least-recently-used
+//!   store the user creates and sizes ([`CompileOptions::caches`], [`Vocab::caches`],
+//!   [`TokenAutomaton::with_caches`]). Per-automaton caches live in the automaton. Test:
+//!   `no_static_cache_in_the_core` (any `static` item in the core but a fixed table and an id
+//!   counter fails).
+//! - **A tool-call format (dialect)**: a grammar file, a prompt template and a call writer under
+//!   `grammars/`, and one row in the dialect table (`formats.rs`, from which
+//!   [`Dialect::builtin_names`], detection, the CLI's help and the README's table derive). Tests:
+//!   `grammars_are_in_the_table`, `readme_lists_the_dialect_table`, and the case files in
+//!   `tests/dialect_cases/`. A string `format` (JSON Schema's): its regex in
+//!   `schema/strings.rs` (`format_regex`).
+//! - **A token-level walk**: `mask/walks.rs`, over the vocabulary's trie (`vocab/trie.rs`), which
+//!   knows no grammar: it runs automata through the narrow `ByteRecognizer` trait. Test:
+//!   `tests/layers.rs` (the trie is layer 1 and may not import the grammar).
+//!
 //! Beyond this crate: `callmask-llama` (GGUF vocabularies, a llama.cpp sampler, generation) and
 //! `callmask-cli` (the `callmask` command).
 
