@@ -1,8 +1,7 @@
 //! The `callmask` binary as scripts use it: exit codes 0 (accepted / all valid), 1 (rejected /
 //! violation), 2 (bad input or usage), the reported byte offsets, and reproducible fuzzing.
 
-#[path = "../../callmask/tests/common/mod.rs"]
-mod common;
+use callmask_testkit as testkit;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -53,7 +52,7 @@ fn show(out: &Output) -> String {
 }
 
 fn tokenizer() -> String {
-    common::llama_tokenizer().to_string_lossy().into_owned()
+    testkit::llama_tokenizer().to_string_lossy().into_owned()
 }
 
 /// `check --schema S --tokenizer llama` on `text`.
@@ -387,8 +386,8 @@ fn fuzz_tokens_replay_through_check() {
 #[cfg(feature = "llama")]
 #[test]
 fn check_with_a_gguf_vocabulary() {
-    let gguf = common::require(
-        common::cache_dir()
+    let gguf = testkit::require(
+        testkit::cache_dir()
             .join("gemma-1.0.0")
             .join("gemma-3-270m-q4_k_m.gguf"),
         "the Gemma 3 270M GGUF",
@@ -429,7 +428,7 @@ fn dialect_args(d: &str) -> Vec<String> {
 /// parsed and its arguments validated with the jsonschema crate by the binary; zero violations.
 #[test]
 fn fuzz_every_dialect_with_validation() {
-    let gemma = common::gemma_gguf().to_string_lossy().into_owned();
+    let gemma = testkit::gemma_gguf().to_string_lossy().into_owned();
     // How each dialect gets to its calls: forced by tool_choice, or by a prefix when free text
     // comes first (a uniform walk over 128k tokens rarely writes a marker by chance).
     let plans: [(&str, &[&str]); 6] = [
@@ -641,10 +640,10 @@ fn fuzz_accept_reports_what_the_grammar_rejects() {
         args.extend(dialect_args(d));
         // gpt-oss needs its own special tokens (<|channel|>, ...).
         let vocab = if d == "gpt_oss" {
-            common::require(
-                common::cache_dir().join(format!(
+            testkit::require(
+                testkit::cache_dir().join(format!(
                     "tokenizers/gptoss-{}/tokenizer.json",
-                    common::LLAMA_VERSION
+                    testkit::LLAMA_VERSION
                 )),
                 "the gpt-oss tokenizer",
                 "tokenizers",

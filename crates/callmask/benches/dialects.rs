@@ -18,10 +18,7 @@
 //! on a freshly compiled grammar). Environment: `CALLMASK_CACHE` (data cache),
 //! `CALLMASK_BENCH_REPS` (warm passes, default 20), `CALLMASK_BENCH_COLD` (cold trials, default 5).
 
-#[path = "common/mod.rs"]
-mod common;
-#[path = "../tests/common/writer.rs"]
-mod writer;
+use callmask_testkit::writer;
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -30,7 +27,7 @@ use std::time::{Duration, Instant};
 use callmask::{
     Dialect, DialectOptions, Grammar, TokenAutomaton, TokenId, TokenMask, Tools, Vocab,
 };
-use common::{cache_dir, env_usize, tool_set};
+use callmask_testkit::bench::{cache_dir, env_usize, tool_set};
 use criterion::{BenchmarkId, Criterion, Throughput};
 use serde_json::json;
 

@@ -8,7 +8,7 @@
 //!
 //! Every row of the dialect table must have a case file, and every case file a row.
 
-mod common;
+use callmask_testkit as testkit;
 
 use std::sync::Arc;
 
@@ -110,7 +110,7 @@ fn check_dialect(d: &str, file: &Value) {
         .unwrap()
         .compile(&tools_for(file), &DialectOptions::default())
         .unwrap_or_else(|e| panic!("{d}: {e}"));
-    let vocab = common::case_vocab(d).unwrap_or_else(|| panic!("{d}: no vocab in the case file"));
+    let vocab = testkit::case_vocab(d).unwrap_or_else(|| panic!("{d}: no vocab in the case file"));
     let single = file.get("single_call").and_then(Value::as_bool) == Some(true);
     for (i, c) in cases(file, "accept").iter().enumerate() {
         let text = c["text"].as_str().unwrap();
@@ -210,7 +210,7 @@ fn every_dialect_passes_its_cases() {
     let mut failures = Vec::new();
     for spec in Dialect::table() {
         let d = spec.name;
-        let Some(file) = common::dialect_case(d) else {
+        let Some(file) = testkit::dialect_case(d) else {
             failures.push(format!("{d}: no tests/dialect_cases/{d}.json"));
             continue;
         };
@@ -366,12 +366,12 @@ const REAL_TEMPLATES: &[(&str, Option<&str>)] = &[
 
 #[test]
 fn real_chat_templates_are_detected() {
-    let dir = common::require(
-        common::cache_dir().join("chat-templates/llama.cpp-0.3.36"),
+    let dir = testkit::require(
+        testkit::cache_dir().join("chat-templates/llama.cpp-0.3.36"),
         "llama.cpp's chat templates",
         "templates",
     );
-    let vocab = common::llama_vocab();
+    let vocab = testkit::llama_vocab();
     let mut files: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())

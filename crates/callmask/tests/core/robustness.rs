@@ -5,7 +5,7 @@
 //! Soundness is absolute: an instance `check_bytes` accepts must be valid. Completeness (valid
 //! instances accepted in the compact serialization) is measured and held to a floor.
 
-mod common;
+use callmask_testkit as testkit;
 
 use std::process::Command;
 use std::sync::Arc;
@@ -428,7 +428,7 @@ fn huge_schema_child() {
     assert!(!accepts(&g, &extra), "an unknown property");
 
     // First mask on a real vocabulary: bounded too.
-    let vocab = common::llama_vocab();
+    let vocab = testkit::llama_vocab();
     let started = Instant::now();
     let automaton = TokenAutomaton::new(&g, vocab.clone()).unwrap();
     let mut m = automaton.matcher();
@@ -454,7 +454,7 @@ fn huge_schema_child() {
 const OBJ: &str = r#"{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"], "additionalProperties": false}"#;
 
 fn obj_automaton() -> (TokenAutomaton, Arc<callmask::Vocab>) {
-    let vocab = common::llama_vocab();
+    let vocab = testkit::llama_vocab();
     let schema: Value = serde_json::from_str(OBJ).unwrap();
     let g = compile(&schema).expect("compiles");
     (TokenAutomaton::new(&g, vocab.clone()).unwrap(), vocab)

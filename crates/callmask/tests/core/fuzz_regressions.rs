@@ -2,7 +2,7 @@
 //! through the same code as the cargo-fuzz targets (`fuzz/fuzz_targets/common.rs`).
 
 #[allow(dead_code)]
-#[path = "../../../fuzz/fuzz_targets/common.rs"]
+#[path = "../../../../fuzz/fuzz_targets/common.rs"]
 mod common;
 
 use std::path::Path;

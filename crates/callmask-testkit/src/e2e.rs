@@ -1,15 +1,17 @@
-//! The end-to-end scenarios shared by `tests/generate.rs` and `benches/generate.rs`: prompts,
-//! tool sets, dialect options, and an independent validation of the calls.
-
-#![allow(dead_code)]
+//! The end-to-end scenarios shared by `callmask-llama`'s `tests/generate.rs`, `tests/budget.rs`
+//! and `benches/generate.rs`: prompts, tool sets, dialect options, and an independent validation
+//! of the calls.
 
 use callmask::{
     CompileOptions, DialectOptions, Grammar, Message, PromptOptions, ToolChoice, Tools,
 };
 use serde_json::Value;
 
+/// The tool set `examples/tools/FILE`.
 pub fn tools(file: &str) -> Tools {
-    let path = format!("{}/../../examples/tools/{file}", env!("CARGO_MANIFEST_DIR"));
+    let path = crate::data::workspace_root()
+        .join("examples/tools")
+        .join(file);
     Tools::from_json_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
@@ -55,8 +57,10 @@ pub const PROMPTS: [(&str, &str); 20] = [
     ("mixed.json", "Get the stock price of GOOG."),
 ];
 
+/// The seed dialects the scenarios run in.
 pub const DIALECTS: [&str; 4] = ["empower", "functools", "pythonic", "inline"];
 
+/// The dialect options of the scenarios: a call required, one call, text bounded.
 pub fn options() -> DialectOptions {
     DialectOptions::default()
         .tool_choice(ToolChoice::Required)

@@ -5,7 +5,7 @@
 //! their case files, token by token on the DeepSeek V3 vocabulary; a Kimi-K3-shaped grammar on
 //! a vocabulary with its markers as special tokens and on one without them.
 
-mod common;
+use callmask_testkit as testkit;
 
 use std::sync::Arc;
 
@@ -105,7 +105,7 @@ fn check_case_file(d: &str) {
         .unwrap(),
     )
     .unwrap();
-    let vocab = common::npm_vocab("deepseek_v3");
+    let vocab = testkit::npm_vocab("deepseek_v3");
     let list = |k: &str| file[k].as_array().cloned().unwrap_or_default();
     for (i, c) in list("accept").iter().enumerate() {
         let text = c["text"].as_str().unwrap();
@@ -224,7 +224,7 @@ fn dsml_string_attribute_follows_the_value_type() {
         }
         t + "</｜DSML｜invoke>\n</｜DSML｜function_calls>"
     };
-    let vocab = common::npm_vocab("deepseek_v3");
+    let vocab = testkit::npm_vocab("deepseek_v3");
     for (params, want) in [
         (vec![("s", "true", "abc")], Some(json!({"s": "abc"}))),
         (vec![("s", "true", "abcd")], None),
@@ -346,8 +346,8 @@ fn typed_fields_with_markers() {
         "<|close|>",
         "<|sep|>",
     ];
-    let special = common::with_specials(common::llama_vocab(), &markers);
-    let plain = common::llama_vocab();
+    let special = testkit::with_specials(testkit::llama_vocab(), &markers);
+    let plain = testkit::llama_vocab();
     type Case<'a> = (Vec<(&'a str, &'a str, &'a str)>, Option<Value>);
     let cases: Vec<Case> = vec![
         (
@@ -505,8 +505,8 @@ fn raw_values_stop_where_the_peers_do() {
         .unwrap()
         .compile(&tools, &DialectOptions::default())
         .unwrap();
-    let vocab = common::with_specials(
-        common::llama_vocab(),
+    let vocab = testkit::with_specials(
+        testkit::llama_vocab(),
         &["<|p|>", "<|raw|>", "<|json|>", "<|end|>"],
     );
     for (text, want) in [
@@ -545,7 +545,7 @@ fn raw_values_stop_where_the_peers_do() {
     }
     // `<|raw|>` is a special token only: a vocabulary without it cannot write a raw value, and
     // `@marker("<|json|>")` falls back to its text.
-    let plain = common::with_specials(common::llama_vocab(), &["<|p|>", "<|end|>"]);
+    let plain = testkit::with_specials(testkit::llama_vocab(), &["<|p|>", "<|end|>"]);
     assert!(tokens_accept(
         &plain,
         &g,

@@ -1,7 +1,7 @@
 //! The fuzzer as a library: every output finishes and validates, runs are reproducible whatever
 //! the thread count, coverage counts what was reached, shrinking keeps a failure.
 
-mod common;
+use callmask_testkit as testkit;
 
 use callmask::fuzz::{Checker, Coverage, FuzzOptions, Fuzzer, Outcome, Sample, Strategy};
 use callmask::{
@@ -35,7 +35,7 @@ fn dialect_automaton(d: &str, tools: &Tools, choice: ToolChoice) -> TokenAutomat
         .unwrap()
         .compile(tools, &options)
         .unwrap();
-    TokenAutomaton::new(&g, common::family_vocab(d)).unwrap()
+    TokenAutomaton::new(&g, testkit::family_vocab(d)).unwrap()
 }
 
 /// Runs `count` outputs on a pool of `threads`, collecting them.
@@ -59,7 +59,7 @@ fn collect(fuzzer: &Fuzzer, checker: &Checker, count: u64, threads: usize) -> Ve
     out
 }
 
-use common::ORIGINAL_DIALECTS as ORIGINAL;
+use testkit::ORIGINAL_DIALECTS as ORIGINAL;
 
 /// The dialects shipped before the dialect table (issue 27).
 const BEFORE_THE_TABLE: &[&str] = &[
@@ -177,7 +177,7 @@ fn runs_are_reproducible_whatever_the_threads() {
 #[test]
 fn deep_random_walks_in_a_recursive_schema_are_completed() {
     let (schema, g) = bench_schema("tree");
-    let a = TokenAutomaton::new(&g, common::llama_vocab()).unwrap();
+    let a = TokenAutomaton::new(&g, testkit::llama_vocab()).unwrap();
     let checker = Checker::for_schema(&schema).unwrap();
     let fuzzer = Fuzzer::new(
         &a,
@@ -210,7 +210,7 @@ fn without_completion_a_walk_can_run_out_of_tokens() {
         "required": ["s"]
     });
     let g = Grammar::from_json_schema(&schema, &CompileOptions::default()).unwrap();
-    let a = TokenAutomaton::new(&g, common::llama_vocab()).unwrap();
+    let a = TokenAutomaton::new(&g, testkit::llama_vocab()).unwrap();
     let checker = Checker::for_schema(&schema).unwrap();
     let fuzzer = Fuzzer::new(&a, FuzzOptions::default().walk_tokens(0).max_tokens(6)).unwrap();
     let unfinished = collect(&fuzzer, &checker, 50, 1)
@@ -276,7 +276,7 @@ fn email_domains_without_reserved_hyphens() {
     let fixed = found.replace("n-------------mur", "n-m-u-r");
     g.check_bytes(fixed.as_bytes()).unwrap();
 
-    let a = TokenAutomaton::new(&g, common::llama_vocab()).unwrap();
+    let a = TokenAutomaton::new(&g, testkit::llama_vocab()).unwrap();
     let checker = Checker::for_schema(&schema).unwrap();
     let fuzzer = Fuzzer::new(&a, FuzzOptions::default()).unwrap();
     for s in collect(&fuzzer, &checker, 1500, 2) {
