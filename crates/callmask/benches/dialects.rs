@@ -31,14 +31,7 @@ use callmask_testkit::bench::{cache_dir, env_usize, tool_set};
 use criterion::{BenchmarkId, Criterion, Throughput};
 use serde_json::json;
 
-const DIALECTS: [&str; 6] = [
-    "empower",
-    "functools",
-    "pythonic",
-    "inline",
-    "hermes",
-    "llama31_json",
-];
+use callmask_testkit::ORIGINAL_DIALECTS as DIALECTS;
 const SIZES: [usize; 3] = [1, 5, 50];
 
 /// The output each dialect is measured on: two calls (one for Llama 3.1 JSON).

@@ -21,10 +21,7 @@ use callmask::{
     Tools, Vocab,
 };
 
-fn tools(file: &str) -> Tools {
-    let path = format!("{}/../../examples/tools/{file}", env!("CARGO_MANIFEST_DIR"));
-    Tools::from_json_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
+use callmask_testkit::example_tools as tools;
 
 fn qwen_vocab() -> Arc<Vocab> {
     let path = testkit::require(

@@ -15,17 +15,12 @@ use std::sync::Arc;
 use callmask::{Dialect, DialectOptions, Grammar, TokenAutomaton, Tools, Vocab};
 use serde_json::{json, Value};
 
-fn tools() -> Tools {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../examples/tools/mixed.json"
-    ))
-    .unwrap();
-    Tools::from_json_str(&text).unwrap()
-}
+use callmask_testkit::mixed_tools as tools;
 
 /// `examples/tools/mixed.json` and the case file's `extra_tools` (tools a family treats in a
 /// way of its own, such as Functionary's `python`).
+use callmask_testkit::checks::{calls_of, tokens_accept};
+
 fn tools_for(file: &Value) -> Tools {
     let text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -35,39 +30,6 @@ fn tools_for(file: &Value) -> Tools {
     let mut list: Vec<Value> = serde_json::from_str(&text).unwrap();
     list.extend(cases(file, "extra_tools").iter().cloned());
     Tools::from_json_str(&Value::Array(list).to_string()).unwrap()
-}
-
-/// True when the token matcher accepts `text` (special tokens spelled in it taken as the
-/// vocabulary's special tokens) and may end after it.
-fn tokens_accept(vocab: &Arc<Vocab>, g: &Grammar, text: &str) -> bool {
-    let auto = TokenAutomaton::new(g, vocab.clone()).unwrap();
-    let Ok(tokens) = auto.tokenize(text) else {
-        return false;
-    };
-    let mut m = auto.matcher();
-    for t in tokens {
-        if m.accept(t).is_err() {
-            return false;
-        }
-    }
-    m.can_end()
-}
-
-/// The calls of a case (`[{name, arguments}]`).
-fn calls_of(case: &Value) -> Vec<(String, Value)> {
-    case.get("calls")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .map(|c| {
-                    (
-                        c["name"].as_str().unwrap().to_owned(),
-                        c.get("arguments").cloned().unwrap_or_else(|| json!({})),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 fn same_calls(what: &str, parsed: &callmask::Parsed, want: &[(String, Value)]) {

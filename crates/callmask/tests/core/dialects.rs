@@ -17,14 +17,7 @@ use serde_json::{json, Value};
 
 use testkit::ORIGINAL_DIALECTS as DIALECTS;
 
-fn tools() -> Tools {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../examples/tools/mixed.json"
-    ))
-    .unwrap();
-    Tools::from_json_str(&text).unwrap()
-}
+use callmask_testkit::mixed_tools as tools;
 
 fn compile(dialect: &str, opts: &DialectOptions) -> Grammar {
     Dialect::by_name(dialect)

@@ -20,14 +20,7 @@ fn bench_schema(name: &str) -> (Value, Grammar) {
     (schema, g)
 }
 
-fn mixed_tools() -> Tools {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../examples/tools/mixed.json"
-    ))
-    .unwrap();
-    Tools::from_json_str(&text).unwrap()
-}
+use callmask_testkit::mixed_tools;
 
 fn dialect_automaton(d: &str, tools: &Tools, choice: ToolChoice) -> TokenAutomaton {
     let options = DialectOptions::default().tool_choice(choice);
@@ -61,30 +54,7 @@ fn collect(fuzzer: &Fuzzer, checker: &Checker, count: u64, threads: usize) -> Ve
 
 use testkit::ORIGINAL_DIALECTS as ORIGINAL;
 
-/// The dialects shipped before the dialect table (issue 27).
-const BEFORE_THE_TABLE: &[&str] = &[
-    "empower",
-    "functools",
-    "pythonic",
-    "inline",
-    "hermes",
-    "llama31_json",
-    "qwen3",
-    "llama31",
-    "llama4",
-    "mistral",
-    "qwen3_coder",
-    "qwen35",
-    "deepseek_r1",
-    "deepseek_v31",
-    "kimi_k2",
-    "glm45",
-    "minimax_m2",
-    "gpt_oss",
-    "command_r7b",
-    "functionary_v32",
-    "granite",
-];
+use testkit::DIALECTS_BEFORE_THE_TABLE as BEFORE_THE_TABLE;
 
 #[test]
 fn every_dialect_finishes_every_output_validly_and_calls_every_function() {

@@ -38,6 +38,8 @@ const DIALECTS: [&str; 15] = [
 
 /// The vocabularies each dialect is checked on: its family's where npm has it; otherwise Llama
 /// 3.1 (markers as text) and Llama 3.1 with the family's special tokens added.
+use callmask_testkit::checks::tokens_accept;
+
 fn vocabs(d: &str) -> Vec<(String, Arc<Vocab>)> {
     let llama = || ("llama3.1".to_string(), testkit::llama_vocab());
     let plus = |extra: &[&str]| {
@@ -86,14 +88,7 @@ fn vocabs(d: &str) -> Vec<(String, Arc<Vocab>)> {
     }
 }
 
-fn tools() -> Tools {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../examples/tools/mixed.json"
-    ))
-    .unwrap();
-    Tools::from_json_str(&text).unwrap()
-}
+use callmask_testkit::mixed_tools as tools;
 
 fn compile_with(dialect: &str, tools: &Tools, opts: &DialectOptions) -> Grammar {
     Dialect::by_name(dialect)
@@ -104,22 +99,6 @@ fn compile_with(dialect: &str, tools: &Tools, opts: &DialectOptions) -> Grammar 
 
 fn compile(dialect: &str) -> Grammar {
     compile_with(dialect, &tools(), &DialectOptions::default())
-}
-
-/// True when the token matcher accepts `text` (special tokens spelled in it taken as the
-/// vocabulary's special tokens) and may end after it.
-fn tokens_accept(vocab: &Arc<Vocab>, g: &Grammar, text: &str) -> bool {
-    let auto = TokenAutomaton::new(g, vocab.clone()).unwrap();
-    let Ok(tokens) = auto.tokenize(text) else {
-        return false;
-    };
-    let mut m = auto.matcher();
-    for t in tokens {
-        if m.accept(t).is_err() {
-            return false;
-        }
-    }
-    m.can_end()
 }
 
 fn call_sets() -> Vec<Vec<Call>> {

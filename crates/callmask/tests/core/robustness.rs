@@ -261,9 +261,14 @@ fn compile_on_small_stack(
 /// (an abort, which cannot be caught) fails that one test with a clear message instead of
 /// killing the whole binary, and a hang is cut short after `limit`.
 fn run_isolated(test: &str, limit: Duration) {
+    // Test names are module paths without the crate's name (`robustness::deep_schema_child`).
+    let test = match module_path!().split_once("::") {
+        Some((_, module)) => format!("{module}::{test}"),
+        None => test.to_string(),
+    };
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
-            test,
+            test.as_str(),
             "--exact",
             "--ignored",
             "--nocapture",
@@ -1223,14 +1228,7 @@ mod dialects {
     use callmask::{Dialect, DialectOptions, Tools};
     use proptest::prelude::*;
 
-    fn tools() -> Tools {
-        let text = std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../examples/tools/mixed.json"
-        ))
-        .unwrap();
-        Tools::from_json_str(&text).unwrap()
-    }
+    use callmask_testkit::mixed_tools as tools;
 
     #[test]
     fn hostile_dialect_files_are_typed_errors() {

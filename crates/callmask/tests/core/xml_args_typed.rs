@@ -13,33 +13,12 @@ use callmask::parse::{Event, StreamParser};
 use callmask::{Dialect, DialectOptions, Error, Grammar, TokenAutomaton, Tools, Vocab};
 use serde_json::{json, Value};
 
-fn mixed_tools() -> Tools {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../examples/tools/mixed.json"
-    ))
-    .unwrap();
-    Tools::from_json_str(&text).unwrap()
-}
+use callmask_testkit::mixed_tools;
+
+use callmask_testkit::checks::{calls_of, tokens_accept};
 
 fn grammar_file(name: &str) -> String {
     format!("{}/grammars/{name}", env!("CARGO_MANIFEST_DIR"))
-}
-
-/// True when the token matcher accepts `text` (special tokens spelled in it taken as the
-/// vocabulary's special tokens) and may end after it.
-fn tokens_accept(vocab: &Arc<Vocab>, g: &Grammar, text: &str) -> bool {
-    let auto = TokenAutomaton::new(g, vocab.clone()).unwrap();
-    let Ok(tokens) = auto.tokenize(text) else {
-        return false;
-    };
-    let mut m = auto.matcher();
-    for t in tokens {
-        if m.accept(t).is_err() {
-            return false;
-        }
-    }
-    m.can_end()
 }
 
 /// The calls a token stream parses to, streaming (`(name, arguments)`).
@@ -74,22 +53,6 @@ fn parsed_calls(g: &Grammar, text: &str) -> callmask::Result<Vec<(String, Value)
         .iter()
         .map(|c| (c.function.name.clone(), c.arguments_json().unwrap()))
         .collect())
-}
-
-fn calls_of(case: &Value) -> Vec<(String, Value)> {
-    case.get("calls")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .map(|c| {
-                    (
-                        c["name"].as_str().unwrap().to_owned(),
-                        c.get("arguments").cloned().unwrap_or_else(|| json!({})),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 fn check_case_file(d: &str) {
