@@ -10,9 +10,7 @@
 
 use callmask_testkit as testkit;
 
-use std::sync::Arc;
-
-use callmask::{Dialect, DialectOptions, Grammar, TokenAutomaton, Tools, Vocab};
+use callmask::{Dialect, DialectOptions, Tools};
 use serde_json::{json, Value};
 
 use callmask_testkit::mixed_tools as tools;

@@ -1225,7 +1225,7 @@ fn random_schemas_and_instances_against_jsonschema() {
 }
 
 mod dialects {
-    use callmask::{Dialect, DialectOptions, Tools};
+    use callmask::{Dialect, DialectOptions};
     use proptest::prelude::*;
 
     use callmask_testkit::mixed_tools as tools;
