@@ -8,6 +8,8 @@
 //! the workspace root). A test that needs missing data fails with a message saying so, rather
 //! than passing vacuously.
 
+#![warn(missing_docs)]
+
 pub mod bench;
 pub mod checks;
 pub mod data;
