@@ -15,7 +15,7 @@
 //!   `json.dumps` layout.
 //! - `tools_N/DIALECT` (functools, pythonic, empower, inline): callmask's real dialects on the same
 //!   tool set, for information (no peer has them); the output is written as the dialect's model
-//!   writes it (`tests/common/writer.rs`), special tokens as special tokens.
+//!   writes it (`callmask_testkit::writer`), special tokens as special tokens.
 //! - `tools_N/FORMAT/CHOICE` (FORMAT = hermes, llama31_json; CHOICE = auto, required): a
 //!   tool-calling format every engine can express, on the same tools and output: callmask's
 //!   dialect with that `tool_choice`; llguidance's Lark grammar ([`llg::lark_for`]: the call as
