@@ -56,9 +56,9 @@ for s in crates/callmask/benches/schemas/*.schema.json; do
 done
 echo "fuzz-all: $total outputs, 0 violations"
 
-# Token budgets: random walks under random budgets (crates/callmask/tests/budget.rs), every output
+# Token budgets: random walks under random budgets (crates/callmask/tests/core/budget.rs), every output
 # must end valid within its budget. BUDGET_SCALE=10 (default) draws 1,008,000 outputs (CI runs
 # scale 1: 100,800).
 echo "== budget fuzz"
-CALLMASK_BUDGET_FUZZ_SCALE=${BUDGET_SCALE:-10} cargo test --release -p callmask --test budget \
-  random_walks -- --nocapture 2>&1 | grep -E "budget fuzz|test result|panicked" | sed 's/^/   /'
+CALLMASK_BUDGET_FUZZ_SCALE=${BUDGET_SCALE:-10} cargo test --release -p callmask --test core \
+  budget::random_walks -- --nocapture 2>&1 | grep -E "budget fuzz|test result|panicked" | sed 's/^/   /'

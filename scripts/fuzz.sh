@@ -12,7 +12,7 @@
 # `-jobs`: with it libFuzzer forks workers that log to files).
 # Crashes land in fuzz/artifacts/<target>/; the corpus grows in fuzz/corpus/<target>/ (seeded
 # from fuzz/regressions/<target>/). Add each fixed crash to fuzz/regressions/<target>/:
-# `cargo test --release -p callmask --test fuzz_regressions` replays them.
+# `cargo test --release -p callmask --test core fuzz_regressions::` replays them.
 # A unit slower than 120 s counts as a hang (-timeout=120: instrumented builds are several
 # times slower than release, and the compile-time limit is checked between lexemes).
 # Extra environment: FUZZ_ARGS (more libFuzzer flags, e.g. "-max_len=8192").

@@ -25,7 +25,7 @@ if cargo tree -p callmask -e normal --prefix none | grep -E '^(clap|indicatif|ur
 fi
 cargo clippy --release --workspace --all-targets -- -D warnings
 # The token-budget fuzz property at CI scale: 100,800 random walks under random budgets across the
-# dialects (crates/callmask/tests/budget.rs; about 5 minutes on 2 cores).
+# dialects (crates/callmask/tests/core/budget.rs; about 5 minutes on 2 cores).
 export CALLMASK_BUDGET_FUZZ_SCALE=${CALLMASK_BUDGET_FUZZ_SCALE:-1}
 cargo test --release --workspace
 # The C API for programs with their own llama.cpp: libcallmask_c without the bundled llama.cpp and

@@ -1,4 +1,4 @@
-//! The bodies of the cargo-fuzz targets, shared with `tests/fuzz_regressions.rs` (which includes
+//! The bodies of the cargo-fuzz targets, shared with `tests/core/fuzz_regressions.rs` (which includes
 //! this file with `#[path]` and replays `fuzz/regressions/<target>/*` through the same functions).
 //!
 //! Every function takes the raw fuzz input and panics only when it finds a bug: a panic inside

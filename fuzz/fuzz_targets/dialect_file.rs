@@ -1,4 +1,4 @@
-//! Fuzz target `dialect_file`: see `common::dialect_file` (shared with `tests/fuzz_regressions.rs`).
+//! Fuzz target `dialect_file`: see `common::dialect_file` (shared with `tests/core/fuzz_regressions.rs`).
 #![no_main]
 
 #[allow(dead_code)]

@@ -1,4 +1,4 @@
-//! Fuzz target `matcher_tokens`: see `common::matcher_tokens` (shared with `tests/fuzz_regressions.rs`).
+//! Fuzz target `matcher_tokens`: see `common::matcher_tokens` (shared with `tests/core/fuzz_regressions.rs`).
 #![no_main]
 
 #[allow(dead_code)]

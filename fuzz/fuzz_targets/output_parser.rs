@@ -1,4 +1,4 @@
-//! Fuzz target `output_parser`: see `common::output_parser` (shared with `tests/fuzz_regressions.rs`).
+//! Fuzz target `output_parser`: see `common::output_parser` (shared with `tests/core/fuzz_regressions.rs`).
 #![no_main]
 
 #[allow(dead_code)]

@@ -1,4 +1,4 @@
-//! Fuzz target `schema_compile`: see `common::schema_compile` (shared with `tests/fuzz_regressions.rs`).
+//! Fuzz target `schema_compile`: see `common::schema_compile` (shared with `tests/core/fuzz_regressions.rs`).
 #![no_main]
 
 #[allow(dead_code)]

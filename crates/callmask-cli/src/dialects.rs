@@ -30,6 +30,15 @@ pub(crate) fn dialect_help() -> String {
     )
 }
 
+/// `callmask prompt --dialect` help: the built-in names, from the dialect table.
+pub(crate) fn prompt_dialect_help() -> String {
+    format!(
+        "Dialect whose built-in prompt template to render: one of the {} built-in ones ({})",
+        Dialect::table().len(),
+        Dialect::builtin_names().join(", ")
+    )
+}
+
 /// The Markdown table of the built-in dialects (one row each, in the table's order).
 pub(crate) fn markdown() -> String {
     let mut out = String::from(

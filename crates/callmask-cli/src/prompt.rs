@@ -5,8 +5,8 @@ use crate::*;
 /// Arguments of `callmask prompt`.
 #[derive(Debug, Args)]
 pub(crate) struct PromptArgs {
-    /// Dialect whose built-in prompt template to render.
-    #[arg(long, value_name = "D", required_unless_present = "template")]
+    /// Dialect whose built-in prompt template to render (the help lists the built-in names).
+    #[arg(long, value_name = "D", required_unless_present = "template", help = crate::dialects::prompt_dialect_help())]
     pub(crate) dialect: Option<String>,
     /// A minijinja template file to render instead of the dialect's.
     #[arg(long, value_name = "FILE")]

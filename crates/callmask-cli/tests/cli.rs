@@ -1,8 +1,7 @@
 //! The `callmask` binary as scripts use it: exit codes 0 (accepted / all valid), 1 (rejected /
 //! violation), 2 (bad input or usage), the reported byte offsets, and reproducible fuzzing.
 
-#[path = "../../callmask/tests/common/mod.rs"]
-mod common;
+use callmask_testkit as testkit;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -53,7 +52,7 @@ fn show(out: &Output) -> String {
 }
 
 fn tokenizer() -> String {
-    common::llama_tokenizer().to_string_lossy().into_owned()
+    testkit::llama_tokenizer().to_string_lossy().into_owned()
 }
 
 /// `check --schema S --tokenizer llama` on `text`.
@@ -387,8 +386,8 @@ fn fuzz_tokens_replay_through_check() {
 #[cfg(feature = "llama")]
 #[test]
 fn check_with_a_gguf_vocabulary() {
-    let gguf = common::require(
-        common::cache_dir()
+    let gguf = testkit::require(
+        testkit::cache_dir()
             .join("gemma-1.0.0")
             .join("gemma-3-270m-q4_k_m.gguf"),
         "the Gemma 3 270M GGUF",
@@ -429,7 +428,7 @@ fn dialect_args(d: &str) -> Vec<String> {
 /// parsed and its arguments validated with the jsonschema crate by the binary; zero violations.
 #[test]
 fn fuzz_every_dialect_with_validation() {
-    let gemma = common::gemma_gguf().to_string_lossy().into_owned();
+    let gemma = testkit::gemma_gguf().to_string_lossy().into_owned();
     // How each dialect gets to its calls: forced by tool_choice, or by a prefix when free text
     // comes first (a uniform walk over 128k tokens rarely writes a marker by chance).
     let plans: [(&str, &[&str]); 6] = [
@@ -603,31 +602,7 @@ fn dialect_check_parse_and_prompt() {
 #[test]
 fn fuzz_accept_reports_what_the_grammar_rejects() {
     let calls = format!("{EXAMPLES}/calls/mixed.jsonl");
-    // The dialects shipped before the dialect table; the families of issue 27 run their writers
-    // on their own vocabularies in the core's `dialect_cases.rs`.
-    let before_the_table = [
-        "empower",
-        "functools",
-        "pythonic",
-        "inline",
-        "hermes",
-        "llama31_json",
-        "qwen3",
-        "llama31",
-        "llama4",
-        "mistral",
-        "qwen3_coder",
-        "qwen35",
-        "deepseek_r1",
-        "deepseek_v31",
-        "kimi_k2",
-        "glm45",
-        "minimax_m2",
-        "gpt_oss",
-        "command_r7b",
-        "functionary_v32",
-        "granite",
-    ];
+    let before_the_table = testkit::DIALECTS_BEFORE_THE_TABLE;
     for &d in callmask::prompt::BUILTIN_DIALECTS
         .iter()
         .filter(|d| before_the_table.contains(d))
@@ -641,10 +616,10 @@ fn fuzz_accept_reports_what_the_grammar_rejects() {
         args.extend(dialect_args(d));
         // gpt-oss needs its own special tokens (<|channel|>, ...).
         let vocab = if d == "gpt_oss" {
-            common::require(
-                common::cache_dir().join(format!(
+            testkit::require(
+                testkit::cache_dir().join(format!(
                     "tokenizers/gptoss-{}/tokenizer.json",
-                    common::LLAMA_VERSION
+                    testkit::LLAMA_VERSION
                 )),
                 "the gpt-oss tokenizer",
                 "tokenizers",
@@ -861,6 +836,32 @@ fn readme_lists_the_dialect_table() {
     let help = String::from_utf8_lossy(&help.stdout);
     for n in names.lines() {
         assert!(help.contains(n), "--dialect's help misses {n}");
+    }
+}
+
+/// The `--dialect` help of every subcommand that takes it lists every built-in dialect (the
+/// names come from the dialect table, never from a list written by hand).
+#[test]
+fn every_dialect_flag_lists_every_builtin_dialect() {
+    let names = run(&["dialects", "--names"], "");
+    let names = String::from_utf8_lossy(&names.stdout).into_owned();
+    assert!(names.lines().count() > 20, "too few dialects:\n{names}");
+    for sub in ["check", "parse", "fuzz", "generate", "bench", "prompt"] {
+        let help = run(&[sub, "--help"], "");
+        assert!(help.status.success(), "{sub} --help failed");
+        let help = String::from_utf8_lossy(&help.stdout);
+        let missing: Vec<&str> = names
+            .lines()
+            .filter(|n| {
+                !help
+                    .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .any(|w| w == *n)
+            })
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "`callmask {sub} --help` misses the dialects {missing:?}"
+        );
     }
 }
 

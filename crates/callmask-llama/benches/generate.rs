@@ -1,5 +1,5 @@
 //! End to end on the default model (Gemma 3 270M Q4_K_M, CPU, greedy): for each seed dialect and
-//! the 20 prompts of `tests/common/e2e.rs`, one sequence at a time, constrained and
+//! the 20 prompts of `callmask_testkit::e2e`, one sequence at a time, constrained and
 //! unconstrained: the share of outputs that parse and whose calls validate (`jsonschema`), and
 //! tokens per second after the prompt.
 //!
@@ -10,10 +10,8 @@
 //! `CALLMASK_E2E_MAX_TOKENS` (default 160) bounds each output; an unconstrained output that
 //! reaches it without a parseable answer counts as invalid.
 
-#[path = "../tests/e2e.rs"]
-mod e2e;
+use callmask_testkit::e2e;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use callmask::{Dialect, TokenAutomaton};
@@ -23,11 +21,7 @@ fn main() {
     if std::env::args().any(|a| a == "--list" || a == "--test") {
         return;
     }
-    let cache = match std::env::var_os("CALLMASK_CACHE") {
-        Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache"),
-    };
-    let model = cache.join("gemma-1.0.0/gemma-3-270m-q4_k_m.gguf");
+    let model = callmask_testkit::gemma_gguf();
     let n: usize = std::env::var("CALLMASK_E2E_PROMPTS")
         .ok()
         .and_then(|v| v.parse().ok())

@@ -29,6 +29,13 @@
 
 mod gguf;
 
+/// The workspace README's Rust examples, compiled as this crate's doctests (this crate sees
+/// both `callmask` and `callmask_llama`, which the README uses), so that the README cannot
+/// drift from the API: `cargo test -p callmask-llama --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
+
 pub use gguf::{llama_backend, vocab_from_llama_vocab};
 
 use callmask::{Error, Matcher, Result, TokenAutomaton, TokenId, TokenMask, Vocab};

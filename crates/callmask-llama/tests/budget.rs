@@ -15,11 +15,8 @@
 //! budget alone). `CALLMASK_BUDGET_E2E_PROMPTS` (default 1, at most 4) sets how many prompts
 //! run; `scripts/budget-e2e.sh` runs all of them.
 
-#[path = "../../callmask/tests/common/mod.rs"]
-mod common;
-mod e2e;
-
-use e2e::{render, tools, validate, DIALECTS};
+use callmask_testkit as testkit;
+use callmask_testkit::e2e::{render, tools, validate, DIALECTS};
 
 use callmask::{Dialect, DialectOptions, TokenAutomaton, ToolChoice};
 use callmask_llama::{Engine, SamplingParams};
@@ -55,7 +52,7 @@ fn every_generation_ends_with_a_valid_call_within_the_budget() {
     let threads = std::env::var("CALLMASK_THREADS")
         .ok()
         .and_then(|s| s.parse().ok());
-    let engine = Engine::load(common::gemma_gguf(), threads).expect("loading Gemma");
+    let engine = Engine::load(testkit::gemma_gguf(), threads).expect("loading Gemma");
     let tools = tools("travel.json");
     let (mut runs, mut ok, mut tokens, mut steered, mut secs) = (0, 0, 0u64, 0u64, 0.0);
     let mut failures = Vec::new();

@@ -4,11 +4,8 @@
 //! parse and every call's arguments validate with the `jsonschema` crate. Also: a batch of
 //! sequences decoded together gives what decoding them one by one gives.
 
-#[path = "../../callmask/tests/common/mod.rs"]
-mod common;
-mod e2e;
-
-use e2e::{options, render, tools, validate, DIALECTS, PROMPTS};
+use callmask_testkit as testkit;
+use callmask_testkit::e2e::{options, render, tools, validate, DIALECTS, PROMPTS};
 
 use std::sync::OnceLock;
 
@@ -17,7 +14,7 @@ use callmask_llama::{Engine, Generation, SamplingParams};
 
 fn engine() -> &'static Engine {
     static E: OnceLock<Engine> = OnceLock::new();
-    E.get_or_init(|| Engine::load(common::gemma_gguf(), None).expect("loading Gemma"))
+    E.get_or_init(|| Engine::load(testkit::gemma_gguf(), None).expect("loading Gemma"))
 }
 
 /// Generates every prompt of `dialect` (one batch per tool set).

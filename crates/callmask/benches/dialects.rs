@@ -18,10 +18,7 @@
 //! on a freshly compiled grammar). Environment: `CALLMASK_CACHE` (data cache),
 //! `CALLMASK_BENCH_REPS` (warm passes, default 20), `CALLMASK_BENCH_COLD` (cold trials, default 5).
 
-#[path = "common/mod.rs"]
-mod common;
-#[path = "../tests/common/writer.rs"]
-mod writer;
+use callmask_testkit::writer;
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -31,18 +28,11 @@ use callmask::{
     CompileOptions, Dialect, DialectOptions, Grammar, TokenAutomaton, TokenId, TokenMask, Tools,
     Vocab,
 };
-use common::{cache_dir, env_usize, tool_set};
+use callmask_testkit::bench::{cache_dir, env_usize, tool_set};
 use criterion::{BenchmarkId, Criterion, Throughput};
 use serde_json::json;
 
-const DIALECTS: [&str; 6] = [
-    "empower",
-    "functools",
-    "pythonic",
-    "inline",
-    "hermes",
-    "llama31_json",
-];
+use callmask_testkit::ORIGINAL_DIALECTS as DIALECTS;
 const SIZES: [usize; 3] = [1, 5, 50];
 
 /// The output each dialect is measured on: two calls (one for Llama 3.1 JSON).

@@ -73,10 +73,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-#[path = "common/mod.rs"]
-mod common;
-
-use common::*;
+use callmask_testkit::bench::*;
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput};
 use serde_json::{json, Value};
 

@@ -11,11 +11,11 @@
 //! Workloads:
 //! - `tools_N` (N = 1, 5, 20, 100; the sets are stored in `benches/tools/tools_N.json`): the JSON
 //!   Schema of a functools-style call list (`[{"name": F, "arguments": {...}}, ...]`,
-//!   [`common::call_list_schema`]), run by every engine; the output is one or two calls in
+//!   [`callmask_testkit::bench::call_list_schema`]), run by every engine; the output is one or two calls in
 //!   `json.dumps` layout.
 //! - `tools_N/DIALECT` (functools, pythonic, empower, inline): callmask's real dialects on the same
 //!   tool set, for information (no peer has them); the output is written as the dialect's model
-//!   writes it (`tests/common/writer.rs`), special tokens as special tokens.
+//!   writes it (`callmask_testkit::writer`), special tokens as special tokens.
 //! - `tools_N/FORMAT/CHOICE` (FORMAT = hermes, llama31_json; CHOICE = auto, required): a
 //!   tool-calling format every engine can express, on the same tools and output: callmask's
 //!   dialect with that `tool_choice`; llguidance's Lark grammar ([`llg::lark_for`]: the call as
@@ -71,10 +71,7 @@
 //! default `tools_5,tools_5/hermes/auto`), `CALLMASK_BENCH_BATCH` (sizes, `1,8,64`),
 //! `CALLMASK_BENCH_THREADS` (rayon pool, 2), `CALLMASK_BENCH_BATCH_STEPS` (64).
 
-#[path = "common/mod.rs"]
-mod common;
-#[path = "../tests/common/writer.rs"]
-mod writer;
+use callmask_testkit::writer;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::BTreeMap;
@@ -89,7 +86,7 @@ use callmask::{
     Vocab,
 };
 use callmask_llama::GgufVocab;
-use common::*;
+use callmask_testkit::bench::*;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 

@@ -367,6 +367,14 @@ pub(crate) fn is_ws(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | b'\r')
 }
 
+/// `stack` with its top frame replaced by `top`.
+fn with_top(stack: &[Frame], top: Frame) -> Stack {
+    let mut s = stack.to_vec();
+    let n = s.len();
+    s[n - 1] = top;
+    s
+}
+
 /// Whitespace allowed between tokens of a container with this spelling.
 #[inline]
 fn is_gap_ws(b: u8, syntax: &Syntax) -> bool {
@@ -580,16 +588,11 @@ impl GrammarInner {
 
     /// The top frame takes `sym` itself (possibly pushing a child value).
     fn consume(&self, stack: &[Frame], sym: Sym, out: &mut Vec<Stack>) {
-        let n = stack.len();
-        let replace = |f: Frame| -> Stack {
-            let mut s = stack.to_vec();
-            s[n - 1] = f;
-            s
-        };
+        let replace = |f: Frame| with_top(stack, f);
         // Only dialect-level frames (root, sequences, repetitions, captures) take special tokens.
         let byte = if sym < SPECIAL { sym as u8 } else { 0 };
         let is_byte = sym < SPECIAL;
-        match &stack[n - 1] {
+        match &stack[stack.len() - 1] {
             Frame::Lex { lex, state } => {
                 if !is_byte {
                     return;
@@ -602,30 +605,7 @@ impl GrammarInner {
                     }));
                 }
             }
-            Frame::Root { phase, ws } => match phase {
-                // Whitespace around a JSON Schema grammar's value, up to the limit (none before
-                // a value that cannot exist: an empty grammar admits no byte at all).
-                RootPhase::Before | RootPhase::After
-                    if is_byte
-                        && self.root_ws
-                        && is_ws(byte)
-                        && !(*phase == RootPhase::Before
-                            && matches!(self.nodes[self.root as usize], Node::Never)) =>
-                {
-                    if let Some(ws) = self.gap_ws(*ws, byte, None, 0) {
-                        out.push(replace(Frame::Root { phase: *phase, ws }));
-                    }
-                }
-                RootPhase::Before if is_byte && self.root_ws && is_ws(byte) => {}
-                RootPhase::Before => {
-                    let s = replace(Frame::Root {
-                        phase: RootPhase::InValue,
-                        ws: 0,
-                    });
-                    self.start_value(s, self.root, sym, out);
-                }
-                _ => {}
-            },
+            Frame::Root { .. } => self.consume_root(stack, sym, out),
             Frame::Seq { node, idx } => {
                 for (j, &e) in self.seq(*node).iter().enumerate().skip(*idx as usize) {
                     let s = replace(Frame::Seq {
@@ -657,196 +637,240 @@ impl GrammarInner {
             }
             Frame::Cap { done: true, .. } | Frame::Done => {}
             _ if !is_byte => {}
-            Frame::Obj {
-                node,
-                phase,
-                seen,
-                ws,
-            } => {
-                let node = *node;
-                let o = self.object(node);
-                let syn = &o.syntax;
-                let frame = |phase: ObjPhase, seen: &Seen, ws: u16| Frame::Obj {
-                    node,
-                    phase,
-                    seen: seen.clone(),
-                    ws,
-                };
-                let gap = matches!(
-                    phase,
-                    ObjPhase::AfterOpen
-                        | ObjPhase::AfterComma
-                        | ObjPhase::AfterKey(_)
-                        | ObjPhase::AfterColon(_)
-                        | ObjPhase::AfterValue
-                );
-                if gap && is_gap_ws(byte, syn) {
-                    let depth = usize::from(self.depth[node as usize]);
-                    if let Some(ws) = self.gap_ws(*ws, byte, Some(syn), depth) {
-                        out.push(replace(frame(*phase, seen, ws)));
-                    }
-                    return;
-                }
-                match *phase {
-                    ObjPhase::AfterOpen | ObjPhase::AfterComma => {
-                        if byte == syn.close {
-                            if *phase == ObjPhase::AfterOpen && can_close(o, seen) {
-                                out.push(replace(frame(ObjPhase::Done, seen, 0)));
-                            }
-                        } else if let Some((p, seen)) =
-                            self.key_step(o, seen, 0, self.extra_start(o), byte)
-                        {
-                            out.push(replace(frame(p, &seen, 0)));
-                        }
-                    }
-                    ObjPhase::InKey { trie, extra } => {
-                        if let Some((p, seen)) = self.key_step(o, seen, trie, extra, byte) {
-                            out.push(replace(frame(p, &seen, 0)));
-                        }
-                    }
-                    ObjPhase::AfterKey(k) => {
-                        if Some(byte) == syn.colon {
-                            out.push(replace(frame(ObjPhase::AfterColon(k), seen, 0)));
-                        }
-                    }
-                    ObjPhase::AfterColon(k) => {
-                        let child = if is_extra(k) {
-                            match extra_value(o, k) {
-                                Some(v) => v,
-                                None => return,
-                            }
-                        } else {
-                            o.values[k as usize]
-                        };
-                        let s = replace(frame(ObjPhase::InValue, seen, 0));
-                        self.start_value(s, child, sym, out);
-                    }
-                    ObjPhase::AfterValue => {
-                        if byte == b','
-                            && self.any_key_left(o, seen)
-                            && (o.max_props == u32::MAX || seen.count_keys(o) < o.max_props)
-                        {
-                            out.push(replace(frame(ObjPhase::AfterComma, seen, 0)));
-                        } else if byte == syn.close && can_close(o, seen) {
-                            out.push(replace(frame(ObjPhase::Done, seen, 0)));
-                        }
-                    }
-                    ObjPhase::InValue | ObjPhase::Done => {}
+            Frame::Obj { .. } => self.consume_object(stack, byte, sym, out),
+            Frame::Arr { .. } => self.consume_array(stack, byte, sym, out),
+        }
+    }
+
+    /// A root frame takes `sym`: white space around a JSON Schema grammar's value, or the value.
+    fn consume_root(&self, stack: &[Frame], sym: Sym, out: &mut Vec<Stack>) {
+        let replace = |f: Frame| with_top(stack, f);
+        let byte = if sym < SPECIAL { sym as u8 } else { 0 };
+        let is_byte = sym < SPECIAL;
+        let Frame::Root { phase, ws } = &stack[stack.len() - 1] else {
+            return;
+        };
+        match phase {
+            // Whitespace around a JSON Schema grammar's value, up to the limit (none before
+            // a value that cannot exist: an empty grammar admits no byte at all).
+            RootPhase::Before | RootPhase::After
+                if is_byte
+                    && self.root_ws
+                    && is_ws(byte)
+                    && !(*phase == RootPhase::Before
+                        && matches!(self.nodes[self.root as usize], Node::Never)) =>
+            {
+                if let Some(ws) = self.gap_ws(*ws, byte, None, 0) {
+                    out.push(replace(Frame::Root { phase: *phase, ws }));
                 }
             }
-            Frame::Arr {
-                node,
-                phase,
-                count,
-                matched,
-                strings,
-                ws,
-            } => {
-                let (node, count, matched) = (*node, *count, *matched);
-                let a = self.array(node);
-                let frame = |phase: ArrPhase, count: u32, ws: u16| Frame::Arr {
-                    node,
-                    phase,
-                    count,
-                    matched,
-                    strings: strings.clone(),
-                    ws,
-                };
-                let gap = matches!(
-                    phase,
-                    ArrPhase::AfterOpen | ArrPhase::AfterValue | ArrPhase::AfterComma
-                );
-                if gap && is_gap_ws(byte, &a.syntax) {
-                    let depth = usize::from(self.depth[node as usize]);
-                    if let Some(ws) = self.gap_ws(*ws, byte, Some(&a.syntax), depth) {
-                        out.push(replace(frame(*phase, count, ws)));
+            RootPhase::Before if is_byte && self.root_ws && is_ws(byte) => {}
+            RootPhase::Before => {
+                let s = replace(Frame::Root {
+                    phase: RootPhase::InValue,
+                    ws: 0,
+                });
+                self.start_value(s, self.root, sym, out);
+            }
+            _ => {}
+        }
+    }
+
+    /// An object frame takes `byte`: white space in a gap, a key's bytes, a colon, a comma, the
+    /// close, or the start of a value.
+    fn consume_object(&self, stack: &[Frame], byte: u8, sym: Sym, out: &mut Vec<Stack>) {
+        let replace = |f: Frame| with_top(stack, f);
+        let Frame::Obj {
+            node,
+            phase,
+            seen,
+            ws,
+        } = &stack[stack.len() - 1]
+        else {
+            return;
+        };
+        let node = *node;
+        let o = self.object(node);
+        let syn = &o.syntax;
+        let frame = |phase: ObjPhase, seen: &Seen, ws: u16| Frame::Obj {
+            node,
+            phase,
+            seen: seen.clone(),
+            ws,
+        };
+        let gap = matches!(
+            phase,
+            ObjPhase::AfterOpen
+                | ObjPhase::AfterComma
+                | ObjPhase::AfterKey(_)
+                | ObjPhase::AfterColon(_)
+                | ObjPhase::AfterValue
+        );
+        if gap && is_gap_ws(byte, syn) {
+            let depth = usize::from(self.depth[node as usize]);
+            if let Some(ws) = self.gap_ws(*ws, byte, Some(syn), depth) {
+                out.push(replace(frame(*phase, seen, ws)));
+            }
+            return;
+        }
+        match *phase {
+            ObjPhase::AfterOpen | ObjPhase::AfterComma => {
+                if byte == syn.close {
+                    if *phase == ObjPhase::AfterOpen && can_close(o, seen) {
+                        out.push(replace(frame(ObjPhase::Done, seen, 0)));
                     }
-                    return;
-                }
-                match phase {
-                    ArrPhase::AfterOpen | ArrPhase::AfterComma => {
-                        if byte == a.syntax.close {
-                            if *phase == ArrPhase::AfterOpen
-                                && a.min_items == 0
-                                && contains_ok(a, matched)
-                            {
-                                out.push(replace(frame(ArrPhase::Done, count, 0)));
-                            }
-                        } else if let Some(item) = a.item(count) {
-                            match &a.contains {
-                                None if !a.unique_strings.is_empty() => {
-                                    for &lex in &a.unique_strings {
-                                        let start = self.lexemes[lex as usize].start();
-                                        if let Some(f) = self.string_item_step(
-                                            node, count, strings, lex, start, byte,
-                                        ) {
-                                            out.push(replace(f));
-                                        }
-                                    }
-                                }
-                                None if !a.unique.is_empty() => {
-                                    // uniqueItems: only the values not used yet.
-                                    for (i, &v) in a.unique.iter().enumerate() {
-                                        if matched >> i & 1 == 0 {
-                                            let s = replace(Frame::Arr {
-                                                node,
-                                                phase: ArrPhase::InValue,
-                                                count,
-                                                matched: matched | 1 << i,
-                                                strings: None,
-                                                ws: 0,
-                                            });
-                                            self.start_value(s, v, sym, out);
-                                        }
-                                    }
-                                }
-                                None => {
-                                    let s = replace(frame(ArrPhase::InValue, count, 0));
-                                    self.start_value(s, item, sym, out);
-                                }
-                                Some(c) => {
-                                    let (m, n) = self.item_kinds(a, count, matched);
-                                    if m {
-                                        let s = replace(frame(ArrPhase::InMatch, count, 0));
-                                        self.start_value(s, c.matched, sym, out);
-                                    }
-                                    if n {
-                                        let s = replace(frame(ArrPhase::InValue, count, 0));
-                                        self.start_value(s, c.other, sym, out);
-                                    }
-                                }
-                            }
-                        }
-                    }
-                    ArrPhase::AfterValue => {
-                        if byte == b','
-                            && a.item(count).is_some()
-                            && (a.unique.is_empty()
-                                || (matched.count_ones() as usize) < a.unique.len())
-                            && self.any_string_left(a, strings)
-                            && (a.contains.is_none() || {
-                                let (m, n) = self.item_kinds(a, count, matched);
-                                m || n
-                            })
-                        {
-                            out.push(replace(frame(ArrPhase::AfterComma, count, 0)));
-                        } else if byte == a.syntax.close
-                            && count >= a.min_items
-                            && contains_ok(a, matched)
-                        {
-                            out.push(replace(frame(ArrPhase::Done, count, 0)));
-                        }
-                    }
-                    ArrPhase::InString { lex, state } => {
-                        if let Some(f) =
-                            self.string_item_step(node, count, strings, *lex, *state, byte)
-                        {
-                            out.push(replace(f));
-                        }
-                    }
-                    ArrPhase::InValue | ArrPhase::InMatch | ArrPhase::Done => {}
+                } else if let Some((p, seen)) = self.key_step(o, seen, 0, self.extra_start(o), byte)
+                {
+                    out.push(replace(frame(p, &seen, 0)));
                 }
             }
+            ObjPhase::InKey { trie, extra } => {
+                if let Some((p, seen)) = self.key_step(o, seen, trie, extra, byte) {
+                    out.push(replace(frame(p, &seen, 0)));
+                }
+            }
+            ObjPhase::AfterKey(k) => {
+                if Some(byte) == syn.colon {
+                    out.push(replace(frame(ObjPhase::AfterColon(k), seen, 0)));
+                }
+            }
+            ObjPhase::AfterColon(k) => {
+                let child = if is_extra(k) {
+                    match extra_value(o, k) {
+                        Some(v) => v,
+                        None => return,
+                    }
+                } else {
+                    o.values[k as usize]
+                };
+                let s = replace(frame(ObjPhase::InValue, seen, 0));
+                self.start_value(s, child, sym, out);
+            }
+            ObjPhase::AfterValue => {
+                if byte == b','
+                    && self.any_key_left(o, seen)
+                    && (o.max_props == u32::MAX || seen.count_keys(o) < o.max_props)
+                {
+                    out.push(replace(frame(ObjPhase::AfterComma, seen, 0)));
+                } else if byte == syn.close && can_close(o, seen) {
+                    out.push(replace(frame(ObjPhase::Done, seen, 0)));
+                }
+            }
+            ObjPhase::InValue | ObjPhase::Done => {}
+        }
+    }
+
+    /// An array frame takes `byte`: white space in a gap, a comma, the close, a unique string
+    /// item's bytes, or the start of an item.
+    fn consume_array(&self, stack: &[Frame], byte: u8, sym: Sym, out: &mut Vec<Stack>) {
+        let replace = |f: Frame| with_top(stack, f);
+        let Frame::Arr {
+            node,
+            phase,
+            count,
+            matched,
+            strings,
+            ws,
+        } = &stack[stack.len() - 1]
+        else {
+            return;
+        };
+        let (node, count, matched) = (*node, *count, *matched);
+        let a = self.array(node);
+        let frame = |phase: ArrPhase, count: u32, ws: u16| Frame::Arr {
+            node,
+            phase,
+            count,
+            matched,
+            strings: strings.clone(),
+            ws,
+        };
+        let gap = matches!(
+            phase,
+            ArrPhase::AfterOpen | ArrPhase::AfterValue | ArrPhase::AfterComma
+        );
+        if gap && is_gap_ws(byte, &a.syntax) {
+            let depth = usize::from(self.depth[node as usize]);
+            if let Some(ws) = self.gap_ws(*ws, byte, Some(&a.syntax), depth) {
+                out.push(replace(frame(*phase, count, ws)));
+            }
+            return;
+        }
+        match phase {
+            ArrPhase::AfterOpen | ArrPhase::AfterComma => {
+                if byte == a.syntax.close {
+                    if *phase == ArrPhase::AfterOpen && a.min_items == 0 && contains_ok(a, matched)
+                    {
+                        out.push(replace(frame(ArrPhase::Done, count, 0)));
+                    }
+                } else if let Some(item) = a.item(count) {
+                    match &a.contains {
+                        None if !a.unique_strings.is_empty() => {
+                            for &lex in &a.unique_strings {
+                                let start = self.lexemes[lex as usize].start();
+                                if let Some(f) =
+                                    self.string_item_step(node, count, strings, lex, start, byte)
+                                {
+                                    out.push(replace(f));
+                                }
+                            }
+                        }
+                        None if !a.unique.is_empty() => {
+                            // uniqueItems: only the values not used yet.
+                            for (i, &v) in a.unique.iter().enumerate() {
+                                if matched >> i & 1 == 0 {
+                                    let s = replace(Frame::Arr {
+                                        node,
+                                        phase: ArrPhase::InValue,
+                                        count,
+                                        matched: matched | 1 << i,
+                                        strings: None,
+                                        ws: 0,
+                                    });
+                                    self.start_value(s, v, sym, out);
+                                }
+                            }
+                        }
+                        None => {
+                            let s = replace(frame(ArrPhase::InValue, count, 0));
+                            self.start_value(s, item, sym, out);
+                        }
+                        Some(c) => {
+                            let (m, n) = self.item_kinds(a, count, matched);
+                            if m {
+                                let s = replace(frame(ArrPhase::InMatch, count, 0));
+                                self.start_value(s, c.matched, sym, out);
+                            }
+                            if n {
+                                let s = replace(frame(ArrPhase::InValue, count, 0));
+                                self.start_value(s, c.other, sym, out);
+                            }
+                        }
+                    }
+                }
+            }
+            ArrPhase::AfterValue => {
+                if byte == b','
+                    && a.item(count).is_some()
+                    && (a.unique.is_empty() || (matched.count_ones() as usize) < a.unique.len())
+                    && self.any_string_left(a, strings)
+                    && (a.contains.is_none() || {
+                        let (m, n) = self.item_kinds(a, count, matched);
+                        m || n
+                    })
+                {
+                    out.push(replace(frame(ArrPhase::AfterComma, count, 0)));
+                } else if byte == a.syntax.close && count >= a.min_items && contains_ok(a, matched)
+                {
+                    out.push(replace(frame(ArrPhase::Done, count, 0)));
+                }
+            }
+            ArrPhase::InString { lex, state } => {
+                if let Some(f) = self.string_item_step(node, count, strings, *lex, *state, byte) {
+                    out.push(replace(f));
+                }
+            }
+            ArrPhase::InValue | ArrPhase::InMatch | ArrPhase::Done => {}
         }
     }
 

@@ -149,6 +149,87 @@ fn output_seed(seed: u64, index: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// One output being drawn: the random source, the matcher and its mask, the sample so far,
+/// and the positions this output and earlier ones reached (coverage strategy).
+struct Walk<'a> {
+    rng: StdRng,
+    m: Matcher,
+    mask: TokenMask,
+    s: Sample,
+    local: HashSet<u64>,
+    visited: &'a HashSet<u64>,
+}
+
+/// Draws random allowed tokens: from the filled mask, or (under a budget, before it is filled)
+/// by asking the matcher.
+struct Picker {
+    /// The vocabulary's size.
+    n: TokenId,
+    /// Random ids tried before giving up (or counting the mask).
+    tries: usize,
+    /// Whether the mask is filled for this position.
+    filled: bool,
+}
+
+impl Picker {
+    /// Whether `t` is allowed.
+    fn allowed(&self, m: &Matcher, mask: &TokenMask, t: TokenId) -> bool {
+        if self.filled {
+            mask.is_allowed(t)
+        } else {
+            m.is_allowed(t)
+        }
+    }
+
+    /// A random allowed token: a few random ids, then (with a filled mask) one drawn from the
+    /// mask's count.
+    fn pick(&self, rng: &mut StdRng, m: &Matcher, mask: &TokenMask) -> Option<TokenId> {
+        for _ in 0..self.tries {
+            let t = rng.random_range(0..self.n);
+            if self.allowed(m, mask, t) {
+                return Some(t);
+            }
+        }
+        if !self.filled {
+            return None;
+        }
+        match mask.count() {
+            0 => None,
+            count => mask.iter().nth(rng.random_range(0..count)),
+        }
+    }
+}
+
+/// A sample with nothing drawn yet.
+fn empty_sample(index: u64) -> Sample {
+    Sample {
+        index,
+        tokens: Vec::new(),
+        eos: None,
+        steered: 0,
+        text: Vec::new(),
+        budget: None,
+        budget_steered: 0,
+        outcome: Outcome::Valid,
+        checked: None,
+        seen: Vec::new(),
+    }
+}
+
+/// Under a budget, a valid output must have ended within it.
+fn check_budget_end(m: &Matcher, s: &mut Sample) {
+    if let (Some(b), Outcome::Valid) = (s.budget, &s.outcome) {
+        let used = s.tokens.len() + usize::from(s.eos.is_some());
+        if used > b {
+            s.outcome = Outcome::Violation(format!("{used} tokens used, over the budget of {b}"));
+        } else if s.eos.is_none() && !m.is_finished() {
+            s.outcome = Outcome::Violation(format!(
+                "no end-of-generation token within the budget of {b} ({used} tokens)"
+            ));
+        }
+    }
+}
+
 fn hash_states(states: &[Stack]) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -195,50 +276,74 @@ impl Fuzzer {
     /// Draws output `index` (unchecked: its outcome is `Valid` unless the walk itself broke or
     /// ran out of tokens). `visited`: positions reached by earlier outputs (coverage strategy).
     pub fn draw(&self, index: u64, visited: &HashSet<u64>) -> Sample {
-        let o = &self.options;
-        let vocab = self.automaton.vocab();
-        let mut rng = StdRng::seed_from_u64(output_seed(o.seed, index));
-        let mut m = self.automaton.matcher();
-        let mut mask = TokenMask::new(vocab.len());
-        let mut s = Sample {
-            index,
-            tokens: Vec::new(),
-            eos: None,
-            steered: 0,
-            text: Vec::new(),
-            budget: None,
-            budget_steered: 0,
-            outcome: Outcome::Valid,
-            checked: None,
-            seen: Vec::new(),
+        let mut w = Walk {
+            rng: StdRng::seed_from_u64(output_seed(self.options.seed, index)),
+            m: self.automaton.matcher(),
+            mask: TokenMask::new(self.automaton.vocab().len()),
+            s: empty_sample(index),
+            local: HashSet::new(),
+            visited,
         };
-        let mut local: HashSet<u64> = HashSet::new();
+        if !self.start(&mut w) {
+            return w.s;
+        }
+        let (target, dive_at) = self.plan(&mut w.rng);
+        let mut walked = 0;
+        let ended = loop {
+            if dive_at == Some(walked) && !self.dive(&mut w) {
+                break true;
+            }
+            if self.out_of_tokens(&mut w.s) {
+                break true;
+            }
+            if walked >= target {
+                break false;
+            }
+            if !self.step(&mut w) {
+                break true;
+            }
+            walked += 1;
+        };
+        if !ended {
+            self.finish(&mut w.m, &mut w.mask, &mut w.rng, &mut w.s);
+        }
+        check_budget_end(&w.m, &mut w.s);
+        w.s.budget_steered = w.m.budget_steered();
+        w.s.text = self.automaton.vocab().decode(&w.s.tokens);
+        w.s
+    }
+
+    /// Feeds the prefix, then (with `budget_slack`) sets a random budget above the fewest
+    /// tokens to the end; false (a violation recorded) when the matcher refuses the budget.
+    fn start(&self, w: &mut Walk) -> bool {
+        let o = &self.options;
         for &t in &o.prefix {
             // Checked in `new`.
-            let _ = m.accept(t);
-            s.tokens.push(t);
+            let _ = w.m.accept(t);
+            w.s.tokens.push(t);
         }
         if let Some((lo, hi)) = o.budget_slack {
-            let slack = rng.random_range(lo..=hi.max(lo));
-            let need = m.min_tokens_to_end().unwrap_or(1);
+            let slack = w.rng.random_range(lo..=hi.max(lo));
+            let need = w.m.min_tokens_to_end().unwrap_or(1);
             let b = need.saturating_add(slack);
-            if let Err(e) = m.set_token_budget(Some(b)) {
-                s.outcome = Outcome::Violation(format!("budget {b} refused: {e}"));
-                return s;
+            if let Err(e) = w.m.set_token_budget(Some(b)) {
+                w.s.outcome = Outcome::Violation(format!("budget {b} refused: {e}"));
+                return false;
             }
-            s.budget = Some(b);
+            w.s.budget = Some(b);
         }
+        true
+    }
+
+    /// How many tokens the random walk takes before the output is finished (unbounded under a
+    /// budget), and after how many it dives into a call (if it does).
+    fn plan(&self, rng: &mut StdRng) -> (usize, Option<usize>) {
+        let o = &self.options;
         let target = if o.walk_tokens == 0 || o.budget_slack.is_some() {
             usize::MAX
         } else {
             rng.random_range(0..=2 * o.walk_tokens)
         };
-        let bias = if o.end_bias.is_finite() {
-            o.end_bias.clamp(0.0, 1.0)
-        } else {
-            0.0
-        };
-        let mut walked = 0;
         let dive_at = match o.dive {
             p if !self.dives.is_empty() && p > 0.0 && rng.random_bool(p.min(1.0)) => {
                 // At once half of the time: in dialects where text excludes calls, that is the
@@ -251,165 +356,161 @@ impl Fuzzer {
             }
             _ => None,
         };
-        let ended = loop {
-            if dive_at == Some(walked) {
-                let d = &self.dives[rng.random_range(0..self.dives.len())];
-                let limit = o.max_tokens.saturating_sub(s.tokens.len());
-                let start = rng.random_range(0..self.symbol_tokens.len());
-                let usable = |sym: Sym| self.symbol_tokens[sym as usize].is_some();
-                let c = &self.completer;
-                if let Some(syms) = c.steer(
-                    m.states(),
-                    usable,
-                    start,
-                    limit,
-                    |st| c.to_enter_any(d, st) == 0,
-                    |st| c.to_enter_any(d, st),
-                ) {
-                    if !self.feed(&mut m, &mut mask, &syms, &mut s) {
-                        break true;
-                    }
-                }
+        (target, dive_at)
+    }
+
+    /// Steers the walk into a random call; false (a violation recorded) when the mask or the
+    /// matcher refuses a steered token.
+    fn dive(&self, w: &mut Walk) -> bool {
+        let o = &self.options;
+        let d = &self.dives[w.rng.random_range(0..self.dives.len())];
+        let limit = o.max_tokens.saturating_sub(w.s.tokens.len());
+        let start = w.rng.random_range(0..self.symbol_tokens.len());
+        let usable = |sym: Sym| self.symbol_tokens[sym as usize].is_some();
+        let c = &self.completer;
+        match c.steer(
+            w.m.states(),
+            usable,
+            start,
+            limit,
+            |st| c.to_enter_any(d, st) == 0,
+            |st| c.to_enter_any(d, st),
+        ) {
+            Some(syms) => self.feed(&mut w.m, &mut w.mask, &syms, &mut w.s),
+            None => true,
+        }
+    }
+
+    /// Whether the walk has used its budget (a violation) or `max_tokens` (unfinished) without
+    /// an end.
+    fn out_of_tokens(&self, s: &mut Sample) -> bool {
+        if let Some(b) = s.budget {
+            if s.tokens.len() >= b {
+                s.outcome = Outcome::Violation(format!(
+                    "{} tokens and no end, over the budget of {b}",
+                    s.tokens.len()
+                ));
+                return true;
             }
-            if let Some(b) = s.budget {
-                if s.tokens.len() >= b {
-                    s.outcome = Outcome::Violation(format!(
-                        "{} tokens and no end, over the budget of {b}",
-                        s.tokens.len()
-                    ));
-                    break true;
-                }
-            } else if s.tokens.len() >= o.max_tokens {
-                s.outcome = Outcome::Unfinished;
-                break true;
-            }
-            if walked >= target {
-                break false;
-            }
-            // Under a budget the mask is filled only where random tries fail (sparse masks):
-            // `is_allowed` applies the same budget, and most positions have dense masks. That
-            // keeps budgeted walks fast enough to run at scale; the masks that are filled are
-            // still checked for dead ends.
-            let mut filled = o.budget_slack.is_none();
-            if filled {
-                m.fill_mask(&mut mask);
-            }
-            // Uniform among the allowed tokens: a few random ids first (most masks are dense or
-            // the walk would be short anyway), else an exact count.
-            let n = vocab.len() as TokenId;
-            let allowed = |m: &Matcher, mask: &TokenMask, filled: bool, t: TokenId| {
-                if filled {
-                    mask.is_allowed(t)
-                } else {
-                    m.is_allowed(t)
-                }
-            };
+        } else if s.tokens.len() >= self.options.max_tokens {
+            s.outcome = Outcome::Unfinished;
+            return true;
+        }
+        false
+    }
+
+    /// One token of the random walk, uniform among the allowed ones (or an end-of-generation
+    /// token, or a new position): true when it was taken and the walk goes on, false when the
+    /// output ended (an end token, a dead end, or a violation recorded).
+    fn step(&self, w: &mut Walk) -> bool {
+        // Under a budget the mask is filled only where random tries fail (sparse masks):
+        // `is_allowed` applies the same budget, and most positions have dense masks. That
+        // keeps budgeted walks fast enough to run at scale; the masks that are filled are
+        // still checked for dead ends.
+        let filled = self.options.budget_slack.is_none();
+        let mut p = Picker {
+            n: self.automaton.vocab().len() as TokenId,
             // More random tries before filling a mask under a budget: `is_allowed` costs
             // microseconds, a mask where the budget binds costs a walk of the vocabulary.
-            let tries = if filled { 8 } else { 64 };
-            let pick = |rng: &mut StdRng, m: &Matcher, mask: &TokenMask, filled: bool| {
-                for _ in 0..tries {
-                    let t = rng.random_range(0..n);
-                    if allowed(m, mask, filled, t) {
-                        return Some(t);
-                    }
-                }
-                if !filled {
-                    return None;
-                }
-                match mask.count() {
-                    0 => None,
-                    count => mask.iter().nth(rng.random_range(0..count)),
-                }
-            };
-            let mut first = pick(&mut rng, &m, &mask, filled);
-            if first.is_none() && !filled {
-                m.fill_mask(&mut mask);
-                filled = true;
-                first = match mask.count() {
-                    0 => None,
-                    count => mask.iter().nth(rng.random_range(0..count)),
-                };
-            }
-            let Some(first) = first else {
-                // Nothing may follow: finished if the output may end here.
-                if !m.can_end() {
-                    s.outcome = Outcome::Violation(
-                        "dead end: no token is allowed, yet the output may not end here".into(),
-                    );
-                }
-                break true;
-            };
-            let eos = vocab
-                .eos_tokens()
-                .iter()
-                .copied()
-                .find(|&e| allowed(&m, &mask, filled, e));
-            let chosen = match eos {
-                Some(e) if bias > 0.0 && rng.random_bool(bias) => Some(e),
-                _ if o.strategy == Strategy::Coverage => {
-                    let mut cands: Vec<TokenId> = std::iter::once(first)
-                        .chain((1..16).filter_map(|_| pick(&mut rng, &m, &mask, filled)))
-                        .collect();
-                    for _ in 0..16 {
-                        let t = self.single[rng.random_range(0..self.single.len())];
-                        if allowed(&m, &mask, filled, t) {
-                            cands.push(t);
-                        }
-                    }
-                    let new = cands.iter().copied().find(|&t| match m.next_states(t) {
-                        Ok(Some(next)) => {
-                            let h = hash_states(&next);
-                            !visited.contains(&h) && !local.contains(&h)
-                        }
-                        _ => false,
-                    });
-                    new.or_else(|| cands.first().copied())
-                }
-                _ => Some(first),
-            };
-            let Some(t) = chosen else {
-                break true;
-            };
-            // A token that is both an end-of-generation token and one of the grammar's special
-            // tokens (harmony's `<|end|>`) ends the output only where the grammar does not take it.
-            let grammar_token = vocab.is_eos(t) && matches!(m.next_states(t), Ok(Some(_)));
-            if let Err(e) = m.accept(t) {
-                s.outcome = Outcome::Violation(format!(
-                    "the matcher refuses token {t}, which its mask allowed: {e}"
-                ));
-                break true;
-            }
-            if o.strategy == Strategy::Coverage {
-                let h = hash_states(m.states());
-                if local.insert(h) {
-                    s.seen.push(h);
-                }
-            }
-            if vocab.is_eos(t) && !grammar_token {
-                s.eos = Some(t);
-                break true;
-            }
-            s.tokens.push(t);
-            walked += 1;
+            tries: if filled { 8 } else { 64 },
+            filled,
         };
-        if !ended {
-            self.finish(&mut m, &mut mask, &mut rng, &mut s);
+        if p.filled {
+            w.m.fill_mask(&mut w.mask);
         }
-        if let (Some(b), Outcome::Valid) = (s.budget, &s.outcome) {
-            let used = s.tokens.len() + usize::from(s.eos.is_some());
-            if used > b {
-                s.outcome =
-                    Outcome::Violation(format!("{used} tokens used, over the budget of {b}"));
-            } else if s.eos.is_none() && !m.is_finished() {
-                s.outcome = Outcome::Violation(format!(
-                    "no end-of-generation token within the budget of {b} ({used} tokens)"
-                ));
+        // Uniform among the allowed tokens: a few random ids first (most masks are dense or
+        // the walk would be short anyway), else an exact count.
+        let mut first = p.pick(&mut w.rng, &w.m, &w.mask);
+        if first.is_none() && !p.filled {
+            w.m.fill_mask(&mut w.mask);
+            p.filled = true;
+            first = match w.mask.count() {
+                0 => None,
+                count => w.mask.iter().nth(w.rng.random_range(0..count)),
+            };
+        }
+        let Some(first) = first else {
+            // Nothing may follow: finished if the output may end here.
+            if !w.m.can_end() {
+                w.s.outcome = Outcome::Violation(
+                    "dead end: no token is allowed, yet the output may not end here".into(),
+                );
+            }
+            return false;
+        };
+        match self.choose(w, &p, first) {
+            Some(t) => self.take(w, t),
+            None => false,
+        }
+    }
+
+    /// The token to take where `first` is a random allowed one: an allowed end-of-generation
+    /// token with probability `end_bias`; under the coverage strategy, the first of some
+    /// allowed candidates that reaches a position not reached before.
+    fn choose(&self, w: &mut Walk, p: &Picker, first: TokenId) -> Option<TokenId> {
+        let o = &self.options;
+        let bias = if o.end_bias.is_finite() {
+            o.end_bias.clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        let eos = self
+            .automaton
+            .vocab()
+            .eos_tokens()
+            .iter()
+            .copied()
+            .find(|&e| p.allowed(&w.m, &w.mask, e));
+        match eos {
+            Some(e) if bias > 0.0 && w.rng.random_bool(bias) => Some(e),
+            _ if o.strategy == Strategy::Coverage => {
+                let mut cands: Vec<TokenId> = std::iter::once(first)
+                    .chain((1..16).filter_map(|_| p.pick(&mut w.rng, &w.m, &w.mask)))
+                    .collect();
+                for _ in 0..16 {
+                    let t = self.single[w.rng.random_range(0..self.single.len())];
+                    if p.allowed(&w.m, &w.mask, t) {
+                        cands.push(t);
+                    }
+                }
+                let new = cands.iter().copied().find(|&t| match w.m.next_states(t) {
+                    Ok(Some(next)) => {
+                        let h = hash_states(&next);
+                        !w.visited.contains(&h) && !w.local.contains(&h)
+                    }
+                    _ => false,
+                });
+                new.or_else(|| cands.first().copied())
+            }
+            _ => Some(first),
+        }
+    }
+
+    /// Accepts token `t`: true when the walk goes on, false when `t` ended the output or the
+    /// matcher refused it (a violation recorded).
+    fn take(&self, w: &mut Walk, t: TokenId) -> bool {
+        let vocab = self.automaton.vocab();
+        // A token that is both an end-of-generation token and one of the grammar's special
+        // tokens (harmony's `<|end|>`) ends the output only where the grammar does not take it.
+        let grammar_token = vocab.is_eos(t) && matches!(w.m.next_states(t), Ok(Some(_)));
+        if let Err(e) = w.m.accept(t) {
+            w.s.outcome = Outcome::Violation(format!(
+                "the matcher refuses token {t}, which its mask allowed: {e}"
+            ));
+            return false;
+        }
+        if self.options.strategy == Strategy::Coverage {
+            let h = hash_states(w.m.states());
+            if w.local.insert(h) {
+                w.s.seen.push(h);
             }
         }
-        s.budget_steered = m.budget_steered();
-        s.text = vocab.decode(&s.tokens);
-        s
+        if vocab.is_eos(t) && !grammar_token {
+            w.s.eos = Some(t);
+            return false;
+        }
+        w.s.tokens.push(t);
+        true
     }
 
     /// Finishes `m` along a shortest completion, then an end-of-generation token.

@@ -45,7 +45,7 @@
 //! # Layers
 //!
 //! The modules mirror the pipeline, and each uses only the layers below it (the test
-//! `tests/layers.rs` reads the sources and fails on an import that reaches up):
+//! `tests/core/layers.rs` reads the sources and fails on an import that reaches up):
 //!
 //! | layer | modules | what they hold |
 //! |---|---|---|

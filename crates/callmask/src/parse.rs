@@ -89,6 +89,17 @@ struct Seg {
     end: Option<usize>,
 }
 
+/// Agreed segment `k` as the event emitter sees it: the first interpretation's segment, whether
+/// every interpretation ended it at the same place, how far its content is certain, and the
+/// bytes read so far.
+struct SegNow {
+    k: usize,
+    seg: Seg,
+    ended: bool,
+    certain: usize,
+    now: usize,
+}
+
 #[derive(Debug, Clone)]
 struct Path {
     stack: Stack,
@@ -319,9 +330,27 @@ impl StreamParser {
     /// The events that became certain since the last call.
     fn events(&mut self) -> Result<Vec<Event>> {
         let mut ev = Vec::new();
-        let now = self.buf.len();
+        let common = self.agreed_segments();
+        for k in 0..common {
+            if !self.open_fields.is_empty() {
+                self.close_fields(k, &mut ev);
+            }
+            if self.emitted.len() <= k {
+                self.emitted.resize_with(k + 1, Emitted::default);
+            }
+            if self.emitted[k].ended {
+                continue;
+            }
+            let at = self.segment_now(k);
+            self.emit_segment(&at, &mut ev)?;
+        }
+        self.close_fields(common, &mut ev);
+        Ok(ev)
+    }
+
+    /// How many segments all interpretations agree on (same kind and start), in order.
+    fn agreed_segments(&self) -> usize {
         let first = &self.paths[0].segs;
-        // Segments all interpretations agree on (same kind and start), in order.
         let mut common = 0;
         while common < first.len()
             && self.paths.iter().all(|p| {
@@ -332,257 +361,314 @@ impl StreamParser {
         {
             common += 1;
         }
+        common
+    }
+
+    /// Agreed segment `k` now: its certain content end and whether it has ended.
+    fn segment_now(&self, k: usize) -> SegNow {
+        let now = self.buf.len();
+        let seg = self.paths[0].segs[k].clone();
+        // Certain content end: the earliest end (or the present) over interpretations.
+        let end_of = |p: &Path| p.segs[k].end.unwrap_or(now);
+        let certain = self.paths.iter().map(end_of).min().unwrap_or(now);
+        let ended = self
+            .paths
+            .iter()
+            .all(|p| p.segs[k].end.is_some() && p.segs[k].end == seg.end);
+        SegNow {
+            k,
+            seg,
+            ended,
+            certain,
+            now,
+        }
+    }
+
+    /// The events of agreed segment `at.k`, by its kind.
+    fn emit_segment(&mut self, at: &SegNow, ev: &mut Vec<Event>) -> Result<()> {
+        match at.seg.kind {
+            Capture::Call(f) => self.emit_call(at, f, ev),
+            Capture::CallId(json) => self.emit_call_id(at, json, ev)?,
+            Capture::Args(enc) => self.emit_arguments(at, enc, ev)?,
+            Capture::Fields => {
+                let k = at.k;
+                let index = self.enclosing_call(k);
+                if !self.emitted[k].started {
+                    self.emitted[k].started = true;
+                    self.open_fields.push(k);
+                    ev.push(Event::Arguments {
+                        index,
+                        delta: "{".into(),
+                    });
+                }
+                // Closed by `close_fields`, once the fields inside it are out.
+            }
+            Capture::RawArgs(key) => self.emit_raw_args(at, key, ev)?,
+            Capture::Key | Capture::Value(_) => self.emit_field(at, ev)?,
+            Capture::Text | Capture::Reasoning => self.emit_text(at, ev)?,
+        }
+        Ok(())
+    }
+
+    /// A call segment: its start, and once it has ended (and its arguments and ids are out),
+    /// its empty arguments where it has no arguments capture, and its end.
+    fn emit_call(&mut self, at: &SegNow, f: u32, ev: &mut Vec<Event>) {
+        let k = at.k;
+        let seg = &at.seg;
+        let ended = at.ended;
+        let now = at.now;
         let g = self.grammar.inner.clone();
-        for k in 0..common {
-            if !self.open_fields.is_empty() {
-                self.close_fields(k, &mut ev);
-            }
-            let seg = self.paths[0].segs[k].clone();
-            // Certain content end: the earliest end (or the present) over interpretations.
-            let end_of = |p: &Path| p.segs[k].end.unwrap_or(now);
-            let certain = self.paths.iter().map(end_of).min().unwrap_or(now);
-            let ended = self
-                .paths
+        if !self.emitted[k].started {
+            let index = self.calls;
+            self.calls += 1;
+            self.emitted[k].call = Some(index);
+            self.emitted[k].started = true;
+            ev.push(Event::CallStart {
+                index,
+                id: format!("call_{index}"),
+                name: g.functions[f as usize].clone(),
+            });
+        }
+        if ended {
+            let index = self.emitted[k].call.unwrap_or(0);
+            // A call without an arguments capture has no arguments.
+            let has_args = self.paths[0].segs[k + 1..]
                 .iter()
-                .all(|p| p.segs[k].end.is_some() && p.segs[k].end == seg.end);
-            if self.emitted.len() <= k {
-                self.emitted.resize_with(k + 1, Emitted::default);
+                .any(|s| s.kind.is_arguments() && s.start < seg.end.unwrap_or(now));
+            if !has_args && !self.emitted[k].empty_args_sent {
+                self.emitted[k].empty_args_sent = true;
+                ev.push(Event::Arguments {
+                    index,
+                    delta: "{}".into(),
+                });
             }
-            if self.emitted[k].ended {
-                continue;
+            // The arguments and id segments inside close first; they follow in
+            // order, so the end waits until they have been emitted.
+            self.end_call(k, ev);
+        }
+    }
+
+    /// A call id segment, once it has ended; then the enclosing call may end.
+    fn emit_call_id(&mut self, at: &SegNow, json: bool, ev: &mut Vec<Event>) -> Result<()> {
+        let k = at.k;
+        let seg = &at.seg;
+        let ended = at.ended;
+        let now = at.now;
+        if ended {
+            let index = self.enclosing_call(k);
+            let raw = &self.buf[seg.start..seg.end.unwrap_or(now)];
+            let id = if json {
+                serde_json::from_slice::<String>(raw)
+                    .map_err(|m| parse_err(seg.start, m.to_string()))?
+            } else {
+                String::from_utf8(raw.to_vec()).map_err(|m| parse_err(seg.start, m.to_string()))?
+            };
+            self.emitted[k].ended = true;
+            ev.push(Event::CallId { index, id });
+            if let Some(ck) = self.enclosing_call_seg(k) {
+                self.end_call(ck, ev);
             }
+        }
+        Ok(())
+    }
+
+    /// An arguments segment: the JSON text converted so far (a Python argument list without
+    /// its closing parenthesis until the end); at its end, the enclosing call may end.
+    fn emit_arguments(&mut self, at: &SegNow, enc: ArgEncoding, ev: &mut Vec<Event>) -> Result<()> {
+        let k = at.k;
+        let seg = &at.seg;
+        let ended = at.ended;
+        let certain = at.certain;
+        let now = at.now;
+        let index = self.enclosing_call(k);
+        let e = &mut self.emitted[k];
+        if !e.started {
+            e.started = true;
+            e.conv = Some(StreamConverter::new(enc));
+            // Python arguments are captured with their parentheses.
+            e.upto = seg.start + usize::from(enc == ArgEncoding::Python);
+        }
+        let hold = usize::from(enc == ArgEncoding::Python);
+        let stop = if ended {
+            seg.end.unwrap_or(now) - hold
+        } else {
+            certain.saturating_sub(hold)
+        };
+        let mut delta = String::new();
+        if stop > e.upto {
+            let conv = e.conv.as_mut().expect("set at start");
+            delta += &conv
+                .push(&self.buf[e.upto..stop])
+                .map_err(|m| parse_err(seg.start, m))?;
+            e.upto = stop;
+        }
+        if ended {
+            let conv = e.conv.as_mut().expect("set at start");
+            delta += &conv.finish().map_err(|m| parse_err(seg.start, m))?;
+            e.ended = true;
+        }
+        if !delta.is_empty() {
+            ev.push(Event::Arguments { index, delta });
+        }
+        if ended {
+            // Close the enclosing call now that its arguments are complete.
+            if let Some(ck) = self.enclosing_call_seg(k) {
+                self.end_call(ck, ev);
+            }
+        }
+        Ok(())
+    }
+
+    /// A raw arguments segment: `{"KEY":` at its start.
+    fn emit_raw_args(&mut self, at: &SegNow, key: u32, ev: &mut Vec<Event>) -> Result<()> {
+        let k = at.k;
+        let seg = &at.seg;
+        let g = self.grammar.inner.clone();
+        // `{"KEY":`, then the raw value inside (a [`Capture::Value`]); closed
+        // with the tagged fields, once the value is out.
+        let index = self.enclosing_call(k);
+        if !self.emitted[k].started {
+            self.emitted[k].started = true;
+            self.open_fields.push(k);
+            let key = serde_json::to_string(&g.raw_arg_keys[key as usize])
+                .map_err(|m| parse_err(seg.start, m.to_string()))?;
+            ev.push(Event::Arguments {
+                index,
+                delta: format!("{{{key}:"),
+            });
+        }
+        Ok(())
+    }
+
+    /// A key or value segment of tagged fields: a key once complete, a value as far as it is
+    /// certain, with the commas and empty values between fields.
+    fn emit_field(&mut self, at: &SegNow, ev: &mut Vec<Event>) -> Result<()> {
+        let k = at.k;
+        let seg = &at.seg;
+        let ended = at.ended;
+        let certain = at.certain;
+        let now = at.now;
+        let index = self.enclosing_call(k);
+        let fields = (0..k)
+            .rev()
+            .find(|&f| {
+                matches!(
+                    self.paths[0].segs[f].kind,
+                    Capture::Fields | Capture::RawArgs(_)
+                )
+            })
+            .filter(|&f| self.paths[0].segs[f].kind == Capture::Fields);
+        let e = &mut self.emitted[k];
+        let mut delta = String::new();
+        if !e.started {
+            e.started = true;
+            e.upto = seg.start;
+            if seg.kind == Capture::Value(true) {
+                delta.push('"');
+            }
+        }
+        let stop = if ended {
+            seg.end.unwrap_or(now)
+        } else {
+            certain
+        };
+        // A key is written whole, once it is complete.
+        let stop = if seg.kind == Capture::Key && !ended {
+            e.upto
+        } else {
+            stop
+        };
+        if stop > e.upto {
+            let bytes = &self.buf[e.upto..stop];
+            let valid = match std::str::from_utf8(bytes) {
+                Ok(_) => bytes.len(),
+                Err(err) if ended => return Err(parse_err(e.upto, err.to_string())),
+                Err(err) => err.valid_up_to(),
+            };
+            let piece = String::from_utf8_lossy(&bytes[..valid]).into_owned();
+            e.upto += valid;
             match seg.kind {
-                Capture::Call(f) => {
-                    if !self.emitted[k].started {
-                        let index = self.calls;
-                        self.calls += 1;
-                        self.emitted[k].call = Some(index);
-                        self.emitted[k].started = true;
-                        ev.push(Event::CallStart {
-                            index,
-                            id: format!("call_{index}"),
-                            name: g.functions[f as usize].clone(),
-                        });
-                    }
-                    if ended {
-                        let index = self.emitted[k].call.unwrap_or(0);
-                        // A call without an arguments capture has no arguments.
-                        let has_args = self.paths[0].segs[k + 1..]
-                            .iter()
-                            .any(|s| s.kind.is_arguments() && s.start < seg.end.unwrap_or(now));
-                        if !has_args && !self.emitted[k].empty_args_sent {
-                            self.emitted[k].empty_args_sent = true;
-                            ev.push(Event::Arguments {
-                                index,
-                                delta: "{}".into(),
-                            });
-                        }
-                        // The arguments and id segments inside close first; they follow in
-                        // order, so the end waits until they have been emitted.
-                        self.end_call(k, &mut ev);
-                    }
-                }
-                Capture::CallId(json) => {
-                    if ended {
-                        let index = self.enclosing_call(k);
-                        let raw = &self.buf[seg.start..seg.end.unwrap_or(now)];
-                        let id = if json {
-                            serde_json::from_slice::<String>(raw)
-                                .map_err(|m| parse_err(seg.start, m.to_string()))?
-                        } else {
-                            String::from_utf8(raw.to_vec())
-                                .map_err(|m| parse_err(seg.start, m.to_string()))?
-                        };
-                        self.emitted[k].ended = true;
-                        ev.push(Event::CallId { index, id });
-                        if let Some(ck) = self.enclosing_call_seg(k) {
-                            self.end_call(ck, &mut ev);
-                        }
-                    }
-                }
-                Capture::Args(enc) => {
-                    let index = self.enclosing_call(k);
-                    let e = &mut self.emitted[k];
-                    if !e.started {
-                        e.started = true;
-                        e.conv = Some(StreamConverter::new(enc));
-                        // Python arguments are captured with their parentheses.
-                        e.upto = seg.start + usize::from(enc == ArgEncoding::Python);
-                    }
-                    let hold = usize::from(enc == ArgEncoding::Python);
-                    let stop = if ended {
-                        seg.end.unwrap_or(now) - hold
+                Capture::Value(false) => delta.push_str(&piece),
+                _ => {
+                    let quoted = serde_json::to_string(&piece)
+                        .map_err(|m| parse_err(seg.start, m.to_string()))?;
+                    let inner = &quoted[1..quoted.len() - 1];
+                    if seg.kind == Capture::Key {
+                        delta.push('"');
+                        delta.push_str(inner);
+                        delta.push_str("\":");
                     } else {
-                        certain.saturating_sub(hold)
-                    };
-                    let mut delta = String::new();
-                    if stop > e.upto {
-                        let conv = e.conv.as_mut().expect("set at start");
-                        delta += &conv
-                            .push(&self.buf[e.upto..stop])
-                            .map_err(|m| parse_err(seg.start, m))?;
-                        e.upto = stop;
-                    }
-                    if ended {
-                        let conv = e.conv.as_mut().expect("set at start");
-                        delta += &conv.finish().map_err(|m| parse_err(seg.start, m))?;
-                        e.ended = true;
-                    }
-                    if !delta.is_empty() {
-                        ev.push(Event::Arguments { index, delta });
-                    }
-                    if ended {
-                        // Close the enclosing call now that its arguments are complete.
-                        if let Some(ck) = self.enclosing_call_seg(k) {
-                            self.end_call(ck, &mut ev);
-                        }
-                    }
-                }
-                Capture::Fields => {
-                    let index = self.enclosing_call(k);
-                    if !self.emitted[k].started {
-                        self.emitted[k].started = true;
-                        self.open_fields.push(k);
-                        ev.push(Event::Arguments {
-                            index,
-                            delta: "{".into(),
-                        });
-                    }
-                    // Closed below, once the fields inside it are out.
-                }
-                Capture::RawArgs(key) => {
-                    // `{"KEY":`, then the raw value inside (a [`Capture::Value`]); closed
-                    // with the tagged fields, once the value is out.
-                    let index = self.enclosing_call(k);
-                    if !self.emitted[k].started {
-                        self.emitted[k].started = true;
-                        self.open_fields.push(k);
-                        let key = serde_json::to_string(&g.raw_arg_keys[key as usize])
-                            .map_err(|m| parse_err(seg.start, m.to_string()))?;
-                        ev.push(Event::Arguments {
-                            index,
-                            delta: format!("{{{key}:"),
-                        });
-                    }
-                }
-                Capture::Key | Capture::Value(_) => {
-                    let index = self.enclosing_call(k);
-                    let fields = (0..k)
-                        .rev()
-                        .find(|&f| {
-                            matches!(
-                                self.paths[0].segs[f].kind,
-                                Capture::Fields | Capture::RawArgs(_)
-                            )
-                        })
-                        .filter(|&f| self.paths[0].segs[f].kind == Capture::Fields);
-                    let e = &mut self.emitted[k];
-                    let mut delta = String::new();
-                    if !e.started {
-                        e.started = true;
-                        e.upto = seg.start;
-                        if seg.kind == Capture::Value(true) {
-                            delta.push('"');
-                        }
-                    }
-                    let stop = if ended {
-                        seg.end.unwrap_or(now)
-                    } else {
-                        certain
-                    };
-                    // A key is written whole, once it is complete.
-                    let stop = if seg.kind == Capture::Key && !ended {
-                        e.upto
-                    } else {
-                        stop
-                    };
-                    if stop > e.upto {
-                        let bytes = &self.buf[e.upto..stop];
-                        let valid = match std::str::from_utf8(bytes) {
-                            Ok(_) => bytes.len(),
-                            Err(err) if ended => return Err(parse_err(e.upto, err.to_string())),
-                            Err(err) => err.valid_up_to(),
-                        };
-                        let piece = String::from_utf8_lossy(&bytes[..valid]).into_owned();
-                        e.upto += valid;
-                        match seg.kind {
-                            Capture::Value(false) => delta.push_str(&piece),
-                            _ => {
-                                let quoted = serde_json::to_string(&piece)
-                                    .map_err(|m| parse_err(seg.start, m.to_string()))?;
-                                let inner = &quoted[1..quoted.len() - 1];
-                                if seg.kind == Capture::Key {
-                                    delta.push('"');
-                                    delta.push_str(inner);
-                                    delta.push_str("\":");
-                                } else {
-                                    delta.push_str(inner);
-                                }
-                            }
-                        }
-                    }
-                    if ended {
-                        e.ended = true;
-                        if seg.kind == Capture::Value(true) {
-                            delta.push('"');
-                        }
-                    }
-                    if let Some(f) = fields {
-                        let fe = &mut self.emitted[f];
-                        if seg.kind == Capture::Key && !delta.is_empty() {
-                            if fe.value_due {
-                                delta.insert_str(0, "\"\"");
-                            }
-                            if fe.fields > 0 {
-                                let at = if fe.value_due { 2 } else { 0 };
-                                delta.insert(at, ',');
-                            }
-                            fe.fields += 1;
-                            fe.value_due = true;
-                        } else if matches!(seg.kind, Capture::Value(_)) {
-                            fe.value_due = false;
-                        }
-                    }
-                    if !delta.is_empty() {
-                        ev.push(Event::Arguments { index, delta });
-                    }
-                }
-                Capture::Text | Capture::Reasoning => {
-                    let e = &mut self.emitted[k];
-                    if !e.started {
-                        e.started = true;
-                        e.upto = seg.start;
-                    }
-                    let stop = if ended {
-                        seg.end.unwrap_or(now)
-                    } else {
-                        certain
-                    };
-                    if stop > e.upto {
-                        let bytes = &self.buf[e.upto..stop];
-                        let valid = match std::str::from_utf8(bytes) {
-                            Ok(_) => bytes.len(),
-                            Err(err) if ended => return Err(parse_err(e.upto, err.to_string())),
-                            Err(err) => err.valid_up_to(),
-                        };
-                        if valid > 0 {
-                            let s = String::from_utf8_lossy(&bytes[..valid]).into_owned();
-                            e.upto += valid;
-                            ev.push(if seg.kind == Capture::Text {
-                                Event::Text(s)
-                            } else {
-                                Event::Reasoning(s)
-                            });
-                        }
-                    }
-                    if ended {
-                        e.ended = true;
+                        delta.push_str(inner);
                     }
                 }
             }
         }
-        self.close_fields(common, &mut ev);
-        Ok(ev)
+        if ended {
+            e.ended = true;
+            if seg.kind == Capture::Value(true) {
+                delta.push('"');
+            }
+        }
+        if let Some(f) = fields {
+            let fe = &mut self.emitted[f];
+            if seg.kind == Capture::Key && !delta.is_empty() {
+                if fe.value_due {
+                    delta.insert_str(0, "\"\"");
+                }
+                if fe.fields > 0 {
+                    let at = if fe.value_due { 2 } else { 0 };
+                    delta.insert(at, ',');
+                }
+                fe.fields += 1;
+                fe.value_due = true;
+            } else if matches!(seg.kind, Capture::Value(_)) {
+                fe.value_due = false;
+            }
+        }
+        if !delta.is_empty() {
+            ev.push(Event::Arguments { index, delta });
+        }
+        Ok(())
+    }
+
+    /// A text or reasoning segment: its bytes as far as they are certain (whole characters).
+    fn emit_text(&mut self, at: &SegNow, ev: &mut Vec<Event>) -> Result<()> {
+        let k = at.k;
+        let seg = &at.seg;
+        let ended = at.ended;
+        let certain = at.certain;
+        let now = at.now;
+        let e = &mut self.emitted[k];
+        if !e.started {
+            e.started = true;
+            e.upto = seg.start;
+        }
+        let stop = if ended {
+            seg.end.unwrap_or(now)
+        } else {
+            certain
+        };
+        if stop > e.upto {
+            let bytes = &self.buf[e.upto..stop];
+            let valid = match std::str::from_utf8(bytes) {
+                Ok(_) => bytes.len(),
+                Err(err) if ended => return Err(parse_err(e.upto, err.to_string())),
+                Err(err) => err.valid_up_to(),
+            };
+            if valid > 0 {
+                let s = String::from_utf8_lossy(&bytes[..valid]).into_owned();
+                e.upto += valid;
+                ev.push(if seg.kind == Capture::Text {
+                    Event::Text(s)
+                } else {
+                    Event::Reasoning(s)
+                });
+            }
+        }
+        if ended {
+            e.ended = true;
+        }
+        Ok(())
     }
 
     /// Closes the open tagged-field arguments (among segments `..upto`) whose end is certain and

@@ -1,8 +1,6 @@
 //! Writes call sets the way each dialect's model writes them (for tests and benchmarks), with the
 //! library's call writer templates (`grammars/D.write.jinja`).
 
-#![allow(dead_code)]
-
 use serde_json::Value;
 
 /// One call: name and arguments.

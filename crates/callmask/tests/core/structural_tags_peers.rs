@@ -5,7 +5,7 @@
 //! with every call's arguments validating against its schema (`jsonschema`). Also XGrammar's
 //! XML styles of `json_schema` and the token-level formats, format by format.
 
-mod common;
+use callmask_testkit as testkit;
 
 use std::sync::Arc;
 
@@ -53,11 +53,11 @@ const MODELS: &[&str] = &[
 /// with the family's special tokens added.
 fn vocab_for(model: &str) -> Arc<Vocab> {
     match model {
-        m if m.starts_with("deepseek") => common::npm_vocab("deepseek_v3"),
-        "harmony" => common::npm_vocab("gptoss"),
-        "llama" => common::llama_vocab(),
-        "kimi" => common::with_specials(
-            common::llama_vocab(),
+        m if m.starts_with("deepseek") => testkit::npm_vocab("deepseek_v3"),
+        "harmony" => testkit::npm_vocab("gptoss"),
+        "llama" => testkit::llama_vocab(),
+        "kimi" => testkit::with_specials(
+            testkit::llama_vocab(),
             &[
                 "<|tool_calls_section_begin|>",
                 "<|tool_calls_section_end|>",
@@ -66,12 +66,12 @@ fn vocab_for(model: &str) -> Arc<Vocab> {
                 "<|tool_call_end|>",
             ],
         ),
-        "kimi_k3" => common::with_specials(
-            common::llama_vocab(),
+        "kimi_k3" => testkit::with_specials(
+            testkit::llama_vocab(),
             &["<|open|>", "<|close|>", "<|sep|>", "<|end_of_msg|>"],
         ),
-        "plamo3" => common::with_specials(
-            common::llama_vocab(),
+        "plamo3" => testkit::with_specials(
+            testkit::llama_vocab(),
             &[
                 "<|plamo:begin_tool_requests:plamo|>",
                 "<|plamo:end_tool_requests:plamo|>",
@@ -86,7 +86,7 @@ fn vocab_for(model: &str) -> Arc<Vocab> {
                 "<|plamo:tag|>",
             ],
         ),
-        _ => common::npm_vocab("qwen3"),
+        _ => testkit::npm_vocab("qwen3"),
     }
 }
 
@@ -179,7 +179,7 @@ fn sglang_vocab_for(parser: &str) -> Arc<Vocab> {
                 .collect();
             extra.push("<|content_invoke_tool_json|>".into());
             let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
-            let v = common::with_specials(base, &extra);
+            let v = testkit::with_specials(base, &extra);
             assert!(v.is_special(200_010) && v.is_special(200_049));
             v
         }
@@ -515,8 +515,8 @@ fn xml_styles() {
 /// token ids, `inkling_detector.py`).
 #[test]
 fn token_formats() {
-    let vocab = common::with_specials(
-        common::llama_vocab(),
+    let vocab = testkit::with_specials(
+        testkit::llama_vocab(),
         &["<|invoke_tool_json|>", "<|end_message|>", "<|other|>"],
     );
     let id = |t: &str| vocab.special_token(t).unwrap();

@@ -1,17 +1,14 @@
-//! The end-to-end scenarios shared by `tests/generate.rs` and `benches/generate.rs`: prompts,
-//! tool sets, dialect options, and an independent validation of the calls.
-
-#![allow(dead_code)]
+//! The end-to-end scenarios shared by `callmask-llama`'s `tests/generate.rs`, `tests/budget.rs`
+//! and `benches/generate.rs`: prompts, tool sets, dialect options, and an independent validation
+//! of the calls.
 
 use callmask::{
     CompileOptions, DialectOptions, Grammar, Message, PromptOptions, ToolChoice, Tools,
 };
 use serde_json::Value;
 
-pub fn tools(file: &str) -> Tools {
-    let path = format!("{}/../../examples/tools/{file}", env!("CARGO_MANIFEST_DIR"));
-    Tools::from_json_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
+/// The tool set `examples/tools/FILE`.
+pub use crate::data::example_tools as tools;
 
 /// 20 prompts: 10 over the weather tool set, 10 over the mixed one.
 pub const PROMPTS: [(&str, &str); 20] = [
@@ -55,8 +52,10 @@ pub const PROMPTS: [(&str, &str); 20] = [
     ("mixed.json", "Get the stock price of GOOG."),
 ];
 
+/// The seed dialects the scenarios run in.
 pub const DIALECTS: [&str; 4] = ["empower", "functools", "pythonic", "inline"];
 
+/// The dialect options of the scenarios: a call required, one call, text bounded.
 pub fn options() -> DialectOptions {
     DialectOptions::default()
         .tool_choice(ToolChoice::Required)

@@ -11,7 +11,7 @@
 //! dialects (`qwen3`, `mistral`, `gpt_oss`, ...) get 200 × scale outputs per (dialect, tool
 //! choice), on their family's vocabulary (6,000 outputs at scale 1, 60,000 at 10).
 
-mod common;
+use callmask_testkit as testkit;
 
 use std::sync::Arc;
 
@@ -21,14 +21,11 @@ use callmask::{
     Tools, Vocab,
 };
 
-fn tools(file: &str) -> Tools {
-    let path = format!("{}/../../examples/tools/{file}", env!("CARGO_MANIFEST_DIR"));
-    Tools::from_json_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
+use callmask_testkit::example_tools as tools;
 
 fn qwen_vocab() -> Arc<Vocab> {
-    let path = common::require(
-        common::cache_dir()
+    let path = testkit::require(
+        testkit::cache_dir()
             .join("tokenizers")
             .join("qwen3-3.7.2")
             .join("tokenizer.json"),
@@ -50,9 +47,9 @@ fn every_byte_has_its_own_token_in_llama_qwen_and_gemma() {
     let g = Grammar::from_json_schema_str(r#"{"type": "integer"}"#, &CompileOptions::default())
         .unwrap();
     for (name, vocab) in [
-        ("llama3.1", common::llama_vocab()),
+        ("llama3.1", testkit::llama_vocab()),
         ("qwen3", qwen_vocab()),
-        ("gemma3", common::gemma_vocab()),
+        ("gemma3", testkit::gemma_vocab()),
     ] {
         for b in 0..=255u8 {
             let t = vocab
@@ -124,12 +121,12 @@ fn a_tight_budget_forces_the_shortest_call_and_counts_special_tokens_as_one() {
     let t = tools("travel.json");
     for (d, vocab) in [
         // `<|python_tag|>` is one token in Llama 3.1.
-        ("pythonic", common::llama_vocab()),
+        ("pythonic", testkit::llama_vocab()),
         // `<tool_call>` and `</tool_call>` are single tokens in Qwen3.
         ("hermes", qwen_vocab()),
-        ("empower", common::gemma_vocab()),
-        ("functools", common::gemma_vocab()),
-        ("inline", common::llama_vocab()),
+        ("empower", testkit::gemma_vocab()),
+        ("functools", testkit::gemma_vocab()),
+        ("inline", testkit::llama_vocab()),
     ] {
         for choice in [
             ToolChoice::Required,
@@ -158,7 +155,12 @@ fn a_tight_budget_forces_the_shortest_call_and_counts_special_tokens_as_one() {
 #[test]
 fn budget_survives_rollback_and_forbids_over_budget_tokens() {
     let t = tools("weather.json");
-    let a = automaton("functools", &t, ToolChoice::Required, common::llama_vocab());
+    let a = automaton(
+        "functools",
+        &t,
+        ToolChoice::Required,
+        testkit::llama_vocab(),
+    );
     let mut m = a.matcher();
     m.set_token_budget(Some(60)).unwrap();
     let toks = a
@@ -193,7 +195,7 @@ fn budget_survives_rollback_and_forbids_over_budget_tokens() {
 }
 
 /// Runs `count` budgeted outputs of `a`; returns (outputs, steered masks, tokens).
-use common::ORIGINAL_DIALECTS as ORIGINAL;
+use testkit::ORIGINAL_DIALECTS as ORIGINAL;
 
 fn fuzz_budget(a: &TokenAutomaton, checker: &Checker, count: u64, seed: u64) -> (u64, u64, u64) {
     let mut o = FuzzOptions::default();
@@ -248,7 +250,7 @@ fn random_walks_under_random_budgets_end_valid_within_the_budget() {
                 continue;
             }
             for choice in [ToolChoice::Auto, ToolChoice::Required] {
-                for vocab in [common::llama_vocab(), common::gemma_vocab()] {
+                for vocab in [testkit::llama_vocab(), testkit::gemma_vocab()] {
                     combos += 1;
                     let a = automaton(d, &t, choice.clone(), vocab);
                     let t0 = std::time::Instant::now();
@@ -374,7 +376,7 @@ fn schema_keywords_end_valid_within_random_budgets() {
     let per = ((100.0 * scale) as u64).max(20);
     for (i, s) in schemas.iter().enumerate() {
         let g = Grammar::from_json_schema(s, &CompileOptions::default()).unwrap();
-        let a = TokenAutomaton::new(&g, common::llama_vocab()).unwrap();
+        let a = TokenAutomaton::new(&g, testkit::llama_vocab()).unwrap();
         let checker = Checker::for_schema(s).unwrap();
         let t0 = std::time::Instant::now();
         let (n, steered, _) = fuzz_budget(&a, &checker, per, 100 + i as u64);
@@ -409,7 +411,7 @@ fn model_family_dialects_end_valid_within_random_budgets() {
         }
         for choice in [ToolChoice::Auto, ToolChoice::Required] {
             combos += 1;
-            let a = automaton(d, &t, choice.clone(), common::family_vocab(d));
+            let a = automaton(d, &t, choice.clone(), testkit::family_vocab(d));
             let (n, s, _) = fuzz_budget(&a, &checker, per, total);
             total += n;
             steered += s;
@@ -500,7 +502,7 @@ fn free_text_before_a_required_call_is_bounded_by_default() {
 /// message, the mask allows it as the end, and `accept` agrees: it ends the output.
 #[test]
 fn an_end_token_the_grammar_also_takes_ends_the_output_where_nothing_else_fits() {
-    let vocab = common::family_vocab("gpt_oss");
+    let vocab = testkit::family_vocab("gpt_oss");
     let end = vocab.special_token("<|end|>").unwrap();
     assert!(
         vocab.is_eos(end),

@@ -3,7 +3,7 @@
 //! same key, listed keys stay once each, nested objects have keys of their own, and a token
 //! budget still always ends (the shortest way out of a key that would repeat one is longer).
 
-mod common;
+use callmask_testkit as testkit;
 
 use callmask::fuzz::{parse_strict, Checker, FuzzOptions, Fuzzer, Outcome};
 use callmask::{
@@ -58,7 +58,7 @@ fn an_extra_key_is_refused_the_second_time_in_any_spelling() {
 
 #[test]
 fn the_mask_never_offers_a_token_that_repeats_a_key() {
-    let vocab = common::llama_vocab();
+    let vocab = testkit::llama_vocab();
     let g = schema_grammar(&open_schema());
     let a = TokenAutomaton::new(&g, vocab.clone()).unwrap();
     let mut m = a.matcher();
@@ -86,7 +86,7 @@ fn the_mask_never_offers_a_token_that_repeats_a_key() {
 fn masks_agree_with_accept_inside_extra_keys() {
     // Found by the token-mask consistency test: an extra key's closing token was in the mask
     // (walked as a plain string lexeme) though it repeated a key.
-    let vocab = common::llama_vocab();
+    let vocab = testkit::llama_vocab();
     let schema = json!({
         "type": "object",
         "properties": {"d": {"type": "integer"}, "e": {"type": "integer"}},
@@ -133,7 +133,7 @@ fn python_keyword_arguments_are_not_repeated_either() {
 
 #[test]
 fn budgets_still_end_when_the_shortest_key_is_taken() {
-    let vocab = common::llama_vocab();
+    let vocab = testkit::llama_vocab();
     let schema = open_schema();
     let g = schema_grammar(&schema);
     let a = TokenAutomaton::new(&g, vocab.clone()).unwrap();
@@ -272,7 +272,7 @@ fn keys_inside_a_json_string_decode_both_levels() {
 /// never meet a dead end.
 #[test]
 fn no_key_begins_that_can_only_repeat_one() {
-    let vocab = common::llama_vocab();
+    let vocab = testkit::llama_vocab();
     let cases = [
         (
             json!({"type": "object", "propertyNames": {"enum": ["a", "ab"]},

@@ -6,7 +6,7 @@
 //! Anything that could hang runs on a thread with a deadline (hang detection only, no timing
 //! assertions).
 
-mod common;
+use callmask_testkit as testkit;
 
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
@@ -500,8 +500,7 @@ fn five_thousand_properties_in_a_dialect() {
 // ---------------------------------------------------------------------------------------------
 // Tool names
 
-#[path = "common/writer.rs"]
-mod writer;
+use callmask_testkit::writer;
 
 #[test]
 fn tool_names_with_quotes_and_unicode() {
@@ -706,7 +705,7 @@ fn rollback_window_is_bounded_and_typed() {
 #[test]
 fn mask_caches_stay_bounded() {
     // Many distinct top frames: objects whose seen-key sets differ, strings with counters.
-    let vocab = common::llama_vocab();
+    let vocab = testkit::llama_vocab();
     let props: serde_json::Map<String, Value> = (0..40)
         .map(|i| {
             (

@@ -5,7 +5,7 @@
 //! their case files, token by token on the DeepSeek V3 vocabulary; a Kimi-K3-shaped grammar on
 //! a vocabulary with its markers as special tokens and on one without them.
 
-mod common;
+use callmask_testkit as testkit;
 
 use std::sync::Arc;
 
@@ -13,33 +13,12 @@ use callmask::parse::{Event, StreamParser};
 use callmask::{Dialect, DialectOptions, Error, Grammar, TokenAutomaton, Tools, Vocab};
 use serde_json::{json, Value};
 
-fn mixed_tools() -> Tools {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../examples/tools/mixed.json"
-    ))
-    .unwrap();
-    Tools::from_json_str(&text).unwrap()
-}
+use callmask_testkit::mixed_tools;
+
+use callmask_testkit::checks::{calls_of, tokens_accept};
 
 fn grammar_file(name: &str) -> String {
     format!("{}/grammars/{name}", env!("CARGO_MANIFEST_DIR"))
-}
-
-/// True when the token matcher accepts `text` (special tokens spelled in it taken as the
-/// vocabulary's special tokens) and may end after it.
-fn tokens_accept(vocab: &Arc<Vocab>, g: &Grammar, text: &str) -> bool {
-    let auto = TokenAutomaton::new(g, vocab.clone()).unwrap();
-    let Ok(tokens) = auto.tokenize(text) else {
-        return false;
-    };
-    let mut m = auto.matcher();
-    for t in tokens {
-        if m.accept(t).is_err() {
-            return false;
-        }
-    }
-    m.can_end()
 }
 
 /// The calls a token stream parses to, streaming (`(name, arguments)`).
@@ -76,22 +55,6 @@ fn parsed_calls(g: &Grammar, text: &str) -> callmask::Result<Vec<(String, Value)
         .collect())
 }
 
-fn calls_of(case: &Value) -> Vec<(String, Value)> {
-    case.get("calls")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .map(|c| {
-                    (
-                        c["name"].as_str().unwrap().to_owned(),
-                        c.get("arguments").cloned().unwrap_or_else(|| json!({})),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 fn check_case_file(d: &str) {
     let dialect = Dialect::from_file(grammar_file(&format!("{d}.gbnf"))).unwrap();
     let g = dialect
@@ -105,7 +68,7 @@ fn check_case_file(d: &str) {
         .unwrap(),
     )
     .unwrap();
-    let vocab = common::npm_vocab("deepseek_v3");
+    let vocab = testkit::npm_vocab("deepseek_v3");
     let list = |k: &str| file[k].as_array().cloned().unwrap_or_default();
     for (i, c) in list("accept").iter().enumerate() {
         let text = c["text"].as_str().unwrap();
@@ -224,7 +187,7 @@ fn dsml_string_attribute_follows_the_value_type() {
         }
         t + "</｜DSML｜invoke>\n</｜DSML｜function_calls>"
     };
-    let vocab = common::npm_vocab("deepseek_v3");
+    let vocab = testkit::npm_vocab("deepseek_v3");
     for (params, want) in [
         (vec![("s", "true", "abc")], Some(json!({"s": "abc"}))),
         (vec![("s", "true", "abcd")], None),
@@ -346,8 +309,8 @@ fn typed_fields_with_markers() {
         "<|close|>",
         "<|sep|>",
     ];
-    let special = common::with_specials(common::llama_vocab(), &markers);
-    let plain = common::llama_vocab();
+    let special = testkit::with_specials(testkit::llama_vocab(), &markers);
+    let plain = testkit::llama_vocab();
     type Case<'a> = (Vec<(&'a str, &'a str, &'a str)>, Option<Value>);
     let cases: Vec<Case> = vec![
         (
@@ -505,8 +468,8 @@ fn raw_values_stop_where_the_peers_do() {
         .unwrap()
         .compile(&tools, &DialectOptions::default())
         .unwrap();
-    let vocab = common::with_specials(
-        common::llama_vocab(),
+    let vocab = testkit::with_specials(
+        testkit::llama_vocab(),
         &["<|p|>", "<|raw|>", "<|json|>", "<|end|>"],
     );
     for (text, want) in [
@@ -545,7 +508,7 @@ fn raw_values_stop_where_the_peers_do() {
     }
     // `<|raw|>` is a special token only: a vocabulary without it cannot write a raw value, and
     // `@marker("<|json|>")` falls back to its text.
-    let plain = common::with_specials(common::llama_vocab(), &["<|p|>", "<|end|>"]);
+    let plain = testkit::with_specials(testkit::llama_vocab(), &["<|p|>", "<|end|>"]);
     assert!(tokens_accept(
         &plain,
         &g,

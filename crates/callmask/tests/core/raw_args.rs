@@ -4,7 +4,7 @@
 //! functions the spelling writes nothing (the mask never offers it). Streamed and whole parses
 //! agree; the file errors name the misuse. Also `@python_call(literals=both)`.
 
-mod common;
+use callmask_testkit as testkit;
 
 use callmask::parse::{Event, StreamParser};
 use callmask::{Dialect, DialectOptions, Error, TokenAutomaton, TokenMask, Tools};
@@ -57,7 +57,7 @@ fn raw_text_is_the_one_string_argument() {
     // Empty code is no call (it would read as no arguments).
     assert!(calls(&g, "<|python_tag|>").is_err());
     // Streamed token by token on Llama 3.1's vocabulary: the same arguments.
-    let vocab = common::llama_vocab();
+    let vocab = testkit::llama_vocab();
     let auto = TokenAutomaton::new(&g, vocab.clone()).unwrap();
     let mut p = StreamParser::new(&g);
     let mut args = String::new();
@@ -105,7 +105,7 @@ fn the_string_schema_binds_the_raw_text() {
 #[test]
 fn other_functions_have_no_raw_form_and_the_mask_never_offers_it() {
     let d = Dialect::parse("raw", GRAMMAR).unwrap();
-    let vocab = common::llama_vocab();
+    let vocab = testkit::llama_vocab();
     let tag = vocab.special_token("<|python_tag|>").unwrap();
     // `code` not a string, or a second required argument: the raw text is not the arguments.
     for t in [
@@ -192,7 +192,7 @@ fn python_calls_with_json_literals() {
         assert!(calls(&both, bad).is_err(), "{bad}");
     }
     assert!(calls(&both, "[f(not_true=false)]").is_ok());
-    let vocab = common::llama_vocab();
+    let vocab = testkit::llama_vocab();
     let auto = TokenAutomaton::new(&both, vocab).unwrap();
     let mut m = auto.matcher();
     for t in auto.tokenize(text).unwrap() {

@@ -5,7 +5,7 @@
 //! Soundness is absolute: an instance `check_bytes` accepts must be valid. Completeness (valid
 //! instances accepted in the compact serialization) is measured and held to a floor.
 
-mod common;
+use callmask_testkit as testkit;
 
 use std::process::Command;
 use std::sync::Arc;
@@ -261,9 +261,14 @@ fn compile_on_small_stack(
 /// (an abort, which cannot be caught) fails that one test with a clear message instead of
 /// killing the whole binary, and a hang is cut short after `limit`.
 fn run_isolated(test: &str, limit: Duration) {
+    // Test names are module paths without the crate's name (`robustness::deep_schema_child`).
+    let test = match module_path!().split_once("::") {
+        Some((_, module)) => format!("{module}::{test}"),
+        None => test.to_string(),
+    };
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
-            test,
+            test.as_str(),
             "--exact",
             "--ignored",
             "--nocapture",
@@ -428,7 +433,7 @@ fn huge_schema_child() {
     assert!(!accepts(&g, &extra), "an unknown property");
 
     // First mask on a real vocabulary: bounded too.
-    let vocab = common::llama_vocab();
+    let vocab = testkit::llama_vocab();
     let started = Instant::now();
     let automaton = TokenAutomaton::new(&g, vocab.clone()).unwrap();
     let mut m = automaton.matcher();
@@ -454,7 +459,7 @@ fn huge_schema_child() {
 const OBJ: &str = r#"{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"], "additionalProperties": false}"#;
 
 fn obj_automaton() -> (TokenAutomaton, Arc<callmask::Vocab>) {
-    let vocab = common::llama_vocab();
+    let vocab = testkit::llama_vocab();
     let schema: Value = serde_json::from_str(OBJ).unwrap();
     let g = compile(&schema).expect("compiles");
     (TokenAutomaton::new(&g, vocab.clone()).unwrap(), vocab)
@@ -1220,17 +1225,10 @@ fn random_schemas_and_instances_against_jsonschema() {
 }
 
 mod dialects {
-    use callmask::{Dialect, DialectOptions, Tools};
+    use callmask::{Dialect, DialectOptions};
     use proptest::prelude::*;
 
-    fn tools() -> Tools {
-        let text = std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../examples/tools/mixed.json"
-        ))
-        .unwrap();
-        Tools::from_json_str(&text).unwrap()
-    }
+    use callmask_testkit::mixed_tools as tools;
 
     #[test]
     fn hostile_dialect_files_are_typed_errors() {

@@ -7,7 +7,7 @@
 //! themselves are checked), and fuzzed: random complete outputs drawn from the masks, each
 //! validated with `jsonschema` (given the same registry documents).
 
-mod common;
+use callmask_testkit as testkit;
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -48,7 +48,7 @@ fn check(schema: Value, remotes: Remotes, instances: &[(Value, bool)]) -> Gramma
     let opts = CompileOptions::default().registry(registry(&remotes));
     let g = Grammar::from_json_schema(&schema, &opts).unwrap_or_else(|e| panic!("{schema}: {e}"));
     let v = reference_validator(&schema, &remotes);
-    let vocab = common::llama_vocab();
+    let vocab = testkit::llama_vocab();
     let a = TokenAutomaton::new(&g, vocab.clone()).unwrap();
     for (inst, valid) in instances {
         assert_eq!(v.is_valid(inst), *valid, "jsonschema disagrees on {inst}");

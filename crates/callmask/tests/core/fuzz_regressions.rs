@@ -1,8 +1,10 @@
 //! Replays every input under `fuzz/regressions/<target>/` (crashes the fuzzers found, and seeds)
 //! through the same code as the cargo-fuzz targets (`fuzz/fuzz_targets/common.rs`).
 
+// The one `#[path]` include left: `fuzz/` is a workspace of its own (cargo-fuzz, nightly), whose
+// targets cannot depend on the testkit (it pulls in llama.cpp), so the bodies are included here.
 #[allow(dead_code)]
-#[path = "../../../fuzz/fuzz_targets/common.rs"]
+#[path = "../../../../fuzz/fuzz_targets/common.rs"]
 mod common;
 
 use std::path::Path;

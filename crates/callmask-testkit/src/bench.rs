@@ -1,25 +1,18 @@
-//! Helpers shared by the benchmarks (`#[path = "common/mod.rs"] mod common;`): where the data and
-//! the target folder are, environment knobs, model-style JSON text, statistics, and the realistic
+//! Helpers shared by the benchmarks: where the data and the target folder are, environment knobs, model-style JSON text, statistics, and the realistic
 //! tool sets (also stored as `benches/tools/tools_N.json`).
-
-#![allow(dead_code)] // each bench uses its own subset
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use callmask::Tools;
+
+use crate::data::{core_dir, workspace_root};
 use serde_json::{json, Value};
 
 // ---------------------------------------------------------------------------------------------
 // Paths and environment
 
-/// The data cache: `$CALLMASK_CACHE`, or `.cache` in the crate root.
-pub fn cache_dir() -> PathBuf {
-    match std::env::var_os("CALLMASK_CACHE") {
-        Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.cache"),
-    }
-}
+pub use crate::data::cache_dir;
 
 /// The cargo target folder (`$CARGO_TARGET_DIR`, else found from the bench binary's path).
 pub fn target_dir() -> PathBuf {
@@ -34,7 +27,7 @@ pub fn target_dir() -> PathBuf {
             }
         }
     }
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target")
+    workspace_root().join("target")
 }
 
 /// A comma-separated list from the environment (`None` when unset or empty).
@@ -319,7 +312,7 @@ pub fn tool_set(n: usize) -> Tools {
 
 /// Where the suite's tool sets are stored.
 pub fn tools_file(n: usize) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("benches/tools/tools_{n}.json"))
+    core_dir().join(format!("benches/tools/tools_{n}.json"))
 }
 
 /// Writes `benches/tools/tools_N.json` when missing or different from the generator's output;

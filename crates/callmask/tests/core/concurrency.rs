@@ -3,7 +3,7 @@
 //! when the same work is done serially, with std threads, with rayon, and with matchers forked
 //! and handed to other threads mid-walk.
 
-mod common;
+use callmask_testkit as testkit;
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -198,7 +198,7 @@ fn serial(autos: &[TokenAutomaton]) -> Vec<Record> {
 
 #[test]
 fn threads_and_rayon_match_serial() {
-    let vocab = common::llama_vocab();
+    let vocab = testkit::llama_vocab();
     let gs = grammars();
     let expected = serial(&automata(&gs, &vocab));
     assert!(
@@ -249,7 +249,7 @@ fn threads_and_rayon_match_serial() {
 
 #[test]
 fn forked_matchers_continue_on_other_threads() {
-    let vocab = common::llama_vocab();
+    let vocab = testkit::llama_vocab();
     let gs = grammars();
     let autos = automata(&gs, &vocab);
     // Serially: walk FORK_AT steps, fork, continue the original and the fork with other seeds.

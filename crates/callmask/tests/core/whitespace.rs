@@ -2,7 +2,7 @@
 //! allowed; blank lines, carriage returns and runaway indentation are not (the default,
 //! `Whitespace::Tidy`); `Whitespace::Any` keeps the old anything-up-to-N-bytes policy.
 
-mod common;
+use callmask_testkit as testkit;
 
 use callmask::{
     CompileOptions, Dialect, DialectOptions, Grammar, TokenAutomaton, Tools, Whitespace,
@@ -135,7 +135,7 @@ fn the_demo_blank_lines_are_refused_in_pythonic() {
 
 #[test]
 fn masks_on_a_real_vocabulary_refuse_a_second_line_break() {
-    let vocab = common::llama_vocab();
+    let vocab = testkit::llama_vocab();
     let g = grammar(&CompileOptions::default());
     let a = TokenAutomaton::new(&g, vocab.clone()).unwrap();
     let nl = vocab.token_id(b"\n").unwrap();

@@ -2,7 +2,7 @@
 //! keywords, including names shaped like callmask-internal markers (`x-callmask-*`) with any
 //! value, compile without panicking into a grammar with exactly the language of the clean schema.
 
-mod common;
+use callmask_testkit as testkit;
 
 use std::collections::HashSet;
 
@@ -125,7 +125,7 @@ fn keyword_value() -> impl Strategy<Value = Value> {
 
 /// Up to `n` outputs of `g`, drawn by the fuzzer.
 fn outputs(g: &Grammar, n: u64) -> Vec<Vec<u8>> {
-    let a = TokenAutomaton::new(g, common::llama_vocab()).unwrap();
+    let a = TokenAutomaton::new(g, testkit::llama_vocab()).unwrap();
     let f = Fuzzer::new(&a, FuzzOptions::default().seed(7)).unwrap();
     (0..n).map(|i| f.draw(i, &HashSet::new()).text).collect()
 }

@@ -6,7 +6,7 @@
 //! the way the family writes them, checked token by token, parsed back to the same calls, also
 //! streaming), outputs in the formats' documented shapes, rejections, and tool_choice.
 
-mod common;
+use callmask_testkit as testkit;
 
 use std::sync::Arc;
 
@@ -14,8 +14,7 @@ use callmask::parse::{Event, StreamParser};
 use callmask::{Dialect, DialectOptions, Error, Grammar, TokenAutomaton, ToolChoice, Tools, Vocab};
 use serde_json::{json, Value};
 
-#[path = "common/writer.rs"]
-mod writer;
+use callmask_testkit::writer;
 use writer::{write, Call};
 
 /// The dialects of this file.
@@ -39,23 +38,25 @@ const DIALECTS: [&str; 15] = [
 
 /// The vocabularies each dialect is checked on: its family's where npm has it; otherwise Llama
 /// 3.1 (markers as text) and Llama 3.1 with the family's special tokens added.
+use callmask_testkit::checks::tokens_accept;
+
 fn vocabs(d: &str) -> Vec<(String, Arc<Vocab>)> {
-    let llama = || ("llama3.1".to_string(), common::llama_vocab());
+    let llama = || ("llama3.1".to_string(), testkit::llama_vocab());
     let plus = |extra: &[&str]| {
         (
             format!("llama3.1+{extra:?}"),
-            common::with_specials(common::llama_vocab(), extra),
+            testkit::with_specials(testkit::llama_vocab(), extra),
         )
     };
     match d {
         "qwen3" | "qwen3_coder" | "qwen35" => {
-            vec![("qwen3".into(), common::npm_vocab("qwen3")), llama()]
+            vec![("qwen3".into(), testkit::npm_vocab("qwen3")), llama()]
         }
-        "glm45" | "minimax_m2" => vec![("qwen3".into(), common::npm_vocab("qwen3")), llama()],
+        "glm45" | "minimax_m2" => vec![("qwen3".into(), testkit::npm_vocab("qwen3")), llama()],
         "deepseek_r1" | "deepseek_v31" => {
-            vec![("deepseek_v3".into(), common::npm_vocab("deepseek_v3"))]
+            vec![("deepseek_v3".into(), testkit::npm_vocab("deepseek_v3"))]
         }
-        "gpt_oss" => vec![("gptoss".into(), common::npm_vocab("gptoss"))],
+        "gpt_oss" => vec![("gptoss".into(), testkit::npm_vocab("gptoss"))],
         // Hermes 2 Pro / 3 are Llama 3 fine-tunes (only in this file's variant cases).
         "llama31" | "functionary_v32" | "hermes" => vec![llama()],
         // Without these tokens, their spelling is text, a plain reply: only Llama 4's tokens.
@@ -87,14 +88,7 @@ fn vocabs(d: &str) -> Vec<(String, Arc<Vocab>)> {
     }
 }
 
-fn tools() -> Tools {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../examples/tools/mixed.json"
-    ))
-    .unwrap();
-    Tools::from_json_str(&text).unwrap()
-}
+use callmask_testkit::mixed_tools as tools;
 
 fn compile_with(dialect: &str, tools: &Tools, opts: &DialectOptions) -> Grammar {
     Dialect::by_name(dialect)
@@ -105,22 +99,6 @@ fn compile_with(dialect: &str, tools: &Tools, opts: &DialectOptions) -> Grammar 
 
 fn compile(dialect: &str) -> Grammar {
     compile_with(dialect, &tools(), &DialectOptions::default())
-}
-
-/// True when the token matcher accepts `text` (special tokens spelled in it taken as the
-/// vocabulary's special tokens) and may end after it.
-fn tokens_accept(vocab: &Arc<Vocab>, g: &Grammar, text: &str) -> bool {
-    let auto = TokenAutomaton::new(g, vocab.clone()).unwrap();
-    let Ok(tokens) = auto.tokenize(text) else {
-        return false;
-    };
-    let mut m = auto.matcher();
-    for t in tokens {
-        if m.accept(t).is_err() {
-            return false;
-        }
-    }
-    m.can_end()
 }
 
 fn call_sets() -> Vec<Vec<Call>> {
@@ -302,7 +280,7 @@ fn markers_are_the_vocabularies_tokens() {
         ("gpt_oss", "gptoss", "<|channel|>"),
     ];
     for (d, vn, marker) in cases {
-        let v = common::npm_vocab(vn);
+        let v = testkit::npm_vocab(vn);
         let g = compile(d);
         let text = write(d, "", &[("get_time_utc", json!({}))]);
         assert!(text.contains(marker), "{d}: {text}");
@@ -318,8 +296,8 @@ fn markers_are_the_vocabularies_tokens() {
         );
     }
     // Added special tokens are taken as such, and their spelling in plain tokens is not.
-    let v = common::with_specials(
-        common::llama_vocab(),
+    let v = testkit::with_specials(
+        testkit::llama_vocab(),
         &["[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"],
     );
     let g = compile("mistral");
@@ -702,7 +680,7 @@ fn tagged_arguments() {
     let text = text.replace("\nx\n", "\n\"x\"\n");
     let p = g.parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
     assert_eq!(p.tool_calls[0].arguments_json().unwrap(), args);
-    let qwen = common::npm_vocab("qwen3");
+    let qwen = testkit::npm_vocab("qwen3");
     assert!(tokens_accept(&qwen, &g, &text));
     // ...and a raw value may not hold its closing tag.
     let bad = write(
@@ -905,7 +883,7 @@ fn call_parts_misused() {
 
 #[test]
 fn dialect_auto_reads_the_format_from_the_chat_template() {
-    let vocab = common::llama_vocab();
+    let vocab = testkit::llama_vocab();
     // Fragments of each family's own chat template (the tool-call part it writes back).
     let cases = [
         (

@@ -24,7 +24,7 @@
 //! user wanting that default sets. Every other file runs with the defaults, which assert formats
 //! (as the format-assertion vocabulary allows).
 //!
-//! `CALLMASK_BLESS=1 cargo test --release --test conformance` rewrites the known-differences file
+//! `CALLMASK_BLESS=1 cargo test --release --test core conformance::` rewrites the known-differences file
 //! from the current results; it never excuses false accepts, panics or the 1% limit.
 //!
 //! A second test runs the token-level path on the Llama 3.1 vocabulary: each instance (valid or
@@ -37,7 +37,7 @@
 //! `additionalItems`, `definitions`, `dependencies`, `$ref` overriding its siblings) get their
 //! draft-7 meaning.
 
-mod common;
+use callmask_testkit as testkit;
 
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -86,7 +86,7 @@ impl Case {
 
 /// All cases of the top-level files of the drafts run, in a stable order.
 fn load_suite() -> Vec<Case> {
-    let root = common::suite_dir();
+    let root = testkit::suite_dir();
     let mut cases = Vec::new();
     for (draft, add_schema) in DRAFTS {
         let dir = root.join(draft);
@@ -152,7 +152,7 @@ fn out_of_scope_reason(e: &Error) -> String {
 /// (as the suite's README asks), so that remote `$ref`s resolve without a network; `format` as
 /// an annotation in the `format.json` files (see the module doc).
 fn options(case: &Case) -> CompileOptions {
-    let remotes = common::suite_dir().parent().unwrap().join("remotes");
+    let remotes = testkit::suite_dir().parent().unwrap().join("remotes");
     let registry = SchemaRegistry::new()
         .with_folder("http://localhost:1234/", remotes)
         .expect("a valid base URI");
@@ -232,9 +232,9 @@ fn bless(
 ) {
     let mut text = String::from(
         "# Valid JSON-Schema-Test-Suite instances (draft 2020-12 and draft 7, compact serialization)\n\
-         # that callmask's grammar rejects, with the reason. Checked by tests/conformance.rs; at most\n\
+         # that callmask's grammar rejects, with the reason. Checked by tests/core/conformance.rs; at most\n\
          # 1% of the in-scope valid instances may be listed. Regenerate with\n\
-         #   CALLMASK_BLESS=1 cargo test --release --test conformance\n\
+         #   CALLMASK_BLESS=1 cargo test --release --test core conformance::\n\
          # (a re-bless keeps the reasons written here for entries that stay).\n\
          # Format: file :: case description :: test description :: reason\n",
     );
@@ -392,7 +392,7 @@ fn json_schema_test_suite_byte_level() {
     // The report.
     eprintln!(
         "JSON-Schema-Test-Suite {}: {} cases, {total_instances} instances",
-        common::SUITE_VERSION,
+        testkit::SUITE_VERSION,
         cases.len()
     );
     for (draft, [n, in_scope, valid, invalid]) in &per_draft {
@@ -515,7 +515,7 @@ fn json_schema_test_suite_byte_level() {
 #[test]
 fn json_schema_test_suite_token_level_llama3() {
     let cases = load_suite();
-    let vocab = common::llama_vocab();
+    let vocab = testkit::llama_vocab();
     let every: usize = std::env::var("CALLMASK_TOKEN_SAMPLE_EVERY")
         .ok()
         .and_then(|v| v.parse().ok())

