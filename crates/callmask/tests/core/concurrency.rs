@@ -311,7 +311,7 @@ fn forked_matchers_continue_on_other_threads() {
 /// are separate budgets (one model's compiles never touch another's).
 #[test]
 fn owned_caches_bound_their_bytes_and_change_no_mask() {
-    let vocab = common::llama_vocab();
+    let vocab = testkit::llama_vocab();
     let gs = grammars();
     let expected = serial(&automata(&gs, &vocab));
     let small = callmask::Caches::new(256 << 10);

@@ -3,7 +3,8 @@
 //! by name, and the scalar cache key covers every keyword the scalar compiler reads.
 
 use super::*;
-use crate::{CompileOptions, Error, Grammar};
+use crate::error::{Error, Result};
+use crate::grammar::{CompileOptions, Grammar};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 
@@ -189,7 +190,7 @@ fn refused_use(k: Keyword) -> Option<Value> {
     }
 }
 
-fn compile(schema: &Value) -> crate::Result<Grammar> {
+fn compile(schema: &Value) -> Result<Grammar> {
     Grammar::from_json_schema(schema, &CompileOptions::default())
 }
 
