@@ -475,6 +475,7 @@ impl PyGrammar {
     /// (JSON Schema 2020-12's default: not enforced, never refused).
     #[staticmethod]
     #[pyo3(signature = (schema, *, lenient=false, format_annotation=false, max_whitespace=None, max_depth=None, max_compile_secs=None, caches=None))]
+    #[allow(clippy::too_many_arguments)]
     fn from_json_schema(
         py: Python<'_>,
         schema: &Bound<'_, PyAny>,
