@@ -92,7 +92,7 @@ def test_caches_are_owned_sized_and_shared(llama_vocab):
         row = []
         for t in llama_vocab.tokenize(text):
             row.append(m.allowed_tokens())
-            m.accept(t)
+            assert m.accept_token(t)
         masks.append(row)
     assert masks[0] == masks[1]
     assert tiny.bytes <= tiny.max_bytes

@@ -86,7 +86,5 @@ def allowed_from_bitmask(bitmask, vocab_size):
     """
     import numpy as np
 
-    bits = np.unpackbits(
-        np.ascontiguousarray(bitmask).view(np.uint8), axis=-1, bitorder="little"
-    )
+    bits = np.unpackbits(np.ascontiguousarray(bitmask).view(np.uint8), axis=-1, bitorder="little")
     return bits[..., :vocab_size].astype(bool)
