@@ -189,6 +189,9 @@ pub(crate) struct GrammarBuilder<'o> {
     pub(crate) nodes: Vec<Node>,
     /// The distinct lexeme automata so far.
     pub(crate) lexemes: Vec<Arc<Dfa>>,
+    /// The id of each automaton in `lexemes`, by its address (the `Arc` in `lexemes` keeps the
+    /// address from being reused).
+    lexeme_ids: rustc_hash::FxHashMap<usize, LexId>,
     /// What lenient mode dropped, as "keyword at #/pointer".
     pub(crate) dropped: Vec<String>,
     /// The argument names of [`Capture::RawArgs`] so far.
@@ -215,6 +218,7 @@ impl<'o> GrammarBuilder<'o> {
             opts,
             nodes: Vec::new(),
             lexemes: Vec::new(),
+            lexeme_ids: Default::default(),
             dropped: Vec::new(),
             raw_arg_keys: Vec::new(),
             total_states: 0,
@@ -272,13 +276,16 @@ impl<'o> GrammarBuilder<'o> {
     /// The id of `dfa` in this grammar (one id per shared automaton, whose states and memory
     /// count once).
     pub(crate) fn lexeme_id(&mut self, dfa: Arc<Dfa>) -> Result<LexId> {
-        if let Some(i) = self.lexemes.iter().position(|d| Arc::ptr_eq(d, &dfa)) {
-            return Ok(i as LexId);
+        let addr = Arc::as_ptr(&dfa) as usize;
+        if let Some(&i) = self.lexeme_ids.get(&addr) {
+            return Ok(i);
         }
         self.count_states(&dfa)?;
         self.charge(dfa.memory() + std::mem::size_of::<Arc<Dfa>>())?;
         self.lexemes.push(dfa);
-        Ok(self.lexemes.len() as LexId - 1)
+        let id = self.lexemes.len() as LexId - 1;
+        self.lexeme_ids.insert(addr, id);
+        Ok(id)
     }
 
     pub(crate) fn dfa_err(&self, e: DfaError, path: &str, pattern: &str) -> Error {

@@ -10,7 +10,7 @@ use regex_automata::dfa::{dense, Automaton};
 use regex_automata::nfa::thompson;
 use regex_automata::util::{start, syntax};
 use regex_automata::{Anchored, MatchKind};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::hash::Hash;
 
 pub(crate) mod fresh;
@@ -428,7 +428,7 @@ impl Dfa {
             .collect();
         let mut blocks = 3;
         loop {
-            let mut ids: HashMap<(u32, Vec<u32>), u32> = HashMap::new();
+            let mut ids: HashMap<(u32, Vec<u32>), u32> = HashMap::default();
             let refined: Vec<u32> = (0..total)
                 .map(|x| {
                     let sig = (block[x], reps.iter().map(|&b| block[next(x, b)]).collect());
@@ -529,7 +529,7 @@ impl Dfa {
     ) -> Result<Dfa, DfaError> {
         let (cls, reps) = dense_classes(classes);
         let stride = reps.len();
-        let mut ids: HashMap<K, StateId> = HashMap::new();
+        let mut ids: HashMap<K, StateId> = HashMap::default();
         let mut keys: Vec<K> = vec![start.clone()];
         ids.insert(start, 1);
         // state 0 dead, state 1 start
@@ -767,7 +767,7 @@ fn dense_classes(classes: &[u8; 256]) -> ([u8; 256], Vec<u8>) {
 
 /// The coarsest partition of bytes finer than both `a` and `b`.
 fn refine(a: &[u8; 256], b: &[u8; 256]) -> [u8; 256] {
-    let mut ids: HashMap<(u8, u8), u8> = HashMap::new();
+    let mut ids: HashMap<(u8, u8), u8> = HashMap::default();
     let mut out = [0u8; 256];
     for i in 0..256 {
         let n = ids.len() as u8;

@@ -19,7 +19,7 @@
 //! - Python literals keep `\xXX` for control characters only.
 
 use super::{dense_classes, refine, Dfa, DfaError, StateId};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::rc::Rc;
 
 /// A run of code points (or code units) `lo..=hi` and what each leads to.
@@ -171,11 +171,11 @@ impl Dfa {
             trans: vec![0; (FIRST_IN + n) * reps.len()],
             accept: vec![false; FIRST_IN + n],
             limit: max_states.saturating_mul(4),
-            uniform: HashMap::new(),
-            mixed: HashMap::new(),
+            uniform: HashMap::default(),
+            mixed: HashMap::default(),
             lows: Vec::new(),
-            low_ids: HashMap::new(),
-            low_states: HashMap::new(),
+            low_ids: HashMap::default(),
+            low_states: HashMap::default(),
         };
         let start = if spec.quoted {
             b.accept[CLOSED] = true;
@@ -191,7 +191,7 @@ impl Dfa {
         };
         let mut points = CodePoints {
             dfa: self,
-            suffixes: HashMap::new(),
+            suffixes: HashMap::default(),
         };
         let live = |q: usize, byte: u8| match self.next(q as StateId, byte) {
             Self::DEAD => 0,
