@@ -11,9 +11,9 @@
 # CALLMASK_BENCH_ENGINES, CALLMASK_BENCH_REPS, CALLMASK_BENCH_COMPILE, CALLMASK_BENCH_FUZZ_MS,
 # CALLMASK_BENCH_WRITE_DOCS=0 (leave BENCHMARKS.md and the plots alone).
 # --quick: Llama 3.1 only, a subset of the workloads (tools_1 in every form, tools_5 in the peer
-# tool-calling formats, tools_100/hermes/auto, schema/weather), 3 passes and 3 compile trials,
+# tool-calling formats, tools_100, 400 and 1000 in hermes/auto, tools_1000/functools, schema/weather), 3 passes and 3 compile trials,
 # no fuzzing, XGrammar compiles cut at 2 s; prints the summary (geometric means of the ratios,
-# the new-request table, the batch fill) and leaves BENCHMARKS.md alone. Each knob can still
+# the targets with their misses, the new-request table, the batch fill) and leaves BENCHMARKS.md alone. Each knob can still
 # be set in the environment.
 # SKIP_XGRAMMAR_SETUP=1 skips the venv step (the suite then reports XGrammar as not run if the
 # venv is missing).
@@ -31,7 +31,7 @@ fi
 if [ "${1:-}" = "--quick" ]; then
   shift
   export CALLMASK_BENCH_VOCABS=${CALLMASK_BENCH_VOCABS:-llama}
-  export CALLMASK_BENCH_WORKLOADS=${CALLMASK_BENCH_WORKLOADS:-tools_1\$,tools_1/,tools_5/hermes,tools_5/llama31_json,tools_100/hermes/auto,schema/weather}
+  export CALLMASK_BENCH_WORKLOADS=${CALLMASK_BENCH_WORKLOADS:-tools_1\$,tools_1/,tools_5/hermes,tools_5/llama31_json,tools_100/hermes/auto,tools_400/hermes/auto,tools_1000/hermes/auto,tools_1000/functools,schema/weather}
   export CALLMASK_BENCH_REPS=${CALLMASK_BENCH_REPS:-3}
   export CALLMASK_BENCH_COMPILE=${CALLMASK_BENCH_COMPILE:-3}
   export CALLMASK_BENCH_FUZZ_MS=${CALLMASK_BENCH_FUZZ_MS:-0}

@@ -287,7 +287,7 @@ pub fn base_functions() -> Vec<Value> {
 }
 
 /// The tool counts of the suite's workloads.
-pub const TOOL_COUNTS: [usize; 4] = [1, 5, 20, 100];
+pub const TOOL_COUNTS: [usize; 6] = [1, 5, 20, 100, 400, 1000];
 
 /// `n` functions (OpenAI bare-function JSON): the base functions, then again under the names
 /// `NAME_k`.

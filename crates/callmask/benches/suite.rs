@@ -9,7 +9,7 @@
 //! ```
 //!
 //! Workloads:
-//! - `tools_N` (N = 1, 5, 20, 100; the sets are stored in `benches/tools/tools_N.json`): the JSON
+//! - `tools_N` (N = 1, 5, 20, 100, 400, 1000; the sets are stored in `benches/tools/tools_N.json`): the JSON
 //!   Schema of a functools-style call list (`[{"name": F, "arguments": {...}}, ...]`,
 //!   [`callmask_testkit::bench::call_list_schema`]), run by every engine; the output is one or two calls in
 //!   `json.dumps` layout.
@@ -1667,6 +1667,145 @@ fn summary_md(doc: &Value) -> String {
     s
 }
 
+/// One target of the suite: what it measures, its threshold, and how a workload's row gives
+/// the number (`None`: the target does not apply to that row).
+struct Target {
+    /// What the target says, as in the issue that set it.
+    label: &'static str,
+    /// The row's number (a ratio, or ms), or `None` where the target does not apply.
+    value: fn(&Value) -> Option<f64>,
+    /// The largest number that meets the target.
+    limit: f64,
+    /// How the number is printed: a ratio (`×`) or ms.
+    ratio: bool,
+}
+
+/// The tool-scale targets' workloads: N tools cold in Hermes and in a text-first dialect
+/// (functools), with their limits in ms.
+fn scale_limit(workload: &str) -> Option<f64> {
+    let (n, rest) = workload.strip_prefix("tools_")?.split_once('/')?;
+    if rest != "hermes/auto" && rest != "functools" {
+        return None;
+    }
+    match n {
+        "100" => Some(5.0),
+        "400" => Some(20.0),
+        "1000" => Some(60.0),
+        _ => None,
+    }
+}
+
+/// The suite's targets, each with the workloads it applies to and its misses.
+const TARGETS: [Target; 5] = [
+    Target {
+        label: "new request, cold: ≤ 0.5× the best peer",
+        value: |r| r["ratios"]["best_peer"]["new_request"].as_f64(),
+        limit: 0.5,
+        ratio: true,
+    },
+    Target {
+        label: "new request, warm: ≤ 0.25× the best peer",
+        value: |r| r["ratios"]["best_peer"]["new_request_warm_caches"].as_f64(),
+        limit: 0.25,
+        ratio: true,
+    },
+    Target {
+        label: "first mask alone: ≤ 1× llguidance's",
+        value: |r| r["ratios"]["llguidance"]["first_mask"].as_f64(),
+        limit: 1.0,
+        ratio: true,
+    },
+    Target {
+        label: "100 / 400 / 1,000 tools cold (hermes/auto, functools): < 5 / 20 / 60 ms",
+        // Normalized to the workload's own limit: 1 is the limit.
+        value: |r| {
+            let limit = scale_limit(r["workload"].as_str()?)?;
+            Some(r["engines"]["callmask"]["new_request_ms"].as_f64()? / limit)
+        },
+        limit: 1.0,
+        ratio: false,
+    },
+    Target {
+        label: "mask p50: ≤ 0.5× the best peer",
+        value: |r| r["ratios"]["best_peer"]["mask_p50"].as_f64(),
+        limit: 0.5,
+        ratio: true,
+    },
+];
+
+/// The targets table: per vocabulary and target, the workloads it applies to, how many miss,
+/// and the worst of them.
+fn targets_md(doc: &Value) -> String {
+    let mut s = String::from(
+        "## Targets\n\nEach target over the workloads it applies to (same run, same machine; the \
+         best peer per workload and measure). The tool-scale row gives the time as a fraction of \
+         its limit (1 = the limit). The batch row: one sequence's fill (batch 1) against \
+         llguidance's, target ≤ 0.5×.\n\n\
+         | vocabulary | target | workloads | misses | worst |\n|---|---|---:|---:|---|\n",
+    );
+    for v in doc["vocabs"].as_array().into_iter().flatten() {
+        let vn = v["name"].as_str().unwrap_or("");
+        let label = v["label"].as_str().unwrap_or("");
+        for t in &TARGETS {
+            let mut n = 0;
+            let mut misses = 0;
+            let mut worst: Option<(f64, &str)> = None;
+            for r in doc["results"].as_array().into_iter().flatten() {
+                if r["vocab"] != vn {
+                    continue;
+                }
+                let Some(x) = (t.value)(r) else { continue };
+                n += 1;
+                if x > t.limit {
+                    misses += 1;
+                }
+                if worst.is_none_or(|(w, _)| x > w) {
+                    worst = Some((x, r["workload"].as_str().unwrap_or("")));
+                }
+            }
+            if n == 0 {
+                continue;
+            }
+            let worst = worst.map_or("-".into(), |(x, w)| {
+                if t.ratio {
+                    format!("{} `{w}`", fmt_r(&json!(x)))
+                } else {
+                    format!("{x:.2} of the limit `{w}`")
+                }
+            });
+            s.push_str(&format!(
+                "| {label} | {} | {n} | {misses} | {worst} |\n",
+                t.label
+            ));
+        }
+        let batch1: Vec<(f64, String)> = v["batch"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|b| b["batch"] == 1)
+            .filter_map(|b| {
+                Some((
+                    b["ratio_p50"].as_f64()?,
+                    b["workload"].as_str()?.to_string(),
+                ))
+            })
+            .collect();
+        if !batch1.is_empty() {
+            let misses = batch1.iter().filter(|(x, _)| *x > 0.5).count();
+            let (x, w) = batch1
+                .iter()
+                .max_by(|a, b| a.0.total_cmp(&b.0))
+                .expect("not empty");
+            s.push_str(&format!(
+                "| {label} | one sequence's fill (batch 1): ≤ 0.5× llguidance's | {} | {misses} | {} `{w}` |\n",
+                batch1.len(),
+                fmt_r(&json!(x))
+            ));
+        }
+    }
+    s
+}
+
 fn markdown(doc: &Value) -> String {
     let meta = &doc["meta"];
     let mut s = String::new();
@@ -1735,6 +1874,8 @@ fn markdown(doc: &Value) -> String {
     s.push_str("Plots: [p50 vs tools](docs/bench/mask_p50_vs_tools.svg), [p99 vs tools](docs/bench/mask_p99_vs_tools.svg), [p50 vs vocabulary size](docs/bench/mask_p50_vs_vocab.svg).\n\n");
     s.push_str("![mask p50 vs tools](docs/bench/mask_p50_vs_tools.svg)\n\n");
 
+    s.push_str(&targets_md(doc));
+    s.push_str("\n");
     s.push_str(&summary_md(doc));
     let over5: Vec<String> = doc["results"]
         .as_array()
@@ -2091,6 +2232,7 @@ fn main() {
     println!("results: {}", path.display());
     if std::env::var("CALLMASK_BENCH_SUMMARY_ONLY").as_deref() == Ok("1") {
         // scripts/bench.sh --quick: the ratios only, documents untouched.
+        println!("{}", targets_md(&doc));
         println!("{}", summary_md(&doc));
     } else {
         write_docs(&doc, &dir);

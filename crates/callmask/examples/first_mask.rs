@@ -9,8 +9,8 @@
 //!     target/release/examples/first_mask functools auto 1 3
 //! ```
 //!
-//! Arguments: dialect (default `hermes`), tool choice (`auto`), number of tools (1, 5, 20 or
-//! 100: `benches/tools/tools_N.json`; default 1), requests (default 5). The first request runs
+//! Arguments: dialect (default `hermes`), tool choice (`auto`), number of tools (1, 5, 20,
+//! 100, 400 or 1000: `benches/tools/tools_N.json`; default 1), requests (default 5). The first request runs
 //! with the process-wide caches cleared ("cold"); the others keep them ("warm"). One untimed
 //! request before them builds the vocabulary's token trie (kept by every cache clear).
 
@@ -53,7 +53,7 @@ fn main() {
     let mut opts = DialectOptions::default().tool_choice(choice);
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let tools = std::fs::read_to_string(root.join(format!("benches/tools/tools_{n}.json")))
-        .expect("benches/tools/tools_N.json (N = 1, 5, 20, 100)");
+        .expect("benches/tools/tools_N.json (N = 1, 5, 20, 100, 400, 1000)");
     let cache = std::env::var_os("CALLMASK_CACHE")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("../../.cache"));
