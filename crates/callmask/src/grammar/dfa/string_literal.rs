@@ -172,7 +172,7 @@ impl Dfa {
             accept: vec![false; FIRST_IN + n],
             limit: max_states.saturating_mul(4),
             uniform: HashMap::default(),
-            mixed: HashMap::default(),
+            mixed: Default::default(),
             lows: Vec::new(),
             low_ids: HashMap::default(),
             low_states: HashMap::default(),
@@ -197,6 +197,13 @@ impl Dfa {
             Self::DEAD => 0,
             t => in_(t),
         };
+        // The content's byte classes holding a byte that only a hex escape may spell (control
+        // characters, DEL, the bytes of non-ASCII characters): a state with no live transition
+        // in any of them has no hex escape, and its code points need not be listed.
+        let mut hex_only = vec![false; self.stride];
+        for byte in (0x00..0x20).chain(0x7f..=0xff) {
+            hex_only[self.classes[byte] as usize] = true;
+        }
         let mut units = Vec::new();
         for q in 1..n {
             let at = in_(q as StateId) as usize;
@@ -215,7 +222,16 @@ impl Dfa {
                 b.set(at, c as u8, t);
             }
             // The escapes from `q`: one-letter ones, then the hex trie.
-            let map = points.map(q as StateId);
+            let row = &self.trans[q * self.stride..(q + 1) * self.stride];
+            let needs_hex = row
+                .iter()
+                .zip(&hex_only)
+                .any(|(&t, &h)| h && t != Self::DEAD);
+            let map = if needs_hex {
+                points.map(q as StateId)
+            } else {
+                Vec::new()
+            };
             units.clear();
             match spec.hex {
                 HexEscape::Utf16 => utf16_units(&map, &mut units, &mut b),
@@ -287,8 +303,9 @@ struct Spelling {
     limit: usize,
     /// Trie nodes over `digits` remaining hex digits whose every value leads to one place.
     uniform: HashMap<(u32, Out), StateId>,
-    /// Other trie nodes, by their runs.
-    mixed: HashMap<(u32, Vec<Run<Out>>), StateId>,
+    /// Other trie nodes, by their runs, per number of digits remaining (looked up by slice,
+    /// so that a hit allocates nothing).
+    mixed: [HashMap<Vec<Run<Out>>, StateId>; 5],
     /// The code points (relative to their block of 1,024) each high surrogate's low unit decodes.
     lows: Vec<Vec<Run<StateId>>>,
     low_ids: HashMap<Vec<Run<StateId>>, u32>,
@@ -334,7 +351,7 @@ impl Spelling {
         let found = if uniform {
             self.uniform.get(&(digits, first))
         } else {
-            self.mixed.get(&(digits, runs.to_vec()))
+            self.mixed[digits as usize].get(runs)
         };
         if let Some(&s) = found {
             return Ok(s);
@@ -343,7 +360,7 @@ impl Spelling {
         if uniform {
             self.uniform.insert((digits, first), id as StateId);
         } else {
-            self.mixed.insert((digits, runs.to_vec()), id as StateId);
+            self.mixed[digits as usize].insert(runs.to_vec(), id as StateId);
         }
         let part = span / 16;
         let mut children = [0 as StateId; 16];
