@@ -1875,7 +1875,7 @@ fn markdown(doc: &Value) -> String {
     s.push_str("![mask p50 vs tools](docs/bench/mask_p50_vs_tools.svg)\n\n");
 
     s.push_str(&targets_md(doc));
-    s.push_str("\n");
+    s.push('\n');
     s.push_str(&summary_md(doc));
     let over5: Vec<String> = doc["results"]
         .as_array()
