@@ -37,7 +37,7 @@
 //! - load: vocabulary + token trie, once per vocabulary and engine.
 //! - compile: grammar → matcher with its first mask computed, median over
 //!   `CALLMASK_BENCH_COMPILE` trials (default 5), each on fresh objects. For callmask, the
-//!   process-wide caches (compiled lexemes, lexeme walks) are cleared before each trial ("cold"),
+//!   caches (`Caches`: compiled lexemes, lexeme walks) are cleared before each trial ("cold"),
 //!   and a second series keeps them ("warm", a server's steady state).
 //! - first mask: the first mask's own time in those trials (median).
 //! - new request: a request's JSON text (the schema, or the tools) in, its first mask out: parse,
@@ -312,12 +312,12 @@ fn workloads(knobs: &Knobs) -> Vec<Workload> {
 struct Row {
     /// ms, one per trial (callmask: caches cleared)
     compile_ms: Vec<f64>,
-    /// ms, callmask with its process-wide caches warm
+    /// ms, callmask with its caches (`Caches`) warm
     compile_warm_ms: Vec<f64>,
     /// ms, a new request: its JSON text (schema or tools) in, first mask out (callmask: caches
     /// cleared)
     new_request_ms: Vec<f64>,
-    /// ms, the same with callmask's process-wide caches warm
+    /// ms, the same with callmask's caches (`Caches`) warm
     new_request_warm_ms: Vec<f64>,
     /// µs, one per trial
     first_mask_us: Vec<f64>,
@@ -1565,7 +1565,7 @@ fn geomean(xs: &[f64]) -> f64 {
 fn summary_md(doc: &Value) -> String {
     let mut s = String::new();
     s.push_str("## Summary\n\n");
-    s.push_str("Geometric mean of callmask / peer over the workloads both ran (count in parentheses), and how many workloads miss the ≤ 0.5 target. *best peer* = the faster peer per workload and measure. **new request** = the request's JSON text (schema or tools) in, first mask out; callmask with its process-wide caches cleared (cold) or kept (warm).\n\n");
+    s.push_str("Geometric mean of callmask / peer over the workloads both ran (count in parentheses), and how many workloads miss the ≤ 0.5 target. *best peer* = the faster peer per workload and measure. **new request** = the request's JSON text (schema or tools) in, first mask out; callmask with its caches (`Caches`) cleared (cold) or kept (warm).\n\n");
     s.push_str("| vocabulary | peer | new request, cold | new request, warm | compile | compile, callmask caches warm | first mask | mask p50 | mask p99 | mask p99, step minima | misses (new request cold / warm / compile / p50 / p99) |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
     const COLS: [&str; 8] = [
         "new_request",
@@ -1853,7 +1853,7 @@ fn markdown(doc: &Value) -> String {
     }
     s.push_str(
         "\nMeasures: **compile** = grammar (schema or tools) → matcher with its first mask \
-         computed, median over trials on fresh objects (callmask: process-wide caches cleared \
+         computed, median over trials on fresh objects (callmask: its `Caches` cleared \
          before each trial; the `warm` column keeps them, as a server would); **first** = that \
          first mask alone (µs); **p50 / p99 / max** = per-token mask time (µs) along the output, \
          warm passes with fresh matchers on one compiled grammar; **p99 step-min** = p99 over the \
