@@ -104,6 +104,101 @@ impl Dfa {
         )
     }
 
+    /// The JSON string literal of `min..=max` characters, the automaton
+    /// `Dfa::char_count(min, Some(max))?.json_string()` builds (the same states, numbered
+    /// differently), built by chaining copies of one
+    /// character's spelling rather than spelling every count's states one by one: a `maxLength`
+    /// string is the commonest string argument, and spelling it state by state (code points and
+    /// a hex trie per count) cost about ten times more than copying the rows of one.
+    pub(crate) fn json_string_of_length(
+        min: u64,
+        max: u64,
+        max_states: usize,
+    ) -> Result<Dfa, DfaError> {
+        // (Without an upper bound, the last two counts share one hex trie in `json_string`;
+        // bounded, no two counts lead to the same place, so copies are all it builds.)
+        // One character, spelled inside a literal: from its start to its one accepting state,
+        // which has no way out (the content cannot read a second character).
+        let one = Dfa::char_count(1, Some(1), 64)?.json_escaped(max_states.max(1_000))?;
+        let end = (1..one.accept.len())
+            .find(|&s| one.accept[s])
+            .ok_or(DfaError::TooLarge)?;
+        debug_assert!(!one.has_out[end] && one.start as usize != end);
+        let inner: Vec<usize> = (1..one.accept.len())
+            .filter(|&s| s != end && s != one.start as usize)
+            .collect();
+        let mut local = vec![0usize; one.accept.len()];
+        for (i, &s) in inner.iter().enumerate() {
+            local[s] = i;
+        }
+        let cap = max;
+        // The content automaton's own limit ([`Dfa::char_count`]: eight states per count), so
+        // that both ways refuse the same lengths.
+        let counts = usize::try_from(cap).map_or(usize::MAX, |c| c.saturating_add(1));
+        if counts.saturating_mul(8).saturating_add(1) > max_states {
+            return Err(DfaError::TooLarge);
+        }
+        let per_count = 1 + inner.len();
+        // Every count has its copy of one character's states but the top one.
+        let n = (counts - 1)
+            .saturating_mul(per_count)
+            .saturating_add(FIRST_IN + 1);
+        if n > max_states.saturating_mul(4) {
+            return Err(DfaError::TooLarge);
+        }
+        let stride = one.stride;
+        let quote = one.classes[b'"' as usize] as usize;
+        let mut trans = vec![0 as StateId; n * stride];
+        let mut accept = vec![false; n];
+        accept[CLOSED] = true;
+        let at = |c: usize| FIRST_IN + c * per_count; // the state between characters, count `c`
+        trans[OPEN * stride + quote] = at(0) as StateId;
+        for c in 0..counts {
+            if c as u64 >= min {
+                trans[at(c) * stride + quote] = CLOSED as StateId;
+            }
+            if c + 1 == counts {
+                continue; // at the maximum: no more characters
+            }
+            let next = c + 1;
+            let place = |s: usize| match s {
+                0 => 0,
+                s if s == one.start as usize => at(c),
+                s if s == end => at(next),
+                s => at(c) + 1 + local[s],
+            };
+            for s in std::iter::once(one.start as usize).chain(inner.iter().copied()) {
+                let from = place(s) * stride;
+                for k in 0..stride {
+                    let t = one.trans[s * stride + k] as usize;
+                    if t != 0 {
+                        trans[from + k] = place(t) as StateId;
+                    }
+                }
+            }
+        }
+        // Already trimmed: every state is reached from the opening quote and reaches the
+        // closing one (a count below `min` reads on to `min`; a copy's states lead to the next
+        // count).
+        let has_out = (0..n)
+            .map(|s| trans[s * stride..(s + 1) * stride].iter().any(|&t| t != 0))
+            .collect();
+        let d = Dfa {
+            classes: one.classes,
+            stride,
+            trans,
+            accept,
+            has_out,
+            start: OPEN as StateId,
+            text: None,
+            text_states: None,
+        };
+        if d.state_count() > max_states {
+            return Err(DfaError::TooLarge);
+        }
+        Ok(d)
+    }
+
     /// A Python string literal in `quote` (`'` or `"`) whose value this DFA accepts.
     ///
     /// Escaping policy: the quote and `\` are escaped; so are control characters (`\b`, `\f`,
@@ -541,6 +636,7 @@ impl CodePoints<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::grammar::dfa::Op;
 
     /// True when a JSON string literal keeps the escape policy: no `\uXXXX` for printable ASCII.
     fn policy_ok(lit: &str) -> bool {
@@ -631,6 +727,38 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_string_of_length_is_spelled_as_its_content_would_be() {
+        for (min, max) in [(0, 0), (0, 1), (0, 3), (2, 5), (3, 3), (1, 40), (0, 200)] {
+            let fast = Dfa::json_string_of_length(min, max, 100_000).unwrap();
+            let slow = Dfa::char_count(min, Some(max), 10_000)
+                .unwrap()
+                .json_string(100_000)
+                .unwrap();
+            for (a, b) in [(&fast, &slow), (&slow, &fast)] {
+                assert!(
+                    a.product(b, Op::AndNot, 1_000_000).unwrap().is_empty(),
+                    "length {min}..={max}: the two spellings differ"
+                );
+            }
+            assert_eq!(fast.state_count(), slow.state_count(), "{min}..={max}");
+            assert!(fast.matches(b"\"\"") == (min == 0));
+        }
+        let d = Dfa::json_string_of_length(2, 3, 10_000).unwrap();
+        for (lit, ok) in [
+            ("\"ab\"", true),
+            ("\"a\\u00e9\\ud83d\\ude00\"", true),
+            ("\"\\n\\\"\"", true),
+            ("\"a\"", false),
+            ("\"abcd\"", false),
+            ("\"a\\u0041\"", false),
+        ] {
+            assert_eq!(d.matches(lit.as_bytes()), ok, "{lit}");
+        }
+        assert!(Dfa::json_string_of_length(0, 100_000, 50_000).is_err());
+        assert!(Dfa::char_count(0, Some(100_000), 50_000).is_err());
     }
 
     #[test]
