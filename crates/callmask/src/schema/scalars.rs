@@ -170,7 +170,13 @@ impl Compiler<'_> {
 
     /// The strings an ECMA-262 `pattern` matches somewhere in (a search, as `RegExp.test`).
     pub(super) fn pattern_dfa(&self, p: &str, path: &str) -> Result<Dfa> {
-        let re = format!("(?s:.)*(?:{})(?s:.)*", translate_ecma(p));
+        let body = translate_ecma(p);
+        // A search is a whole-input match with any text around; an end every match of the
+        // pattern is anchored at (`^…`, `…$`, as in most tool schemas) needs no text there,
+        // and leaving it out spares a determinization of `(?s:.)*` on that side.
+        let (start, end) = anchored_ends(&body);
+        let around = |anchored: bool| if anchored { "" } else { "(?s:.)*" };
+        let re = format!("{}(?:{body}){}", around(start), around(end));
         Dfa::from_regex(&re, self.opts.max_lexeme_states).map_err(|e| match e {
             DfaError::Regex(m) => Error::InvalidPattern {
                 pattern: p.into(),
@@ -268,5 +274,63 @@ impl Compiler<'_> {
             acc = self.b.and(&acc, &d, path)?;
         }
         Ok(acc)
+    }
+}
+
+/// Whether every match of the regex `re` starts at the start of the input (`^` on every
+/// path) and whether every match ends at its end (`$`), read from its syntax tree; `(false,
+/// false)` for a regex that does not parse (compiling it reports why).
+fn anchored_ends(re: &str) -> (bool, bool) {
+    use regex_syntax::hir::Look;
+    let Ok(hir) = regex_syntax::ParserBuilder::new()
+        .unicode(true)
+        .utf8(true)
+        .build()
+        .parse(re)
+    else {
+        return (false, false);
+    };
+    let props = hir.properties();
+    (
+        props.look_set_prefix().contains(Look::Start),
+        props.look_set_suffix().contains(Look::End),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::anchored_ends;
+    use crate::grammar::dfa::{Dfa, Op};
+
+    #[test]
+    fn a_pattern_anchored_at_an_end_needs_no_text_there() {
+        assert_eq!(anchored_ends("^[A-Z]{1,5}$"), (true, true));
+        assert_eq!(anchored_ends("^a|b$"), (false, false));
+        assert_eq!(anchored_ends("^(?:a|b)"), (true, false));
+        assert_eq!(anchored_ends("(?:^a|^b)c$"), (true, true));
+        assert_eq!(anchored_ends("(?m:^)a$"), (false, true));
+        assert_eq!(anchored_ends("(?:^)?a"), (false, false));
+        assert_eq!(anchored_ends("[unclosed"), (false, false));
+        for p in [
+            "^[A-Z]{1,5}$",
+            "^a|b$",
+            "^(?:a|b)",
+            "x$",
+            "(?:^a|^b)c$",
+            "^$",
+            "(?m:^)a$",
+        ] {
+            let around = |a: bool| if a { "" } else { "(?s:.)*" };
+            let (s, e) = anchored_ends(p);
+            let short = format!("{}(?:{p}){}", around(s), around(e));
+            let short = Dfa::from_regex(&short, 10_000).unwrap();
+            let wrapped = Dfa::from_regex(&format!("(?s:.)*(?:{p})(?s:.)*"), 10_000).unwrap();
+            for (a, b) in [(&wrapped, &short), (&short, &wrapped)] {
+                assert!(
+                    a.product(b, Op::AndNot, 100_000).unwrap().is_empty(),
+                    "{p}: the search and the anchored match differ"
+                );
+            }
+        }
     }
 }
