@@ -367,9 +367,21 @@ pub(crate) fn is_ws(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | b'\r')
 }
 
+/// Frames a copied stack has room for beyond its own: a step usually pushes one or two (a
+/// value started inside a sequence, a union's alternative), and a copy without that room
+/// grows (a reallocation and a second copy) on its first push.
+const STACK_ROOM: usize = 4;
+
+/// A copy of `stack` with room to grow ([`STACK_ROOM`]).
+fn copy_stack(stack: &[Frame]) -> Stack {
+    let mut s = Vec::with_capacity(stack.len() + STACK_ROOM);
+    s.extend_from_slice(stack);
+    s
+}
+
 /// `stack` with its top frame replaced by `top`.
 fn with_top(stack: &[Frame], top: Frame) -> Stack {
-    let mut s = stack.to_vec();
+    let mut s = copy_stack(stack);
     let n = s.len();
     s[n - 1] = top;
     s
@@ -1098,7 +1110,7 @@ impl GrammarInner {
             Node::Union(alts) => {
                 // Unions are flattened at compile time: no alternative is itself a union.
                 for &alt in alts {
-                    self.start_value(stack.clone(), alt, sym, out);
+                    self.start_value(copy_stack(&stack), alt, sym, out);
                 }
             }
             Node::Never => {}

@@ -517,11 +517,10 @@ impl<'a> Lowering<'a> {
             } => {
                 let name_node = {
                     self.c.enc = Encoding::Json;
-                    let d = crate::grammar::dfa::Dfa::literals(
-                        [name.as_bytes()],
+                    let d = crate::grammar::dfa::Dfa::json_string_of_word(
+                        name.as_bytes(),
                         self.c.opts.max_lexeme_states,
                     )
-                    .and_then(|d| d.json_string(self.c.opts.max_lexeme_states))
                     .map_err(|e| self.c.b.dfa_err(e, "", ""))?;
                     self.c.lexeme(d)?
                 };
@@ -666,11 +665,10 @@ impl Lowering<'_> {
             }
             Expr::NameJson => {
                 self.c.enc = Encoding::Json;
-                let d = crate::grammar::dfa::Dfa::literals(
-                    [name.as_bytes()],
+                let d = crate::grammar::dfa::Dfa::json_string_of_word(
+                    name.as_bytes(),
                     self.c.opts.max_lexeme_states,
                 )
-                .and_then(|d| d.json_string(self.c.opts.max_lexeme_states))
                 .map_err(|e| self.c.b.dfa_err(e, "", ""))?;
                 self.c.lexeme(d)
             }

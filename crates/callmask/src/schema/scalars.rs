@@ -89,7 +89,7 @@ impl Compiler<'_> {
             parts.push(self.number_dfa(s, types & T_NUM == 0, path)?);
         }
         if types & T_STR != 0 {
-            match self.json_string_of_length(s, path)? {
+            match self.string_of_length(s, path)? {
                 Some(d) => parts.push(d),
                 None => {
                     let d = self.string_dfa_of(s, path)?;
@@ -106,12 +106,12 @@ impl Compiler<'_> {
         Ok(acc)
     }
 
-    /// A string whose only constraints are a `maxLength` (and a `minLength`), spelled as a JSON literal
-    /// directly ([`Dfa::json_string_of_length`]: the same automaton as quoting its content,
-    /// built in a fraction of the time); `None` for any other string or encoding.
-    fn json_string_of_length(&mut self, s: &Schema, path: &str) -> Result<Option<Dfa>> {
-        if !matches!(self.enc, Encoding::Json | Encoding::JsonInString)
-            || !s.strings(Keyword::Pattern, path)?.is_empty()
+    /// A string whose only constraints are a `maxLength` (and a `minLength`), spelled as a
+    /// literal of the current encoding directly ([`Dfa::json_string_of_length`],
+    /// [`Dfa::python_string_of_length`]: the language of quoting its content, built in a
+    /// fraction of the time); `None` for any other string.
+    fn string_of_length(&mut self, s: &Schema, path: &str) -> Result<Option<Dfa>> {
+        if !s.strings(Keyword::Pattern, path)?.is_empty()
             || !(self.opts.format_annotation || s.strings(Keyword::Format, path)?.is_empty())
         {
             return Ok(None);
@@ -120,9 +120,13 @@ impl Compiler<'_> {
         let Some(max) = s.count(Keyword::MaxLength, path)?.filter(|&m| m >= min) else {
             return Ok(None);
         };
-        Dfa::json_string_of_length(min, max, self.opts.max_lexeme_states)
-            .map(Some)
-            .map_err(|e| self.b.dfa_err(e, path, ""))
+        let limit = self.opts.max_lexeme_states;
+        match self.enc {
+            Encoding::Json | Encoding::JsonInString => Dfa::json_string_of_length(min, max, limit),
+            Encoding::Python => Dfa::python_string_of_length(min, max, limit),
+        }
+        .map(Some)
+        .map_err(|e| self.b.dfa_err(e, path, ""))
     }
 
     /// The automaton over a string's decoded content, for the string keywords of `obj`.

@@ -106,10 +106,10 @@ impl Dfa {
 
     /// The JSON string literal of `min..=max` characters, the automaton
     /// `Dfa::char_count(min, Some(max))?.json_string()` builds (the same states, numbered
-    /// differently), built by chaining copies of one
-    /// character's spelling rather than spelling every count's states one by one: a `maxLength`
-    /// string is the commonest string argument, and spelling it state by state (code points and
-    /// a hex trie per count) cost about ten times more than copying the rows of one.
+    /// differently), built by chaining copies of one character's spelling rather than spelling
+    /// every count's states one by one: a `maxLength` string is the commonest string argument,
+    /// and spelling it state by state (code points and a hex trie per count) cost about ten
+    /// times more than copying the rows of one.
     pub(crate) fn json_string_of_length(
         min: u64,
         max: u64,
@@ -117,86 +117,37 @@ impl Dfa {
     ) -> Result<Dfa, DfaError> {
         // (Without an upper bound, the last two counts share one hex trie in `json_string`;
         // bounded, no two counts lead to the same place, so copies are all it builds.)
-        // One character, spelled inside a literal: from its start to its one accepting state,
-        // which has no way out (the content cannot read a second character).
         let one = Dfa::char_count(1, Some(1), 64)?.json_escaped(max_states.max(1_000))?;
-        let end = (1..one.accept.len())
-            .find(|&s| one.accept[s])
-            .ok_or(DfaError::TooLarge)?;
-        debug_assert!(!one.has_out[end] && one.start as usize != end);
-        let inner: Vec<usize> = (1..one.accept.len())
-            .filter(|&s| s != end && s != one.start as usize)
-            .collect();
-        let mut local = vec![0usize; one.accept.len()];
-        for (i, &s) in inner.iter().enumerate() {
-            local[s] = i;
+        literal_of_length(&[(b'"', &one)], min, max, max_states)
+    }
+
+    /// The Python string literal of `min..=max` characters in either quote, the language of
+    /// `python_string(b'\'')` or `python_string(b'"')` over `Dfa::char_count(min, Some(max))`,
+    /// built as [`Dfa::json_string_of_length`] is (one closing state for both quotes, where the
+    /// union of the two literals has one per quote).
+    pub(crate) fn python_string_of_length(
+        min: u64,
+        max: u64,
+        max_states: usize,
+    ) -> Result<Dfa, DfaError> {
+        let one_char = Dfa::char_count(1, Some(1), 64)?;
+        let limit = max_states.max(1_000);
+        let single = one_char.python_escaped(b'\'', limit)?;
+        let double = one_char.python_escaped(b'"', limit)?;
+        literal_of_length(&[(b'\'', &single), (b'"', &double)], min, max, max_states)
+    }
+
+    /// The JSON string literal of `word` (a function's name), the language of
+    /// `Dfa::literals([word])?.json_string()`: a word of printable ASCII other than `"`, `\`
+    /// and `/` has one spelling, itself in quotes, built directly; any other word is spelled
+    /// through [`Dfa::json_string`].
+    pub(crate) fn json_string_of_word(word: &[u8], max_states: usize) -> Result<Dfa, DfaError> {
+        let plain = |b: &u8| (0x20..=0x7e).contains(b) && !matches!(b, b'"' | b'\\' | b'/');
+        if word.iter().all(plain) {
+            let quoted = [&b"\""[..], word, b"\""].concat();
+            return Dfa::literals([quoted.as_slice()], max_states);
         }
-        let cap = max;
-        // The content automaton's own limit ([`Dfa::char_count`]: eight states per count), so
-        // that both ways refuse the same lengths.
-        let counts = usize::try_from(cap).map_or(usize::MAX, |c| c.saturating_add(1));
-        if counts.saturating_mul(8).saturating_add(1) > max_states {
-            return Err(DfaError::TooLarge);
-        }
-        let per_count = 1 + inner.len();
-        // Every count has its copy of one character's states but the top one.
-        let n = (counts - 1)
-            .saturating_mul(per_count)
-            .saturating_add(FIRST_IN + 1);
-        if n > max_states.saturating_mul(4) {
-            return Err(DfaError::TooLarge);
-        }
-        let stride = one.stride;
-        let quote = one.classes[b'"' as usize] as usize;
-        let mut trans = vec![0 as StateId; n * stride];
-        let mut accept = vec![false; n];
-        accept[CLOSED] = true;
-        let at = |c: usize| FIRST_IN + c * per_count; // the state between characters, count `c`
-        trans[OPEN * stride + quote] = at(0) as StateId;
-        for c in 0..counts {
-            if c as u64 >= min {
-                trans[at(c) * stride + quote] = CLOSED as StateId;
-            }
-            if c + 1 == counts {
-                continue; // at the maximum: no more characters
-            }
-            let next = c + 1;
-            let place = |s: usize| match s {
-                0 => 0,
-                s if s == one.start as usize => at(c),
-                s if s == end => at(next),
-                s => at(c) + 1 + local[s],
-            };
-            for s in std::iter::once(one.start as usize).chain(inner.iter().copied()) {
-                let from = place(s) * stride;
-                for k in 0..stride {
-                    let t = one.trans[s * stride + k] as usize;
-                    if t != 0 {
-                        trans[from + k] = place(t) as StateId;
-                    }
-                }
-            }
-        }
-        // Already trimmed: every state is reached from the opening quote and reaches the
-        // closing one (a count below `min` reads on to `min`; a copy's states lead to the next
-        // count).
-        let has_out = (0..n)
-            .map(|s| trans[s * stride..(s + 1) * stride].iter().any(|&t| t != 0))
-            .collect();
-        let d = Dfa {
-            classes: one.classes,
-            stride,
-            trans,
-            accept,
-            has_out,
-            start: OPEN as StateId,
-            text: None,
-            text_states: None,
-        };
-        if d.state_count() > max_states {
-            return Err(DfaError::TooLarge);
-        }
-        Ok(d)
+        Dfa::literals([word], max_states)?.json_string(max_states)
     }
 
     /// A Python string literal in `quote` (`'` or `"`) whose value this DFA accepts.
@@ -227,6 +178,20 @@ impl Dfa {
                 quoted: false,
                 escapes: JSON_ESCAPES,
                 hex: HexEscape::Utf16,
+            },
+            max_states,
+        )
+    }
+
+    /// This automaton's language as it is written inside a Python literal in `quote`, without
+    /// the quotes (one character's spelling, for [`Dfa::python_string_of_length`]).
+    fn python_escaped(&self, quote: u8, max_states: usize) -> Result<Dfa, DfaError> {
+        self.string_literal(
+            &StringSpec {
+                quote,
+                quoted: false,
+                escapes: PYTHON_ESCAPES,
+                hex: HexEscape::ControlByte,
             },
             max_states,
         )
@@ -363,6 +328,101 @@ impl Dfa {
         }
         Ok(d)
     }
+}
+
+/// String literals of `min..=max` characters, one per `(quote, one)`: `quote`, then `min` to
+/// `max` copies of `one` (one character's spelling inside the literal, from its start to its
+/// one accepting state, which has no way out), then `quote` again. Every state is reached from
+/// the opening quote and reaches the closing one (a count below `min` reads on to `min`; a
+/// copy's states lead to the next count), so the result needs no trimming.
+fn literal_of_length(
+    literals: &[(u8, &Dfa)],
+    min: u64,
+    max: u64,
+    max_states: usize,
+) -> Result<Dfa, DfaError> {
+    // The content automaton's own limit ([`Dfa::char_count`]: eight states per count), so that
+    // both ways refuse the same lengths.
+    let counts = usize::try_from(max).map_or(usize::MAX, |c| c.saturating_add(1));
+    if counts.saturating_mul(8).saturating_add(1) > max_states {
+        return Err(DfaError::TooLarge);
+    }
+    let mut shared = literals[0].1.classes;
+    for (_, one) in &literals[1..] {
+        shared = refine(&shared, &one.classes);
+    }
+    let (classes, reps) = dense_classes(&shared);
+    let stride = reps.len();
+    let mut trans = vec![0 as StateId; FIRST_IN * stride];
+    let mut accept = vec![false; FIRST_IN];
+    accept[CLOSED] = true;
+    for &(quote, one) in literals {
+        let end = (1..one.accept.len())
+            .find(|&s| one.accept[s])
+            .ok_or(DfaError::TooLarge)?;
+        debug_assert!(!one.has_out[end] && one.start as usize != end);
+        let inner: Vec<usize> = (1..one.accept.len())
+            .filter(|&s| s != end && s != one.start as usize)
+            .collect();
+        let mut local = vec![0usize; one.accept.len()];
+        for (i, &s) in inner.iter().enumerate() {
+            local[s] = i;
+        }
+        // Every count has its copy of one character's states but the top one.
+        let per_count = 1 + inner.len();
+        let base = accept.len();
+        let n = base.saturating_add((counts - 1).saturating_mul(per_count).saturating_add(1));
+        if n > max_states.saturating_mul(4) {
+            return Err(DfaError::TooLarge);
+        }
+        trans.resize(n * stride, 0);
+        accept.resize(n, false);
+        let quote = classes[quote as usize] as usize;
+        let at = |c: usize| base + c * per_count; // between characters, after `c` of them
+        trans[OPEN * stride + quote] = at(0) as StateId;
+        for c in 0..counts {
+            if c as u64 >= min {
+                trans[at(c) * stride + quote] = CLOSED as StateId;
+            }
+            if c + 1 == counts {
+                continue; // at the maximum: no more characters
+            }
+            let place = |s: usize| match s {
+                0 => 0,
+                s if s == one.start as usize => at(c),
+                s if s == end => at(c + 1),
+                s => at(c) + 1 + local[s],
+            };
+            for s in std::iter::once(one.start as usize).chain(inner.iter().copied()) {
+                let from = place(s) * stride;
+                let row = &one.trans[s * one.stride..(s + 1) * one.stride];
+                for (k, &rep) in reps.iter().enumerate() {
+                    let t = row[one.classes[rep as usize] as usize] as usize;
+                    if t != 0 {
+                        trans[from + k] = place(t) as StateId;
+                    }
+                }
+            }
+        }
+    }
+    let n = accept.len();
+    let has_out = (0..n)
+        .map(|s| trans[s * stride..(s + 1) * stride].iter().any(|&t| t != 0))
+        .collect();
+    let d = Dfa {
+        classes,
+        stride,
+        trans,
+        accept,
+        has_out,
+        start: OPEN as StateId,
+        text: None,
+        text_states: None,
+    };
+    if d.state_count() > max_states {
+        return Err(DfaError::TooLarge);
+    }
+    Ok(d)
 }
 
 /// State 1 waits for the opening quote, state 2 follows the closing one.
@@ -759,6 +819,72 @@ mod tests {
         }
         assert!(Dfa::json_string_of_length(0, 100_000, 50_000).is_err());
         assert!(Dfa::char_count(0, Some(100_000), 50_000).is_err());
+    }
+
+    #[test]
+    fn a_python_string_of_length_is_spelled_as_its_content_would_be() {
+        for (min, max) in [(0, 0), (0, 1), (2, 5), (3, 3), (1, 40)] {
+            let fast = Dfa::python_string_of_length(min, max, 100_000).unwrap();
+            let content = Dfa::char_count(min, Some(max), 10_000).unwrap();
+            let slow = content
+                .python_string(b'\'', 100_000)
+                .unwrap()
+                .product(
+                    &content.python_string(b'"', 100_000).unwrap(),
+                    Op::Or,
+                    100_000,
+                )
+                .unwrap();
+            for (a, b) in [(&fast, &slow), (&slow, &fast)] {
+                assert!(
+                    a.product(b, Op::AndNot, 1_000_000).unwrap().is_empty(),
+                    "length {min}..={max}: the two spellings differ"
+                );
+            }
+            assert!(fast.state_count() <= slow.state_count(), "{min}..={max}");
+        }
+        let d = Dfa::python_string_of_length(1, 2, 10_000).unwrap();
+        for (lit, ok) in [
+            ("'a'", true),
+            ("\"ab\"", true),
+            ("'\\x1f\"'", true),
+            ("'\\''", true),
+            ("'a\"", false),
+            ("''", false),
+            ("'abc'", false),
+        ] {
+            assert_eq!(d.matches(lit.as_bytes()), ok, "{lit}");
+        }
+    }
+
+    #[test]
+    fn a_word_is_spelled_as_its_literal_would_be() {
+        for w in [
+            "get_weather",
+            "a.b-c",
+            "x y",
+            "",
+            "a/b",
+            "caf\u{e9}",
+            "q\"",
+            "tab\t",
+        ] {
+            let fast = Dfa::json_string_of_word(w.as_bytes(), 10_000).unwrap();
+            let slow = Dfa::literals([w.as_bytes()], 10_000)
+                .unwrap()
+                .json_string(10_000)
+                .unwrap();
+            for (a, b) in [(&fast, &slow), (&slow, &fast)] {
+                assert!(
+                    a.product(b, Op::AndNot, 100_000).unwrap().is_empty(),
+                    "{w:?}: the two spellings differ"
+                );
+            }
+            assert!(
+                fast.matches(serde_json::to_string(w).unwrap().as_bytes()),
+                "{w:?}"
+            );
+        }
     }
 
     #[test]
