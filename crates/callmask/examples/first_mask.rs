@@ -9,7 +9,8 @@
 //!     target/release/examples/first_mask functools auto 1 3
 //! ```
 //!
-//! Arguments: dialect (default `hermes`), tool choice (`auto`), number of tools (1, 5, 20,
+//! Arguments: dialect (default `hermes`; or `schema/NAME` for `benches/schemas/NAME.schema.json`
+//! alone, without tools), tool choice (`auto`), number of tools (1, 5, 20,
 //! 100, 400 or 1000: `benches/tools/tools_N.json`; default 1), requests (default 5). The first request runs
 //! with the process-wide caches cleared ("cold"); the others keep them ("warm"). One untimed
 //! request before them builds the vocabulary's token trie (kept by every cache clear).
@@ -21,12 +22,25 @@ use std::time::Instant;
 
 use callmask::{Dialect, DialectOptions, TokenAutomaton, TokenMask, Tools, Vocab};
 
-/// One request: parse the tools, compile the dialect, bind the vocabulary, fill the first mask.
+/// What a request compiles: a dialect over tools, or one JSON Schema.
+enum Work {
+    Dialect(Dialect),
+    Schema,
+}
+
+/// One request: parse the tools (or schema), compile, bind the vocabulary, fill the first mask.
 #[inline(never)]
-fn new_request(dialect: &Dialect, opts: &DialectOptions, tools: &str, vocab: &Arc<Vocab>) -> usize {
-    let v: serde_json::Value = serde_json::from_str(tools).expect("tools JSON");
-    let tools = Tools::from_openai_json(&v).expect("tools");
-    let g = dialect.compile(&tools, opts).expect("compile");
+fn new_request(work: &Work, opts: &DialectOptions, text: &str, vocab: &Arc<Vocab>) -> usize {
+    let g = match work {
+        Work::Dialect(dialect) => {
+            let v: serde_json::Value = serde_json::from_str(text).expect("tools JSON");
+            let tools = Tools::from_openai_json(&v).expect("tools");
+            dialect.compile(&tools, opts).expect("compile")
+        }
+        Work::Schema => {
+            callmask::Grammar::from_json_schema_str(text, &opts.compile).expect("schema")
+        }
+    };
     let a = TokenAutomaton::new(&g, vocab.clone()).expect("automaton");
     let mut m = a.matcher();
     let mut mask = TokenMask::new(vocab.len());
@@ -46,14 +60,25 @@ fn load_trie(vocab: &Arc<Vocab>) {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let arg = |i: usize, d: &str| args.get(i).cloned().unwrap_or_else(|| d.to_string());
-    let dialect = Dialect::by_name(&arg(0, "hermes")).expect("dialect");
+    let first = arg(0, "hermes");
+    let schema = first.strip_prefix("schema/").map(str::to_string);
+    let work = match &schema {
+        Some(_) => Work::Schema,
+        None => Work::Dialect(Dialect::by_name(&first).expect("dialect")),
+    };
     let choice = arg(1, "auto").parse().expect("tool choice");
     let n: usize = arg(2, "1").parse().expect("number of tools");
     let reps: usize = arg(3, "5").parse().expect("requests");
     let mut opts = DialectOptions::default().tool_choice(choice);
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let tools = std::fs::read_to_string(root.join(format!("benches/tools/tools_{n}.json")))
-        .expect("benches/tools/tools_N.json (N = 1, 5, 20, 100, 400, 1000)");
+    let text = match &schema {
+        Some(name) => {
+            std::fs::read_to_string(root.join(format!("benches/schemas/{name}.schema.json")))
+                .expect("benches/schemas/NAME.schema.json")
+        }
+        None => std::fs::read_to_string(root.join(format!("benches/tools/tools_{n}.json")))
+            .expect("benches/tools/tools_N.json (N = 1, 5, 20, 100, 400, 1000)"),
+    };
     let cache = std::env::var_os("CALLMASK_CACHE")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("../../.cache"));
@@ -77,7 +102,7 @@ fn main() {
             vocab.caches().clear();
         }
         let t0 = Instant::now();
-        let allowed = new_request(&dialect, &opts, &tools, &vocab);
+        let allowed = new_request(&work, &opts, &text, &vocab);
         println!(
             "{} request: {:.3} ms, {allowed} tokens allowed",
             if i == 0 { "cold" } else { "warm" },
