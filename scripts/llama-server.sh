@@ -52,9 +52,7 @@ mkdir -p "$BASE"
 tarball=$BASE/llama_cpp_python-$LCP_VERSION.tar.gz
 if [ ! -f "$tarball" ]; then
   log "fetching llama-cpp-python $LCP_VERSION's sdist from PyPI (llama.cpp sources)"
-  python3 -m pip download --quiet --no-deps --no-binary :all: "llama-cpp-python==$LCP_VERSION" -d "$BASE/dl.tmp"
-  mv "$BASE"/dl.tmp/llama_cpp_python-$LCP_VERSION.tar.gz "$tarball"
-  rm -rf "$BASE/dl.tmp"
+  python3 scripts/fetch-sdist.py llama-cpp-python "llama_cpp_python-$LCP_VERSION.tar.gz" "$tarball"
 fi
 echo "$LCP_SHA256  $tarball" | sha256sum -c --quiet - || { log "$tarball: checksum mismatch"; exit 1; }
 if [ ! -f "$BASE/plain/llama.cpp/CMakeLists.txt" ]; then
