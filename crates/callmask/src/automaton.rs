@@ -1108,8 +1108,13 @@ impl GrammarInner {
                 }
             }
             Node::Union(alts) => {
-                // Unions are flattened at compile time: no alternative is itself a union.
+                // Unions are flattened at compile time: no alternative is itself a union. A
+                // byte outside an alternative's first bytes skips it without copying the stack.
                 for &alt in alts {
+                    let first = &self.first[alt as usize];
+                    if is_byte && first[byte as usize / 64] & (1 << (byte % 64)) == 0 {
+                        continue;
+                    }
                     self.start_value(copy_stack(&stack), alt, sym, out);
                 }
             }

@@ -352,6 +352,7 @@ impl<'o> GrammarBuilder<'o> {
         let mut inner = GrammarInner {
             open,
             nullable: Vec::new(),
+            first: Vec::new(),
             depth: Vec::new(),
             nodes: self.nodes,
             lexemes: self.lexemes,
@@ -504,8 +505,79 @@ fn finalize(g: &mut GrammarInner, _opts: &CompileOptions) -> Result<()> {
         }
     }
     g.nullable = nullable;
+    g.first = first_bytes(g);
     g.depth = depths(g);
     Ok(())
+}
+
+/// Per node, the bytes its value may start with (to a fixpoint over the graph; `nullable` must
+/// be set): what `start_value` can take, so a union skips the alternatives outside it.
+fn first_bytes(g: &GrammarInner) -> Vec<[u64; 4]> {
+    fn add(set: &mut [u64; 4], b: u8) {
+        set[b as usize / 64] |= 1 << (b % 64);
+    }
+    let n = g.nodes.len();
+    let mut first = vec![[0u64; 4]; n];
+    // Leaves first, once: their sets do not depend on other nodes (a lexeme's, once per lexeme:
+    // many nodes share one).
+    let mut lexeme_first: Vec<Option<[u64; 4]>> = vec![None; g.lexemes.len()];
+    for (id, set) in first.iter_mut().enumerate() {
+        match &g.nodes[id] {
+            Node::Lex(l) => {
+                *set = *lexeme_first[*l as usize].get_or_insert_with(|| {
+                    let d = &g.lexemes[*l as usize];
+                    let mut own = [0u64; 4];
+                    if !d.is_empty() {
+                        for b in 0..=255u8 {
+                            if d.next(d.start(), b) != crate::grammar::dfa::Dfa::DEAD {
+                                add(&mut own, b);
+                            }
+                        }
+                    }
+                    own
+                });
+            }
+            Node::Object(o) => add(set, o.syntax.open),
+            Node::Array(a) => add(set, a.syntax.open),
+            _ => {}
+        }
+    }
+    loop {
+        let mut changed = false;
+        for id in 0..n {
+            let mut set = first[id];
+            match &g.nodes[id] {
+                Node::Union(alts) => {
+                    for &a in alts {
+                        (0..4).for_each(|w| set[w] |= first[a as usize][w]);
+                    }
+                }
+                Node::Seq(e) => {
+                    for &x in e {
+                        (0..4).for_each(|w| set[w] |= first[x as usize][w]);
+                        if !g.nullable[x as usize] {
+                            break;
+                        }
+                    }
+                }
+                Node::Repeat { item: x, .. } | Node::Capture(_, x) => {
+                    (0..4).for_each(|w| set[w] |= first[*x as usize][w]);
+                }
+                Node::Lex(_)
+                | Node::Object(_)
+                | Node::Array(_)
+                | Node::Special(_)
+                | Node::Never => {}
+            }
+            if set != first[id] {
+                first[id] = set;
+                changed = true;
+            }
+        }
+        if !changed {
+            return first;
+        }
+    }
 }
 
 /// Per node, the most objects and arrays on a path from the root to it (itself included),
