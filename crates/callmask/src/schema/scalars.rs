@@ -24,8 +24,13 @@ impl Compiler<'_> {
         let scalar_types = types & (T_NULL | T_BOOL | T_INT | T_NUM | T_STR);
         if scalar_types != 0 {
             let key = self.scalar_key(&s, scalar_types);
-            let d = self.cached(key, |this| this.scalar_dfa(&s, scalar_types, path))?;
-            alts.push(self.lexeme(d)?);
+            match self.string_of_length_in_string(&s, scalar_types, &key, path)? {
+                Some(d) => alts.push(self.b.lexeme(d)?),
+                None => {
+                    let d = self.cached(key, |this| this.scalar_dfa(&s, scalar_types, path))?;
+                    alts.push(self.lexeme(d)?);
+                }
+            }
         }
         if types & T_OBJ != 0 {
             alts.push(self.compile_object(obj, path)?);
@@ -106,18 +111,50 @@ impl Compiler<'_> {
         Ok(acc)
     }
 
-    /// A string whose only constraints are a `maxLength` (and a `minLength`), spelled as a
-    /// literal of the current encoding directly ([`Dfa::json_string_of_length`],
-    /// [`Dfa::python_string_of_length`]: the language of quoting its content, built in a
-    /// fraction of the time); `None` for any other string.
-    fn string_of_length(&mut self, s: &Schema, path: &str) -> Result<Option<Dfa>> {
+    /// The lengths `min..=max` of a string whose only constraints are a `maxLength` (and a
+    /// `minLength`); `None` for any other string.
+    fn length_only(&self, s: &Schema, path: &str) -> Result<Option<(u64, u64)>> {
         if !s.strings(Keyword::Pattern, path)?.is_empty()
             || !(self.opts.format_annotation || s.strings(Keyword::Format, path)?.is_empty())
         {
             return Ok(None);
         }
         let min = s.count(Keyword::MinLength, path)?.unwrap_or(0);
-        let Some(max) = s.count(Keyword::MaxLength, path)?.filter(|&m| m >= min) else {
+        let max = s.count(Keyword::MaxLength, path)?.filter(|&m| m >= min);
+        Ok(max.map(|max| (min, max)))
+    }
+
+    /// A string-only scalar with just a length, inside arguments written as a JSON string
+    /// ([`Encoding::JsonInString`]): its lexeme as the outer string spells it, built directly
+    /// ([`Dfa::json_in_string_of_length`]) rather than by escaping the literal afterwards
+    /// ([`Compiler::lexeme`]), which cost about 1 M instructions per `maxLength: 100` string.
+    /// `None` where that does not apply. `key` is the scalar's cache key.
+    fn string_of_length_in_string(
+        &mut self,
+        s: &Schema,
+        types: u8,
+        key: &str,
+        path: &str,
+    ) -> Result<Option<Arc<Dfa>>> {
+        if self.enc != Encoding::JsonInString || types != T_STR {
+            return Ok(None);
+        }
+        let Some((min, max)) = self.length_only(s, path)? else {
+            return Ok(None);
+        };
+        let limit = self.opts.max_lexeme_states;
+        self.cached(format!("{key}|in-string"), |this| {
+            Dfa::json_in_string_of_length(min, max, limit).map_err(|e| this.b.dfa_err(e, path, ""))
+        })
+        .map(Some)
+    }
+
+    /// A string whose only constraints are a `maxLength` (and a `minLength`), spelled as a
+    /// literal of the current encoding directly ([`Dfa::json_string_of_length`],
+    /// [`Dfa::python_string_of_length`]: the language of quoting its content, built in a
+    /// fraction of the time); `None` for any other string.
+    fn string_of_length(&mut self, s: &Schema, path: &str) -> Result<Option<Dfa>> {
+        let Some((min, max)) = self.length_only(s, path)? else {
             return Ok(None);
         };
         let limit = self.opts.max_lexeme_states;

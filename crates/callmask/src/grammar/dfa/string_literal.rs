@@ -118,7 +118,23 @@ impl Dfa {
         // (Without an upper bound, the last two counts share one hex trie in `json_string`;
         // bounded, no two counts lead to the same place, so copies are all it builds.)
         let one = Dfa::char_count(1, Some(1), 64)?.json_escaped(max_states.max(1_000))?;
-        literal_of_length(&[(b'"', &one)], min, max, max_states)
+        literal_of_length(&[(Quote::Byte(b'"'), &one)], min, max, max_states)
+    }
+
+    /// [`Dfa::json_string_of_length`] as written inside another JSON string (arguments that
+    /// are a JSON string holding a JSON object): the language of
+    /// `Dfa::json_string_of_length(min, max)?.json_escaped()`, built by copying one escaped
+    /// character's spelling per count rather than escaping the whole literal state by state.
+    pub(crate) fn json_in_string_of_length(
+        min: u64,
+        max: u64,
+        max_states: usize,
+    ) -> Result<Dfa, DfaError> {
+        let limit = max_states.max(1_000);
+        let one = Dfa::char_count(1, Some(1), 64)?
+            .json_escaped(limit)?
+            .json_escaped(limit)?;
+        literal_of_length(&[(Quote::Escaped, &one)], min, max, max_states)
     }
 
     /// The Python string literal of `min..=max` characters in either quote, the language of
@@ -134,7 +150,12 @@ impl Dfa {
         let limit = max_states.max(1_000);
         let single = one_char.python_escaped(b'\'', limit)?;
         let double = one_char.python_escaped(b'"', limit)?;
-        literal_of_length(&[(b'\'', &single), (b'"', &double)], min, max, max_states)
+        literal_of_length(
+            &[(Quote::Byte(b'\''), &single), (Quote::Byte(b'"'), &double)],
+            min,
+            max,
+            max_states,
+        )
     }
 
     /// The JSON string literal of `word` (a function's name), the language of
@@ -330,13 +351,24 @@ impl Dfa {
     }
 }
 
+/// How a literal of [`literal_of_length`] is quoted.
+#[derive(Clone, Copy)]
+enum Quote {
+    /// One byte on each side (`"` or `'`).
+    Byte(u8),
+    /// `\"` on each side: a JSON string written inside another JSON string. The closing `\`
+    /// is the same byte that starts a character's escape, so the character's state after `\`
+    /// also takes the `"` that closes (which no character's spelling reads there).
+    Escaped,
+}
+
 /// String literals of `min..=max` characters, one per `(quote, one)`: `quote`, then `min` to
 /// `max` copies of `one` (one character's spelling inside the literal, from its start to its
 /// one accepting state, which has no way out), then `quote` again. Every state is reached from
 /// the opening quote and reaches the closing one (a count below `min` reads on to `min`; a
 /// copy's states lead to the next count), so the result needs no trimming.
 fn literal_of_length(
-    literals: &[(u8, &Dfa)],
+    literals: &[(Quote, &Dfa)],
     min: u64,
     max: u64,
     max_states: usize,
@@ -347,8 +379,18 @@ fn literal_of_length(
     if counts.saturating_mul(8).saturating_add(1) > max_states {
         return Err(DfaError::TooLarge);
     }
-    let mut shared = literals[0].1.classes;
-    for (_, one) in &literals[1..] {
+    // The quote bytes get classes of their own: a quote transition must not carry the other
+    // bytes of its class in `one`.
+    let mut own = [0u8; 256];
+    own[b'\\' as usize] = 1;
+    for (k, (quote, _)) in literals.iter().enumerate() {
+        match quote {
+            Quote::Byte(q) => own[*q as usize] = 2 + k as u8,
+            Quote::Escaped => own[b'"' as usize] = 2 + k as u8,
+        }
+    }
+    let mut shared = own;
+    for (_, one) in literals {
         shared = refine(&shared, &one.classes);
     }
     let (classes, reps) = dense_classes(&shared);
@@ -361,6 +403,21 @@ fn literal_of_length(
             .find(|&s| one.accept[s])
             .ok_or(DfaError::TooLarge)?;
         debug_assert!(!one.has_out[end] && one.start as usize != end);
+        // With an escaped quote: where `one` goes on `\`, which must not read `"` itself.
+        let after_backslash = match quote {
+            Quote::Byte(_) => None,
+            Quote::Escaped => {
+                let e = one.next(one.start, b'\\') as usize;
+                if e == 0
+                    || e == end
+                    || e == one.start as usize
+                    || one.next(e as StateId, b'"') != 0
+                {
+                    return Err(DfaError::TooLarge);
+                }
+                Some(e)
+            }
+        };
         let inner: Vec<usize> = (1..one.accept.len())
             .filter(|&s| s != end && s != one.start as usize)
             .collect();
@@ -368,21 +425,45 @@ fn literal_of_length(
         for (i, &s) in inner.iter().enumerate() {
             local[s] = i;
         }
-        // Every count has its copy of one character's states but the top one.
+        // Every count has its copy of one character's states but the top one; an escaped
+        // quote adds two: after the opening `\`, and after a closing `\` at the top count.
         let per_count = 1 + inner.len();
-        let base = accept.len();
+        let extra = if after_backslash.is_some() { 2 } else { 0 };
+        let base = accept.len() + extra;
         let n = base.saturating_add((counts - 1).saturating_mul(per_count).saturating_add(1));
         if n > max_states.saturating_mul(4) {
             return Err(DfaError::TooLarge);
         }
         trans.resize(n * stride, 0);
         accept.resize(n, false);
-        let quote = classes[quote as usize] as usize;
         let at = |c: usize| base + c * per_count; // between characters, after `c` of them
-        trans[OPEN * stride + quote] = at(0) as StateId;
+        let backslash = classes[b'\\' as usize] as usize;
+        let quote = match quote {
+            Quote::Byte(q) => {
+                let q = classes[q as usize] as usize;
+                trans[OPEN * stride + q] = at(0) as StateId;
+                q
+            }
+            Quote::Escaped => {
+                let (opening, top) = (base - 2, base - 1);
+                trans[OPEN * stride + backslash] = opening as StateId;
+                let q = classes[b'"' as usize] as usize;
+                trans[opening * stride + q] = at(0) as StateId;
+                trans[top * stride + q] = CLOSED as StateId;
+                q
+            }
+        };
         for c in 0..counts {
             if c as u64 >= min {
-                trans[at(c) * stride + quote] = CLOSED as StateId;
+                match after_backslash {
+                    None => trans[at(c) * stride + quote] = CLOSED as StateId,
+                    // At the top count no character follows: `\` leads to the closing `"`
+                    // alone. Below it, the character's own state after `\` also closes.
+                    Some(_) if c + 1 == counts => {
+                        trans[at(c) * stride + backslash] = (base - 1) as StateId
+                    }
+                    Some(e) => trans[(at(c) + 1 + local[e]) * stride + quote] = CLOSED as StateId,
+                }
             }
             if c + 1 == counts {
                 continue; // at the maximum: no more characters
@@ -819,6 +900,41 @@ mod tests {
         }
         assert!(Dfa::json_string_of_length(0, 100_000, 50_000).is_err());
         assert!(Dfa::char_count(0, Some(100_000), 50_000).is_err());
+    }
+
+    #[test]
+    fn a_string_of_length_in_a_string_is_spelled_as_escaping_would() {
+        for (min, max) in [(0, 0), (0, 1), (0, 3), (2, 5), (3, 3), (1, 40)] {
+            let fast = Dfa::json_in_string_of_length(min, max, 100_000).unwrap();
+            let slow = Dfa::json_string_of_length(min, max, 100_000)
+                .unwrap()
+                .json_escaped(100_000)
+                .unwrap();
+            for (a, b) in [(&fast, &slow), (&slow, &fast)] {
+                assert!(
+                    a.product(b, Op::AndNot, 1_000_000).unwrap().is_empty(),
+                    "length {min}..={max}: the two spellings differ"
+                );
+            }
+            assert!(fast.state_count() <= slow.state_count(), "{min}..={max}");
+        }
+        let d = Dfa::json_in_string_of_length(1, 2, 10_000).unwrap();
+        for (lit, ok) in [
+            (r#"\"a\""#, true),
+            (r#"\"ab\""#, true),
+            (r#"\"\\\"\""#, true),
+            (r#"\"\\\\\""#, true),
+            (r#"\"\\n\""#, true),
+            (r#"\"\u00e9\""#, true),
+            (r#"\"\\u00e9\""#, true),
+            (r#"\"\""#, false),
+            (r#"\"abc\""#, false),
+            (r#""a""#, false),
+            (r#"\"a""#, false),
+            (r#"\"\n\""#, false),
+        ] {
+            assert_eq!(d.matches(lit.as_bytes()), ok, "{lit}");
+        }
     }
 
     #[test]
