@@ -620,11 +620,13 @@ impl GrammarInner {
             Frame::Root { .. } => self.consume_root(stack, sym, out),
             Frame::Seq { node, idx } => {
                 for (j, &e) in self.seq(*node).iter().enumerate().skip(*idx as usize) {
-                    let s = replace(Frame::Seq {
-                        node: *node,
-                        idx: j as u32 + 1,
-                    });
-                    self.start_value(s, e, sym, out);
+                    if self.may_start(e, sym) {
+                        let s = replace(Frame::Seq {
+                            node: *node,
+                            idx: j as u32 + 1,
+                        });
+                        self.start_value(s, e, sym, out);
+                    }
                     if !self.nullable[e as usize] {
                         break;
                     }
@@ -632,7 +634,7 @@ impl GrammarInner {
             }
             Frame::Rep { node, count } => {
                 let (item, _, max) = self.repeat(*node);
-                if *count < max {
+                if *count < max && self.may_start(item, sym) {
                     let s = replace(Frame::Rep {
                         node: *node,
                         count: count + 1,
@@ -640,14 +642,14 @@ impl GrammarInner {
                     self.start_value(s, item, sym, out);
                 }
             }
-            Frame::Cap { node, done: false } => {
+            Frame::Cap { node, done: false } if self.may_start(self.captured(*node), sym) => {
                 let s = replace(Frame::Cap {
                     node: *node,
                     done: false,
                 });
                 self.start_value(s, self.captured(*node), sym, out);
             }
-            Frame::Cap { done: true, .. } | Frame::Done => {}
+            Frame::Cap { .. } | Frame::Done => {}
             _ if !is_byte => {}
             Frame::Obj { .. } => self.consume_object(stack, byte, sym, out),
             Frame::Arr { .. } => self.consume_array(stack, byte, sym, out),
@@ -677,7 +679,7 @@ impl GrammarInner {
                 }
             }
             RootPhase::Before if is_byte && self.root_ws && is_ws(byte) => {}
-            RootPhase::Before => {
+            RootPhase::Before if self.may_start(self.root, sym) => {
                 let s = replace(Frame::Root {
                     phase: RootPhase::InValue,
                     ws: 0,
@@ -1060,6 +1062,18 @@ impl GrammarInner {
         ))
     }
 
+    /// False when no value of `node` starts with `sym`: a byte outside the node's first bytes
+    /// (special tokens are always tried). Checked before a stack is copied for `start_value`,
+    /// so that the many bytes a walk offers and a value cannot take cost no allocation.
+    #[inline]
+    fn may_start(&self, node: NodeId, sym: Sym) -> bool {
+        if sym >= SPECIAL {
+            return true;
+        }
+        let b = sym as usize;
+        self.first[node as usize][b / 64] & (1 << (b % 64)) != 0
+    }
+
     /// Starts a value of `node` with its first symbol, pushing onto `stack`.
     fn start_value(&self, mut stack: Stack, node: NodeId, sym: Sym, out: &mut Vec<Stack>) {
         if stack.len() > self.max_depth as usize + 8 {
@@ -1111,11 +1125,9 @@ impl GrammarInner {
                 // Unions are flattened at compile time: no alternative is itself a union. A
                 // byte outside an alternative's first bytes skips it without copying the stack.
                 for &alt in alts {
-                    let first = &self.first[alt as usize];
-                    if is_byte && first[byte as usize / 64] & (1 << (byte % 64)) == 0 {
-                        continue;
+                    if self.may_start(alt, sym) {
+                        self.start_value(copy_stack(&stack), alt, sym, out);
                     }
-                    self.start_value(copy_stack(&stack), alt, sym, out);
                 }
             }
             Node::Never => {}
