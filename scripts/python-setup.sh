@@ -57,8 +57,10 @@ if ! ls "$wheels"/llama_cpp_python-*.whl >/dev/null 2>&1; then
   start=$(date +%s)
   mkdir -p "$wheels.tmp"
   # Only the shared libraries the bindings load: no llama.cpp tools, examples, tests or server,
-  # no multimodal (mtmd) library.
-  CMAKE_ARGS="${CMAKE_ARGS:--DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAVA_BUILD=OFF -DGGML_NATIVE=ON}" \
+  # no multimodal (mtmd) library. Not GGML_NATIVE: on an Intel machine whose CPU flags list AMX
+  # and AVX-512 FP16, a -march=native build died with "Illegal instruction" in its first eval,
+  # and a wheel cached in .cache/ must also run on the next machine's CPU.
+  CMAKE_ARGS="${CMAKE_ARGS:--DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF}" \
     CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" \
     "$py" -m pip wheel --no-deps --no-binary llama-cpp-python -w "$wheels.tmp" \
     "llama-cpp-python==$llama_cpp_version"
