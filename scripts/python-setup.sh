@@ -62,7 +62,7 @@ if ! ls "$wheels"/llama_cpp_python-*.whl >/dev/null 2>&1; then
   # and a wheel cached in .cache/ must also run on the next machine's CPU.
   CMAKE_ARGS="${CMAKE_ARGS:--DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF}" \
     CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" \
-    "$py" -m pip wheel --no-deps --no-binary llama-cpp-python -w "$wheels.tmp" \
+    "$py" -m pip wheel --no-cache-dir --no-deps --no-binary llama-cpp-python -w "$wheels.tmp" \
     "llama-cpp-python==$llama_cpp_version"
   rm -rf "$wheels" && mv "$wheels.tmp" "$wheels"
   echo "python-setup: llama-cpp-python wheel built in $(( $(date +%s) - start )) s" >&2
