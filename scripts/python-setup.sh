@@ -6,7 +6,7 @@
 # ours) and llama-cpp-python (end-to-end test).
 #
 # llama-cpp-python ships on PyPI as an sdist that compiles llama.cpp with cmake (minutes on two
-# cores): it is built once into a wheel kept in ${CALLMASK_CACHE}/wheels/llama-cpp-python-VERSION/,
+# cores): it is built once into a wheel kept in ${CALLMASK_CACHE}/wheels/llama-cpp-python-VERSION-portable/,
 # so a second run (or a new venv) reuses that wheel. Idempotent: a marker file records the pins.
 #
 #   scripts/python-setup.sh                  # creates or updates the venv
@@ -36,7 +36,7 @@ pins=(
   markupsafe==3.0.4
 )
 marker=$venv/.callmask-pins
-want="${pins[*]} llama-cpp-python==$llama_cpp_version"
+want="${pins[*]} llama-cpp-python==$llama_cpp_version portable"
 if [ -x "$py" ] && [ -f "$marker" ] && [ "$(cat "$marker")" = "$want" ]; then
   exit 0
 fi
@@ -51,7 +51,8 @@ fi
 "$py" -m pip install --quiet "${pins[@]}"
 
 # llama-cpp-python: build the wheel once, keyed by version.
-wheels=$cache/wheels/llama-cpp-python-$llama_cpp_version
+# (-portable: built without GGML_NATIVE; an older native wheel in the cache is not reused.)
+wheels=$cache/wheels/llama-cpp-python-$llama_cpp_version-portable
 if ! ls "$wheels"/llama_cpp_python-*.whl >/dev/null 2>&1; then
   echo "python-setup: building llama-cpp-python $llama_cpp_version from its sdist (once; minutes)" >&2
   start=$(date +%s)
