@@ -281,7 +281,8 @@ enum CallmaskStatus callmask_grammar_from_dialect_text(const char *dialect_text,
 // (defaults) or an object with `lenient`, `max_whitespace`, `max_depth`, `max_schema_depth`,
 // `max_lexeme_states`, `max_total_states`, `max_nodes`, `max_compile_secs`,
 // `max_schema_values`, `max_memory` (bytes), `format_annotation` (true: `format` is not
-// enforced, as JSON Schema 2020-12's default).
+// enforced, as JSON Schema 2020-12's default), `ijson_numbers` (false: every number JSON
+// spells, not only those every JSON parser reads exactly).
 //
 // # Safety
 // Strings NUL-terminated (`options_json` may be NULL); `out` writable.

@@ -40,6 +40,11 @@ pub(crate) struct GrammarArgs {
     /// refused. By default callmask enforces the formats it knows and refuses the others.
     #[arg(long)]
     pub(crate) format_annotation: bool,
+    /// Allow every number JSON spells (integers of up to 19 digits, numbers of up to 19 integer
+    /// and 20 fraction digits) instead of only those every JSON parser reads exactly (I-JSON:
+    /// integers within ±(2^53 − 1), at most 15 significant digits), the default.
+    #[arg(long)]
+    pub(crate) json_numbers: bool,
     /// Most whitespace bytes in one gap between JSON tokens (with the tidy policy: spaces and
     /// tabs on the gap's first line).
     #[arg(long, value_name = "N", default_value_t = 20)]
@@ -129,6 +134,7 @@ pub(crate) fn load_grammar(args: &GrammarArgs, vocab: Option<&Vocab>) -> Result<
     let mut compile = CompileOptions::default()
         .lenient(args.lenient)
         .format_annotation(args.format_annotation)
+        .ijson_numbers(!args.json_numbers)
         .max_whitespace(args.max_whitespace)
         .whitespace(whitespace);
     // Compiled lexemes go where the automata over the vocabulary keep their walks.

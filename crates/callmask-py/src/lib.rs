@@ -411,9 +411,11 @@ struct PyGrammar {
     g: Grammar,
 }
 
+#[allow(clippy::too_many_arguments)]
 fn compile_options(
     lenient: bool,
     format_annotation: bool,
+    ijson_numbers: bool,
     max_whitespace: Option<u16>,
     max_depth: Option<u32>,
     max_compile_secs: Option<f64>,
@@ -423,6 +425,7 @@ fn compile_options(
     o.caches = Some(caches.map_or_else(|| default_caches().clone(), |c| c.c.clone()));
     o.lenient = lenient;
     o.format_annotation = format_annotation;
+    o.ijson_numbers = ijson_numbers;
     if let Some(w) = max_whitespace {
         o.max_whitespace = w;
     }
@@ -472,15 +475,18 @@ impl PyGrammar {
     /// Compiles a JSON Schema (a dict, or JSON text) for a single JSON value. `lenient=True`
     /// drops keywords callmask cannot enforce (listed in `dropped_keywords`) instead of raising
     /// `UnsupportedKeywordError`; `format_annotation=True` treats `format` as an annotation
-    /// (JSON Schema 2020-12's default: not enforced, never refused).
+    /// (JSON Schema 2020-12's default: not enforced, never refused); `ijson_numbers=False`
+    /// allows every number JSON spells instead of only those every JSON parser reads exactly
+    /// (integers within ±(2^53 − 1), at most 15 significant digits).
     #[staticmethod]
-    #[pyo3(signature = (schema, *, lenient=false, format_annotation=false, max_whitespace=None, max_depth=None, max_compile_secs=None, caches=None))]
+    #[pyo3(signature = (schema, *, lenient=false, format_annotation=false, ijson_numbers=true, max_whitespace=None, max_depth=None, max_compile_secs=None, caches=None))]
     #[allow(clippy::too_many_arguments)]
     fn from_json_schema(
         py: Python<'_>,
         schema: &Bound<'_, PyAny>,
         lenient: bool,
         format_annotation: bool,
+        ijson_numbers: bool,
         max_whitespace: Option<u16>,
         max_depth: Option<u32>,
         max_compile_secs: Option<f64>,
@@ -490,6 +496,7 @@ impl PyGrammar {
         let o = compile_options(
             lenient,
             format_annotation,
+            ijson_numbers,
             max_whitespace,
             max_depth,
             max_compile_secs,
@@ -506,10 +513,10 @@ impl PyGrammar {
     /// `"auto"`, `"required"`, `"none"`, a function name or OpenAI's
     /// `{"type": "function", "function": {"name": ...}}`; `parallel_tool_calls=False` allows
     /// exactly one call; `reasoning`: True for a `<think>...</think>` block first, or a
-    /// `(start, end)` pair; `max_text_chars` bounds each stretch of free text; `lenient` and
-    /// `format_annotation` as in `from_json_schema`.
+    /// `(start, end)` pair; `max_text_chars` bounds each stretch of free text; `lenient`,
+    /// `format_annotation` and `ijson_numbers` as in `from_json_schema`.
     #[staticmethod]
-    #[pyo3(signature = (name_or_path, tools, tool_choice=None, parallel_tool_calls=true, reasoning=None, *, max_text_chars=None, lenient=false, format_annotation=false, max_whitespace=None, max_depth=None, max_compile_secs=None, caches=None))]
+    #[pyo3(signature = (name_or_path, tools, tool_choice=None, parallel_tool_calls=true, reasoning=None, *, max_text_chars=None, lenient=false, format_annotation=false, ijson_numbers=true, max_whitespace=None, max_depth=None, max_compile_secs=None, caches=None))]
     #[allow(clippy::too_many_arguments)]
     fn from_dialect(
         py: Python<'_>,
@@ -521,6 +528,7 @@ impl PyGrammar {
         max_text_chars: Option<u32>,
         lenient: bool,
         format_annotation: bool,
+        ijson_numbers: bool,
         max_whitespace: Option<u16>,
         max_depth: Option<u32>,
         max_compile_secs: Option<f64>,
@@ -539,6 +547,7 @@ impl PyGrammar {
         o.compile = compile_options(
             lenient,
             format_annotation,
+            ijson_numbers,
             max_whitespace,
             max_depth,
             max_compile_secs,
@@ -558,7 +567,7 @@ impl PyGrammar {
     /// tokens by their text). Formats callmask cannot enforce exactly are refused by name
     /// (`DialectError`).
     #[staticmethod]
-    #[pyo3(signature = (tag, vocab=None, *, lenient=false, format_annotation=false, max_whitespace=None, max_depth=None, max_compile_secs=None, caches=None))]
+    #[pyo3(signature = (tag, vocab=None, *, lenient=false, format_annotation=false, ijson_numbers=true, max_whitespace=None, max_depth=None, max_compile_secs=None, caches=None))]
     #[allow(clippy::too_many_arguments)]
     fn from_structural_tag(
         py: Python<'_>,
@@ -566,6 +575,7 @@ impl PyGrammar {
         vocab: Option<&PyVocab>,
         lenient: bool,
         format_annotation: bool,
+        ijson_numbers: bool,
         max_whitespace: Option<u16>,
         max_depth: Option<u32>,
         max_compile_secs: Option<f64>,
@@ -579,6 +589,7 @@ impl PyGrammar {
         o.compile = compile_options(
             lenient,
             format_annotation,
+            ijson_numbers,
             max_whitespace,
             max_depth,
             max_compile_secs,

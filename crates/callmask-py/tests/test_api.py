@@ -71,6 +71,31 @@ def test_format_annotation():
     assert callmask.Grammar.from_dialect("hermes", tools, format_annotation=True)
 
 
+def test_ijson_numbers():
+    """Numbers every JSON parser reads exactly by default (integers within 2^53 - 1, at most
+    15 significant digits); `ijson_numbers=False` allows every number JSON spells."""
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}, "x": {"type": "number"}}}
+    exact = callmask.Grammar.from_json_schema(schema)
+    plain = callmask.Grammar.from_json_schema(schema, ijson_numbers=False)
+    for text, by_default in [
+        ('{"n": 9007199254740991}', True),
+        ('{"n": 4444444444444444444}', False),
+        ('{"x": 0.1234567890123456}', False),
+        ('{"x": 0.123456789012345}', True),
+    ]:
+        assert (exact.check(text) is None) == by_default, text
+        assert plain.check(text) is None, text
+    assert exact.check('{"x": -0}') is not None
+    tools = [{"type": "function", "function": {"name": "f", "parameters": schema}}]
+    call = '<tool_call>\n{"name": "f", "arguments": {"n": 4444444444444444444}}\n</tool_call>'
+    required = callmask.Grammar.from_dialect("hermes", tools, tool_choice="required")
+    assert required.check(call) is not None
+    plain_required = callmask.Grammar.from_dialect(
+        "hermes", tools, tool_choice="required", ijson_numbers=False
+    )
+    assert plain_required.check(call) is None
+
+
 def test_caches_are_owned_sized_and_shared(llama_vocab):
     """Compiles keep lexemes in the caches they are given (the process default otherwise), and
     automata their walks; a small cache stays within its size and gives the same masks."""

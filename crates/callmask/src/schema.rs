@@ -36,10 +36,14 @@
 //!
 //! Value encoding policy (what the grammar writes; every output is valid):
 //! - strings: see [`crate::grammar::dfa::Dfa::json_string`] for escapes;
-//! - integers: `-?(0|[1-9][0-9]*)` with at most 19 digits, optionally followed by `.0…`;
-//! - numbers: at most 19 integer digits and 20 fraction digits; an exponent (at most 2 digits, so values stay finite doubles)
-//!   only when the number has no bounds;
-//! - `-0` is not produced.
+//! - integers: `-?(0|[1-9][0-9]*)`, optionally followed by `.0…`; by default within
+//!   ±(2^53 − 1), what every JSON parser reads exactly (I-JSON, RFC 7493), where the schema's
+//!   bounds do not reach further; with [`CompileOptions::ijson_numbers`] off, at most 19 digits;
+//! - numbers: by default at most 15 significant digits (a double's; trailing zeros count) and
+//!   20 fraction digits, unless a bound lies at 10^15 or past it; otherwise (and with
+//!   `ijson_numbers` off) at most 19 integer digits and 20 fraction digits; an exponent (at most
+//!   2 digits, so values stay finite doubles) only when the number has no bounds;
+//! - `-0` is not produced (nor `-0.0`, `-0e1`).
 
 mod dependencies;
 mod enums;
@@ -69,9 +73,9 @@ use crate::grammar::{
 use crate::python::{is_identifier, py_quote};
 pub(crate) use keywords::is_annotation;
 use keywords::Keyword;
-use numbers::{ge_regex, int_range_regex, le_regex, Dec, BOUNDED_NUMBER, NUMBER};
+use numbers::{ge_regex, int_range_regex, le_regex, Dec, NumberSpelling};
 pub(crate) use resolve::resolve_refs;
-use serde_json::{Map, Value};
+use serde_json::{Map, Number, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
 use strings::{format_regex, translate_ecma};
@@ -457,16 +461,24 @@ impl<'a> Compiler<'a> {
         let d = self.cached("any-scalar".into(), |this| {
             let s = this.string_dfa(&Map::new(), "")?;
             let s = this.quote(&s, "")?;
-            let rest = this.b.regex(
+            let literals = this.b.regex(
                 &format!(
-                    "{}|{}|{}|{NUMBER}",
+                    "{}|{}|{}",
                     this.literal("null"),
                     this.literal("true"),
                     this.literal("false")
                 ),
                 "",
             )?;
-            s.product(&rest, Op::Or, this.opts.max_lexeme_states)
+            let spelling = if this.opts.ijson_numbers {
+                NumberSpelling::IJSON
+            } else {
+                NumberSpelling::JSON
+            };
+            let number = this.number_spelling(spelling, "")?;
+            let max = this.opts.max_lexeme_states;
+            s.product(&literals, Op::Or, max)
+                .and_then(|d| d.product(&number, Op::Or, max))
                 .map_err(|e| this.b.dfa_err(e, "", ""))
         })?;
         self.lexeme(d)
@@ -624,7 +636,12 @@ impl<'a> Compiler<'a> {
             (Encoding::Python, true) => "py+jsonlit",
             _ => "json",
         };
-        let key = format!("{key}|{}|{enc}", self.opts.max_lexeme_states);
+        let numbers = if self.opts.ijson_numbers {
+            "ijson"
+        } else {
+            "json-numbers"
+        };
+        let key = format!("{key}|{}|{enc}|{numbers}", self.opts.max_lexeme_states);
         let caches = self.caches.clone();
         caches.get_or_build(CacheKey::Lexeme(key), || -> Result<_> {
             let d = build(self)?;

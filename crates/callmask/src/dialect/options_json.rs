@@ -81,6 +81,7 @@ struct CompileJson {
     max_schema_values: Option<usize>,
     max_memory: Option<usize>,
     format_annotation: Option<bool>,
+    ijson_numbers: Option<bool>,
 }
 
 #[derive(Deserialize, Clone, Copy)]
@@ -109,7 +110,8 @@ impl CompileJson {
             max_nodes,
             max_schema_values,
             max_memory,
-            format_annotation
+            format_annotation,
+            ijson_numbers
         );
         match (self.whitespace, self.indent) {
             (Some(WhitespaceJson::Any), Some(_)) => {
@@ -139,7 +141,8 @@ impl CompileOptions {
     /// indentation per level),
     /// `max_depth`, `max_schema_depth`, `max_lexeme_states`, `max_total_states`, `max_nodes`,
     /// `max_compile_secs` (seconds, may be fractional), `max_schema_values`, `max_memory`
-    /// (bytes), `format_annotation` (see [`CompileOptions::format_annotation`]); `null` is the
+    /// (bytes), `format_annotation` (see [`CompileOptions::format_annotation`]),
+    /// `ijson_numbers` (see [`CompileOptions::ijson_numbers`]); `null` is the
     /// defaults. [`Error::InvalidOptions`] names an unknown field or a
     /// value of the wrong type.
     pub fn from_json(value: &Value) -> Result<CompileOptions> {

@@ -61,6 +61,12 @@ pub struct CompileOptions {
     /// grammar) token walks: see [`crate::Caches`]. `None` (the default): a compile shares its
     /// lexemes only within itself, and automata use their vocabulary's caches.
     pub caches: Option<crate::cache::Caches>,
+    /// Numbers every JSON parser reads exactly (I-JSON, RFC 7493), on by default: integers
+    /// within ±(2^53 − 1) and other numbers with at most 15 significant digits, unless the
+    /// schema's own bounds reach further (a `minimum` past 2^53 − 1 lifts the cap on that side;
+    /// a number bound of 10^15 or more keeps 19 digits). Off: integers of up to 19 digits and
+    /// numbers of up to 19 integer and 20 fraction digits, as JSON allows.
+    pub ijson_numbers: bool,
 }
 
 impl CompileOptions {
@@ -85,7 +91,8 @@ crate::option_setters!(CompileOptions {
     max_schema_values: usize,
     max_memory: usize,
     format_annotation: bool,
-    caches: Option<crate::cache::Caches>
+    caches: Option<crate::cache::Caches>,
+    ijson_numbers: bool
 });
 
 impl Default for CompileOptions {
@@ -105,6 +112,7 @@ impl Default for CompileOptions {
             registry: None,
             format_annotation: false,
             caches: None,
+            ijson_numbers: true,
         }
     }
 }

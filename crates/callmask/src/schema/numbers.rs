@@ -1,27 +1,180 @@
-//! Numbers as exact digit automata: integer ranges and decimal bounds as regular expressions.
+//! Numbers as exact digit automata: the spelling of a number (digit limits, built directly as
+//! a small counter automaton), integer ranges and decimal bounds (regular expressions over
+//! digits), and `multipleOf` (a remainder automaton).
+//!
+//! Trade-offs: every automaton decides on the decimal digits as written, never through a
+//! double, so bounds and steps are exact; the price is a digit limit on every number. By
+//! default the limits are I-JSON's (RFC 7493: integers within ±(2^53 − 1), at most 15
+//! significant digits), so that the decimal the model writes is the value every JSON parser
+//! reads; a schema whose bounds reach further keeps plain JSON's 19 digits on that side.
 
-/// A JSON number (bounded digits; an exponent of at most two digits keeps every value a finite
-/// double, which is what JSON parsers give their users).
-pub(super) const NUMBER: &str =
-    r"-?(?:0|[1-9][0-9]{0,18})(?:\.[0-9]{1,20})?(?:[eE][+-]?[0-9]{1,2})?";
-/// A JSON number without exponent (used with bounds).
-pub(super) const BOUNDED_NUMBER: &str = r"-?(?:0|[1-9][0-9]{0,18})(?:\.[0-9]{1,20})?";
 /// Largest magnitude with 19 digits.
 const MAX_MAG: u128 = 9_999_999_999_999_999_999;
 
-/// Regex for integers in `lo..=hi` (None when empty); bounds beyond 19 digits mean no bound.
-pub(super) fn int_range_regex(lo: Option<f64>, hi: Option<f64>) -> Option<String> {
-    let m = MAX_MAG as f64;
-    let lo: i128 = match lo {
-        Some(l) if l > m => return None,
-        Some(l) if l >= -m => l as i128,
-        _ => -(MAX_MAG as i128),
+/// How a number lexeme may be spelled: the digit limits of one JSON number (see
+/// [`number_spelling_dfa`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct NumberSpelling {
+    /// Most digits before the decimal point.
+    pub(super) int_digits: u8,
+    /// Most digits after it.
+    pub(super) frac_digits: u8,
+    /// Most significant digits (from the first non-zero digit on, trailing zeros included),
+    /// or no limit.
+    pub(super) significant: Option<u8>,
+    /// Whether an exponent (`e`, an optional sign, at most two digits) may follow.
+    pub(super) exponent: bool,
+}
+
+impl NumberSpelling {
+    /// Numbers a JSON parser reads exactly (I-JSON, RFC 7493): at most 15 significant digits,
+    /// so the decimal written is the shortest spelling of its double, and every value finite.
+    pub(super) const IJSON: NumberSpelling = NumberSpelling {
+        int_digits: 15,
+        frac_digits: 20,
+        significant: Some(15),
+        exponent: true,
     };
-    let hi: i128 = match hi {
-        Some(h) if h < -m => return None,
-        Some(h) if h <= m => h as i128,
-        _ => MAX_MAG as i128,
+    /// Plain JSON numbers with bounded digits (I-JSON off, or bounds past its reach): at most 19
+    /// integer and 20 fraction digits.
+    pub(super) const JSON: NumberSpelling = NumberSpelling {
+        int_digits: 19,
+        frac_digits: 20,
+        significant: None,
+        exponent: true,
     };
+
+    /// The same digits without an exponent (numbers with bounds are compared digit by digit).
+    pub(super) fn without_exponent(self) -> NumberSpelling {
+        NumberSpelling {
+            exponent: false,
+            ..self
+        }
+    }
+}
+
+/// Where a number's spelling is: the phase and the one counter it needs.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Spelled {
+    Start,
+    Minus,
+    /// The integer part `0` (negative when `-0`: not a number of its own until a non-zero
+    /// fraction digit).
+    Zero {
+        neg: bool,
+    },
+    /// A non-zero integer part of this many digits.
+    Int(u8),
+    /// After the point, with this many digits still allowed.
+    Dot(u8),
+    /// Fraction digits after a non-zero digit, this many more allowed.
+    Frac(u8),
+    /// After `0.`: this many zeros so far.
+    FracZeros {
+        neg: bool,
+        zeros: u8,
+    },
+    Exp,
+    ExpSign,
+    ExpDigits(u8),
+}
+
+/// The numbers spelled within `spelling`: `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]{1,2})?`
+/// with its digit limits, and never negative zero (`-0`, `-0.0`, `-0e1`: parsers read them as a
+/// zero of their own, and JSON Schema values equal to 0 are written `0`).
+pub(super) fn number_spelling_dfa(
+    spelling: NumberSpelling,
+    max_states: usize,
+) -> Result<crate::grammar::dfa::Dfa, crate::grammar::dfa::DfaError> {
+    use Spelled::*;
+    let NumberSpelling {
+        int_digits,
+        frac_digits,
+        significant,
+        exponent,
+    } = spelling;
+    let sig = significant.unwrap_or(u8::MAX);
+    let mut classes = [0u8; 256];
+    classes[b'0' as usize] = 1;
+    for b in b'1'..=b'9' {
+        classes[b as usize] = 2;
+    }
+    classes[b'-' as usize] = 3;
+    classes[b'+' as usize] = 4;
+    classes[b'.' as usize] = 5;
+    classes[b'e' as usize] = 6;
+    classes[b'E' as usize] = 6;
+    let exp = |ok: bool| (exponent && ok).then_some(Exp);
+    crate::grammar::dfa::Dfa::build(
+        Start,
+        max_states,
+        &classes,
+        |st, b| match (*st, b) {
+            (Start, b'-') => Some(Minus),
+            (Start, b'0') => Some(Zero { neg: false }),
+            (Minus, b'0') => Some(Zero { neg: true }),
+            (Start | Minus, b'1'..=b'9') => Some(Int(1)),
+            (Int(n), b'0'..=b'9') => (n < int_digits.min(sig)).then_some(Int(n + 1)),
+            (Int(n), b'.') => {
+                let left = frac_digits.min(sig.saturating_sub(n));
+                (left > 0).then_some(Dot(left))
+            }
+            (Zero { neg }, b'.') => (frac_digits > 0).then_some(FracZeros { neg, zeros: 0 }),
+            (Dot(left) | Frac(left), b'0'..=b'9') => (left > 0).then_some(Frac(left - 1)),
+            (FracZeros { neg, zeros }, b'0') => (zeros < frac_digits).then_some(FracZeros {
+                neg,
+                zeros: zeros + 1,
+            }),
+            (FracZeros { zeros, .. }, b'1'..=b'9') => {
+                let left = (frac_digits - zeros - 1).min(sig - 1);
+                (zeros < frac_digits).then_some(Frac(left))
+            }
+            (Zero { neg }, b'e' | b'E') => exp(!neg),
+            (FracZeros { neg, zeros }, b'e' | b'E') => exp(!neg && zeros > 0),
+            (Int(_) | Frac(_), b'e' | b'E') => exp(true),
+            (Exp, b'+' | b'-') => Some(ExpSign),
+            (Exp | ExpSign, b'0'..=b'9') => Some(ExpDigits(1)),
+            (ExpDigits(1), b'0'..=b'9') => Some(ExpDigits(2)),
+            _ => None,
+        },
+        |st| match *st {
+            Zero { neg } => !neg,
+            FracZeros { neg, zeros } => !neg && zeros > 0,
+            Int(_) | Frac(_) | ExpDigits(_) => true,
+            _ => false,
+        },
+    )
+}
+
+/// Most magnitude of an integer that every JSON parser reads exactly (I-JSON, RFC 7493):
+/// 2^53 − 1, the largest run of integers a double holds.
+pub(super) const IJSON_MAX_INT: i128 = (1 << 53) - 1;
+
+/// The integers a schema's bounds allow, `lo..=hi`: a missing bound is `∓reach`, or the most
+/// 19 digits hold where the other bound lies past `reach` (the schema's own bounds say the
+/// numbers go that far); every bound is kept within 19 digits.
+pub(super) fn int_range(lo: Option<i128>, hi: Option<i128>, reach: i128) -> (i128, i128) {
+    let max = MAX_MAG as i128;
+    let lo_default = if hi.is_some_and(|h| h < -reach) {
+        -max
+    } else {
+        -reach
+    };
+    let hi_default = if lo.is_some_and(|l| l > reach) {
+        max
+    } else {
+        reach
+    };
+    (
+        lo.unwrap_or(lo_default).clamp(-max - 1, max + 1),
+        hi.unwrap_or(hi_default).clamp(-max - 1, max + 1),
+    )
+}
+
+/// Regex for the integers in `lo..=hi` that 19 digits hold (None when there are none).
+pub(super) fn int_range_regex(lo: i128, hi: i128) -> Option<String> {
+    let max = MAX_MAG as i128;
+    let (lo, hi) = (lo.max(-max), hi.min(max));
     if lo > hi {
         return None;
     }
@@ -460,7 +613,7 @@ mod tests {
             (10, 10),
             (-3, 250),
         ] {
-            let re = int_range_regex(Some(lo as f64), Some(hi as f64)).unwrap();
+            let re = int_range_regex(i128::from(lo), i128::from(hi)).unwrap();
             let d = dfa(&re);
             for x in -1200i64..1200 {
                 assert_eq!(
@@ -491,7 +644,8 @@ mod tests {
             v
         };
         for (b, ex) in cases {
-            let shape = dfa(BOUNDED_NUMBER);
+            let shape =
+                number_spelling_dfa(NumberSpelling::JSON.without_exponent(), 100_000).unwrap();
             let ge = shape
                 .product(&dfa(&ge_regex(&Dec::from_f64(b), ex)), Op::And, 100_000)
                 .unwrap();
@@ -501,6 +655,11 @@ mod tests {
             for s in &samples {
                 let x: f64 = s.parse().unwrap();
                 if s.starts_with("-0") && x == 0.0 {
+                    // Negative zero is never spelled.
+                    assert!(
+                        !ge.matches(s.as_bytes()) && !le.matches(s.as_bytes()),
+                        "{s}"
+                    );
                     continue;
                 }
                 let want_ge = if ex { x > b } else { x >= b };
@@ -508,6 +667,136 @@ mod tests {
                 assert_eq!(ge.matches(s.as_bytes()), want_ge, "{s} >= {b} excl={ex}");
                 assert_eq!(le.matches(s.as_bytes()), want_le, "{s} <= {b} excl={ex}");
             }
+        }
+    }
+
+    /// The plain JSON spelling is the digit-bounded JSON number grammar less negative zero.
+    #[test]
+    fn json_spelling_is_json_numbers_without_negative_zero() {
+        let shape = r"-?(?:0|[1-9][0-9]{0,18})(?:\.[0-9]{1,20})?";
+        let exp = r"(?:[eE][+-]?[0-9]{1,2})?";
+        for (spelling, re) in [
+            (NumberSpelling::JSON, format!("{shape}{exp}")),
+            (NumberSpelling::JSON.without_exponent(), shape.to_string()),
+        ] {
+            let neg_zero = dfa(&format!(r"-0(?:\.0+)?{exp}"));
+            let want = dfa(&re).product(&neg_zero, Op::AndNot, 100_000).unwrap();
+            let got = number_spelling_dfa(spelling, 100_000).unwrap();
+            for (a, b) in [(&want, &got), (&got, &want)] {
+                assert!(
+                    a.product(b, Op::AndNot, 100_000).unwrap().is_empty(),
+                    "{re}"
+                );
+            }
+        }
+    }
+
+    /// `(digits, exponent)` with the value `0.digits × 10^exponent`, no leading or trailing
+    /// zero in `digits` (empty for zero): equal values have equal forms.
+    fn decimal_form(text: &str) -> (String, i64) {
+        let text = text.trim_start_matches('-');
+        let (mantissa, exp) = match text.split_once(['e', 'E']) {
+            Some((m, e)) => (m, e.parse::<i64>().unwrap()),
+            None => (text, 0),
+        };
+        let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+        let digits = format!("{int}{frac}");
+        let lead = digits.len() - digits.trim_start_matches('0').len();
+        let digits = digits.trim_matches('0').to_string();
+        if digits.is_empty() {
+            return (digits, 0);
+        }
+        (digits, exp + int.len() as i64 - lead as i64)
+    }
+
+    /// I-JSON numbers: accepted exactly when the syntax holds and at most 15 significant
+    /// digits are written, and every accepted spelling reads back as the same value.
+    #[test]
+    fn ijson_numbers_read_back_exactly() {
+        let d = number_spelling_dfa(NumberSpelling::IJSON, 100_000).unwrap();
+        let syntax = dfa(r"-?(?:0|[1-9][0-9]{0,14})(?:\.[0-9]{1,20})?(?:[eE][+-]?[0-9]{1,2})?");
+        let significant = |t: &str| {
+            let m = t.split(['e', 'E']).next().unwrap().replace(['-', '.'], "");
+            m.trim_start_matches('0').len()
+        };
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let mut accepted = 0;
+        for _ in 0..200_000 {
+            let len = 1 + next(24) as usize;
+            let text: String = (0..len)
+                .map(|_| match next(20) {
+                    0 => '-',
+                    1 => '.',
+                    2 => 'e',
+                    3 => '0',
+                    4..=6 => '0',
+                    k => char::from(b'0' + (k % 10) as u8),
+                })
+                .collect();
+            let want = syntax.matches(text.as_bytes())
+                && significant(&text) <= 15
+                && !(text.starts_with('-') && decimal_form(&text).0.is_empty());
+            assert_eq!(d.matches(text.as_bytes()), want, "{text}");
+            if want {
+                accepted += 1;
+                let x: f64 = text.parse().unwrap();
+                assert!(x.is_finite(), "{text}");
+                assert_eq!(
+                    decimal_form(&format!("{x:e}")),
+                    decimal_form(&text),
+                    "{text}"
+                );
+            }
+        }
+        assert!(accepted > 1_000, "only {accepted} samples were numbers");
+        for (text, want) in [
+            ("123456789012345", true),
+            ("1234567890123456", false),
+            ("9007199254740991", false),
+            ("0.000000000000000000001", false),
+            ("0.00000000000000000001", true),
+            ("1.23456789012345e-99", true),
+            ("1.234567890123456", false),
+            ("-0", false),
+            ("-0.0", false),
+            ("-0e5", false),
+            ("-0.5", true),
+            ("0e5", true),
+            ("4444444444444444444", false),
+        ] {
+            assert_eq!(d.matches(text.as_bytes()), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn integer_ranges_default_to_what_doubles_hold() {
+        let max = MAX_MAG as i128;
+        let r = IJSON_MAX_INT;
+        assert_eq!(int_range(None, None, r), (-r, r));
+        assert_eq!(int_range(Some(0), None, r), (0, r));
+        // Bounds past the reach keep their side open to 19 digits.
+        assert_eq!(int_range(Some(r + 5), None, r), (r + 5, max));
+        assert_eq!(int_range(None, Some(-r - 5), r), (-max, -r - 5));
+        assert_eq!(int_range(None, Some(10i128.pow(30)), r), (-r, max + 1));
+        let re = int_range_regex(-r, r).unwrap();
+        let d = dfa(&re);
+        for (x, want) in [
+            ("9007199254740991", true),
+            ("-9007199254740991", true),
+            ("9007199254740992", false),
+            ("-9007199254740992", false),
+            ("4444444444444444", true),
+            ("4444444444444444444", false),
+            ("-0", false),
+            ("0", true),
+        ] {
+            assert_eq!(d.matches(x.as_bytes()), want, "{x}");
         }
     }
 }

@@ -267,8 +267,9 @@ impl Compiler<'_> {
     }
 
     fn bounded_number_dfa(&mut self, s: &Schema, integer: bool, path: &str) -> Result<Dfa> {
-        let mut lowers: Vec<(f64, bool)> = Vec::new();
-        let mut uppers: Vec<(f64, bool)> = Vec::new();
+        // (bound, exclusive), lower and upper.
+        let mut lowers: Vec<(&Number, bool)> = Vec::new();
+        let mut uppers: Vec<(&Number, bool)> = Vec::new();
         // draft-04 style boolean exclusives
         let excl_min_bool = s.is_true(Keyword::ExclusiveMinimum);
         let excl_max_bool = s.is_true(Keyword::ExclusiveMaximum);
@@ -285,14 +286,14 @@ impl Compiler<'_> {
             uppers.push((m, true));
         }
         if integer {
-            let lo = lowers
-                .iter()
-                .map(|&(b, ex)| if ex { b.floor() + 1.0 } else { b.ceil() })
-                .fold(None, |a: Option<f64>, b| Some(a.map_or(b, |a| a.max(b))));
-            let hi = uppers
-                .iter()
-                .map(|&(b, ex)| if ex { b.ceil() - 1.0 } else { b.floor() })
-                .fold(None, |a: Option<f64>, b| Some(a.map_or(b, |a| a.min(b))));
+            let lo = lowers.iter().map(|&(b, ex)| least_integer(b, ex)).max();
+            let hi = uppers.iter().map(|&(b, ex)| greatest_integer(b, ex)).min();
+            let reach = if self.opts.ijson_numbers {
+                numbers::IJSON_MAX_INT
+            } else {
+                i128::MAX
+            };
+            let (lo, hi) = numbers::int_range(lo, hi, reach);
             let re = match int_range_regex(lo, hi) {
                 Some(r) if self.draft4_integers => r,
                 Some(r) => format!("(?:{r})(?:\\.0{{1,20}})?"),
@@ -300,22 +301,90 @@ impl Compiler<'_> {
             };
             return self.b.regex(&re, path);
         }
+        // I-JSON digits, unless a bound lies past what they reach.
+        let past_ijson = lowers
+            .iter()
+            .chain(&uppers)
+            .any(|(b, _)| b.as_f64().is_none_or(|f| f.abs() >= 1e15));
+        let spelling = if self.opts.ijson_numbers && !past_ijson {
+            NumberSpelling::IJSON
+        } else {
+            NumberSpelling::JSON
+        };
         if lowers.is_empty() && uppers.is_empty() {
-            return self.b.regex(NUMBER, path);
+            return self.number_spelling(spelling, path);
         }
-        let mut acc = self.b.regex(BOUNDED_NUMBER, path)?;
-        for (b, ex) in lowers {
+        let mut acc = self.number_spelling(spelling.without_exponent(), path)?;
+        for (b, ex) in lowers
+            .into_iter()
+            .filter_map(|(b, ex)| Some((b.as_f64()?, ex)))
+        {
             let re = ge_regex(&Dec::from_f64(b), ex);
             let d = self.b.regex(&re, path)?;
             acc = self.b.and(&acc, &d, path)?;
         }
-        for (b, ex) in uppers {
+        for (b, ex) in uppers
+            .into_iter()
+            .filter_map(|(b, ex)| Some((b.as_f64()?, ex)))
+        {
             let re = le_regex(&Dec::from_f64(b), ex);
             let d = self.b.regex(&re, path)?;
             acc = self.b.and(&acc, &d, path)?;
         }
         Ok(acc)
     }
+
+    /// The numbers spelled within `spelling` (see [`numbers::number_spelling_dfa`]).
+    pub(super) fn number_spelling(&self, spelling: NumberSpelling, path: &str) -> Result<Dfa> {
+        numbers::number_spelling_dfa(spelling, self.opts.max_lexeme_states)
+            .map_err(|e| self.b.dfa_err(e, path, ""))
+    }
+}
+
+/// The least integer a lower bound lets through (`> b` when exclusive), exactly: integers
+/// are read as written, past 2^53 too; a fractional bound is below 2^53, where doubles hold
+/// every integer.
+fn least_integer(b: &Number, exclusive: bool) -> i128 {
+    match exact_integer(b) {
+        Some(i) => i + i128::from(exclusive),
+        None => {
+            let f = b.as_f64().unwrap_or(f64::NAN);
+            if exclusive {
+                (f.floor() as i128).saturating_add(1)
+            } else {
+                f.ceil() as i128
+            }
+        }
+    }
+}
+
+/// The greatest integer an upper bound lets through (`< b` when exclusive), exactly.
+fn greatest_integer(b: &Number, exclusive: bool) -> i128 {
+    match exact_integer(b) {
+        Some(i) => i - i128::from(exclusive),
+        None => {
+            let f = b.as_f64().unwrap_or(f64::NAN);
+            if exclusive {
+                (f.ceil() as i128).saturating_sub(1)
+            } else {
+                f.floor() as i128
+            }
+        }
+    }
+}
+
+/// A number written as an integer, or a double with no fraction (`1e18`, `-5.0`), as an
+/// integer.
+fn exact_integer(b: &Number) -> Option<i128> {
+    if let Some(i) = b.as_i64() {
+        return Some(i128::from(i));
+    }
+    if let Some(u) = b.as_u64() {
+        return Some(i128::from(u));
+    }
+    let f = b.as_f64()?;
+    // Doubles of 2^53 and more are integers; `as` saturates past i128.
+    (f.fract() == 0.0).then_some(f as i128)
 }
 
 /// Whether every match of the regex `re` starts at the start of the input (`^` on every

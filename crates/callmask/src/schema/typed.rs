@@ -100,10 +100,11 @@ impl<'v> Schema<'v> {
 
     /// A bound (`minimum`, ...): a number; a boolean, for the exclusive bounds, is draft 4's
     /// qualifier of `minimum`/`maximum` and no bound of its own.
-    pub(crate) fn number(&self, k: Keyword, path: &str) -> Result<Option<f64>> {
+    /// The number is as written (exact past 2^53, where a double is not).
+    pub(crate) fn number(&self, k: Keyword, path: &str) -> Result<Option<&'v Number>> {
         match self.get(k) {
             None => Ok(None),
-            Some(Value::Number(n)) => Ok(n.as_f64()),
+            Some(Value::Number(n)) => Ok(Some(n)),
             Some(Value::Bool(_))
                 if matches!(k, Keyword::ExclusiveMinimum | Keyword::ExclusiveMaximum) =>
             {

@@ -303,7 +303,7 @@ fn multiple_of_integers_and_decimal_steps() {
             json!(-3),
             json!(1.5),
             json!(7.5),
-            json!(-0.0),
+            json!(-4.5),
         ],
         &[json!(35), json!(1), json!(0.75), json!("3")],
     );

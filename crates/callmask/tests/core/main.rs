@@ -16,6 +16,7 @@ mod layers;
 mod logic;
 mod matcher;
 mod model_dialects;
+mod numbers;
 mod raw_args;
 mod readme_layout;
 mod refs;
