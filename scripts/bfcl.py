@@ -3,7 +3,8 @@
 
     scripts/bfcl.py [--categories simple,multiple,...] [--limit 20] [--dialect hermes]
                     [--max-tokens 256] [--threads 2] [--timeout 300] [--out target/bfcl]
-                    [--modes constrained,unconstrained] [--callmask BIN] [--resume]
+                    [--modes constrained,unconstrained] [--callmask BIN] [--model GGUF]
+                    [--generate-args '--no-parallel-calls'] [--resume] [--max-minutes M]
     scripts/bfcl.py --rescore [--out target/bfcl]    (score the saved results again)
     scripts/bfcl.py --self-test                      (the checker's own tests)
     scripts/bfcl.py --fetch-only                     (fetch the data, run nothing)
@@ -783,6 +784,12 @@ def main() -> None:
         "--cache", type=Path, default=Path(os.environ.get("CALLMASK_CACHE", ROOT / ".cache"))
     )
     ap.add_argument("--resume", action="store_true", help="keep the saved runs of OUT")
+    ap.add_argument(
+        "--max-minutes",
+        type=float,
+        help="start no new question after this many minutes (questions go round robin over "
+        "the categories, so the ones run stay balanced)",
+    )
     ap.add_argument("--rescore", action="store_true", help="score OUT's saved runs, run nothing")
     ap.add_argument("--fetch-only", action="store_true")
     ap.add_argument("--self-test", action="store_true")
@@ -819,26 +826,38 @@ def main() -> None:
     s = Settings(callmask, a.dialect, a.max_tokens, a.threads, a.timeout, a.model, extra)
     inputs = a.out / "inputs"
     inputs.mkdir(parents=True, exist_ok=True)
-    questions = {q.id: q for c in cats for q in load_questions(data, c, a.limit)}
+    per_cat = [load_questions(data, c, a.limit) for c in cats]
+    # Round robin over the categories, so that a run stopped early (--max-minutes) is balanced.
+    order = [
+        qs[i] for i in range(max(map(len, per_cat), default=0)) for qs in per_cat if i < len(qs)
+    ]
+    questions = {q.id: q for q in order}
     kept: dict[tuple[str, str], dict[str, Any]] = {}
     if a.resume and results.exists():
         for r in read_jsonl(results):
-            if r.get("settings") == s.key() and r["id"] in questions:
+            saved = {"extra": [], **(r.get("settings") or {})}  # older lines lack "extra"
+            if saved == s.key() and r["id"] in questions:
                 kept[(r["id"], r["mode"])] = r
     started = time.strftime("%Y-%m-%d %H:%M:%S")
     t0 = time.monotonic()
     records: list[dict[str, Any]] = []
+    stopped = 0
     with open(results, "w", encoding="utf-8") as f:
         for r in kept.values():
             f.write(json.dumps(r, ensure_ascii=False) + "\n")
         total = len(questions) * len(modes)
         done = 0
-        for q in questions.values():
+        for q in order:
+            late = a.max_minutes is not None and time.monotonic() - t0 > 60 * a.max_minutes
+            if late and not all((q.id, m) in kept for m in modes):
+                stopped += 1
+                continue
             for m in modes:
                 done += 1
                 rec = kept.get((q.id, m))
                 if rec is None:
                     rec = run_one(q, m, s, inputs)
+                    rec["finished_at"] = time.strftime("%Y-%m-%d %H:%M:%S")
                     f.write(json.dumps(rec, ensure_ascii=False) + "\n")
                     f.flush()
                 v = record_verdict(rec, q)
@@ -850,15 +869,19 @@ def main() -> None:
                     flush=True,
                 )
                 records.append(rec)
+    if stopped:
+        print(f"bfcl.py: --max-minutes reached, {stopped} question(s) not run", file=sys.stderr)
     meta = {
         "started": started,
         "run_seconds": round(time.monotonic() - t0, 1),
+        "generation_seconds": round(sum(r.get("wall_seconds", 0) for r in records), 1),
         "command": sys.argv,
         "bfcl_eval": BFCL_VERSION,
         "dialect": s.dialect,
         "max_tokens": s.max_tokens,
         "threads": s.threads,
         "limit": a.limit,
+        "not_run": stopped,
         "model": s.model or "Gemma 3 270M Q4_K_M (callmask's default)",
         "generate_args": extra,
     }
@@ -878,7 +901,14 @@ def finish(
         + "; "
         f"{meta.get('threads', '?')} thread(s); "
         f"model {meta.get('model', '?')}; run started {meta.get('started', '?')}, "
-        f"{meta.get('run_seconds', '?')} s in all."
+        f"{meta.get('run_seconds', '?')} s in all ({meta.get('generation_seconds', '?')} s of "
+        f"callmask runs, resumed ones included)"
+        + (
+            f"; {meta['not_run']} question(s) not run (--max-minutes)"
+            if meta.get("not_run")
+            else ""
+        )
+        + "."
     )
     text, scored = report(records, questions, header)
     with open(out / "scores.jsonl", "w", encoding="utf-8") as f:
