@@ -594,16 +594,33 @@ def report(
         counts = [sum(r["reason"] == reason and r["mode"] == m for r in scored) for m in modes]
         if any(counts):
             out.append(f"| {reason} | " + " | ".join(map(str, counts)) + " |")
+
+    def first_calls(rec: dict[str, Any]) -> bool:
+        return first_calls_correct(rec, questions[rec["id"]])
+
     extras = [
+        ("correct, keeping only the first k calls (k: the answer's count)", first_calls),
         ("outputs copying the prompt's tool list first", copies_prompt),
         ("outputs repeating an identical call", repeats_a_call),
         ("outputs with a runaway number (10+ same digit)", lambda r: bool(r.get("runaway_number"))),
-        ("outputs that hit the token budget", lambda r: hit_budget(r)),
+        ("outputs that ran into the token budget", hit_budget),
     ]
     for label, pred in extras:
         counts = [sum(bool(pred(r)) for r in scored if r["mode"] == m) for m in modes]
         out.append(f"| *{label}* | " + " | ".join(map(str, counts)) + " |")
     return "\n".join(out) + "\n", scored
+
+
+def first_calls_correct(rec: dict[str, Any], q: Question) -> bool:
+    """Whether the run would be correct if a client kept only as many calls as the answer has
+    (what a repeated or extra call costs)."""
+    if rec.get("status") in ("timeout", "crash"):
+        return False
+    raw = rec.get("calls")
+    calls = None if raw is None else [(c[0], c[1]) for c in raw]
+    if calls is not None and q.answer is not None:
+        calls = calls[: len(q.answer)]
+    return score(q.category, q.functions, q.answer, calls).correct
 
 
 def copies_prompt(rec: dict[str, Any]) -> bool:
@@ -619,10 +636,10 @@ def repeats_a_call(rec: dict[str, Any]) -> bool:
 
 
 def hit_budget(rec: dict[str, Any]) -> bool:
-    """Whether the output used the whole budget (constrained: the budget then closed it)."""
-    n = rec.get("generated_tokens")
-    limit = (rec.get("settings") or {}).get("max_tokens")
-    return bool(rec.get("hit_max_tokens")) or (n is not None and limit is not None and n >= limit)
+    """Whether the output ran into the token budget: unconstrained, it hit --max-tokens;
+    constrained, the budget steered it to a close (the stats line's "N steered by the budget")."""
+    m = re.search(r"(\d+) steered by the budget", rec.get("stats_line") or "")
+    return bool(rec.get("hit_max_tokens")) or (m is not None and int(m.group(1)) > 0)
 
 
 # ---------------------------------------------------------------------------------------------
