@@ -4,7 +4,7 @@
     scripts/bfcl.py [--categories simple,multiple,...] [--limit 20] [--dialect hermes]
                     [--max-tokens 256] [--threads 2] [--timeout 300] [--out target/bfcl]
                     [--modes constrained,unconstrained] [--callmask BIN] [--model GGUF]
-                    [--generate-args '--no-parallel-calls'] [--resume] [--max-minutes M]
+                    [--generate-args='--no-parallel-calls'] [--resume] [--max-minutes M]
     scripts/bfcl.py --rescore [--out target/bfcl]    (score the saved results again)
     scripts/bfcl.py --self-test                      (the checker's own tests)
     scripts/bfcl.py --fetch-only                     (fetch the data, run nothing)
@@ -793,7 +793,7 @@ def main() -> None:
     ap.add_argument(
         "--generate-args",
         default="",
-        help="more arguments for callmask generate, e.g. '--no-parallel-calls' (split on spaces)",
+        help="more arguments for callmask generate, split on spaces: --generate-args='--max-text 100'",
     )
     ap.add_argument("--callmask", default=os.environ.get("CALLMASK_BIN", "callmask"))
     ap.add_argument("--out", type=Path, default=ROOT / "target" / "bfcl")
@@ -910,22 +910,22 @@ def finish(
     out: Path, records: list[dict[str, Any]], questions: dict[str, Question], meta: dict[str, Any]
 ) -> None:
     """Writes OUT/scores.jsonl and OUT/report.md, prints the report."""
-    header = (
-        f"BFCL v4 (bfcl-eval {meta.get('bfcl_eval', BFCL_VERSION)}), dialect "
-        f"{meta.get('dialect', '?')}, tool_choice auto, greedy, max_tokens "
-        f"{meta.get('max_tokens', '?')}, first {meta.get('limit', '?')} questions per category"
-        + "".join(f" {x}" for x in meta.get("generate_args") or [])
-        + "; "
-        f"{meta.get('threads', '?')} thread(s); "
-        f"model {meta.get('model', '?')}; run started {meta.get('started', '?')}, "
-        f"{meta.get('run_seconds', '?')} s in all ({meta.get('generation_seconds', '?')} s of "
-        f"callmask runs, resumed ones included)"
-        + (
-            f"; {meta['not_run']} question(s) not run (--max-minutes)"
-            if meta.get("not_run")
-            else ""
+    limit = meta.get("limit", "?")
+    if meta.get("not_run"):
+        taken = (
+            f"the first {limit} questions per category taken round robin until --max-minutes "
+            f"({meta['not_run']} not run)"
         )
-        + "."
+    else:
+        taken = f"the first {limit} questions per category"
+    extra = "".join(f" {x}" for x in meta.get("generate_args") or [])
+    header = (
+        f"BFCL v4 (bfcl-eval {meta.get('bfcl_eval', BFCL_VERSION)}); dialect "
+        f"{meta.get('dialect', '?')}, tool_choice auto, greedy, max_tokens "
+        f"{meta.get('max_tokens', '?')}{extra}, {meta.get('threads', '?')} thread(s); {taken}; "
+        f"model {meta.get('model', '?')}; run started {meta.get('started', '?')}, "
+        f"{meta.get('run_seconds', '?')} s ({meta.get('generation_seconds', '?')} s of callmask "
+        "runs, resumed ones included)."
     )
     text, scored = report(records, questions, header)
     with open(out / "scores.jsonl", "w", encoding="utf-8") as f:

@@ -7,11 +7,14 @@
 # from the PyPI wheel of bfcl-eval (pinned version and sha256), fetched once into
 # ${CALLMASK_CACHE:-.cache}/bfcl-eval-VERSION/. Each run is a line of OUT/results.jsonl; the table
 # is printed and written to OUT/report.md (OUT: --out, default target/bfcl/);
-# `scripts/bfcl.py --rescore` scores saved results again. 20 questions x 10 categories x 2 modes
-# took about NN minutes on 2 cores.
+# `scripts/bfcl.py --rescore` scores saved results again. The default, 20 questions x 10
+# categories x 2 modes, is about 390 generations of 10-40 s each on 2 cores: --max-minutes bounds
+# a run (questions go round robin over the categories), --resume continues one.
 #
 #   scripts/bfcl.sh [--limit 20] [--categories simple,parallel,...] [--dialect hermes]
 #                   [--max-tokens 256] [--threads N] [--timeout 300] [--out DIR] [--resume]
+#                   [--max-minutes M] [--modes constrained,unconstrained]
+#                   [--generate-args='--no-parallel-calls --max-text 100']
 #
 # The binary: $CALLMASK_BIN, else target/release/callmask (`cargo build --release -p
 # callmask-cli`), else `callmask` on the PATH.
