@@ -683,8 +683,8 @@ def self_test() -> int:
             "required": ["city"],
         },
     }
-    fact_answer = [{"math.factorial": {"number": [5]}}]
-    area_answer = [
+    fact_answer: list[dict[str, dict[str, list[Any]]]] = [{"math.factorial": {"number": [5]}}]
+    area_answer: list[dict[str, dict[str, list[Any]]]] = [
         {
             "area": {
                 "radius": [5.0],
@@ -829,11 +829,11 @@ def main() -> None:
 
     results = a.out / "results.jsonl"
     if a.rescore:
-        records = read_jsonl(results)
-        cats = [c for c in CATEGORIES if any(r["category"] == c for r in records)]
+        earlier = read_jsonl(results)
+        cats = [c for c in CATEGORIES if any(r["category"] == c for r in earlier)]
         questions = {q.id: q for c in cats for q in load_questions(data, c, None)}
         meta = json.loads((a.out / "run.json").read_text()) if (a.out / "run.json").exists() else {}
-        finish(a.out, records, questions, meta)
+        finish(a.out, earlier, questions, meta)
         return
 
     callmask = shutil.which(a.callmask) or a.callmask
