@@ -36,7 +36,8 @@
 //!
 //! Value encoding policy (what the grammar writes; every output is valid):
 //! - strings: see [`crate::grammar::dfa::Dfa::json_string`] for escapes;
-//! - integers: `-?(0|[1-9][0-9]*)`, optionally followed by `.0…`; by default within
+//! - integers: `-?(0|[1-9][0-9]*)`, optionally followed by `.0` (`.0…`, up to 20 zeros, with
+//!   `ijson_numbers` off); by default within
 //!   ±(2^53 − 1), what every JSON parser reads exactly (I-JSON, RFC 7493), where the schema's
 //!   bounds do not reach further; with [`CompileOptions::ijson_numbers`] off, at most 19 digits;
 //! - numbers: by default at most 15 significant digits (a double's; trailing zeros count) and

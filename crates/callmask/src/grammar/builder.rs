@@ -62,7 +62,8 @@ pub struct CompileOptions {
     /// lexemes only within itself, and automata use their vocabulary's caches.
     pub caches: Option<crate::cache::Caches>,
     /// Numbers every JSON parser reads exactly (I-JSON, RFC 7493), on by default: integers
-    /// within ±(2^53 − 1) and other numbers with at most 15 significant digits, unless the
+    /// within ±(2^53 − 1) (and at most one `.0` after one) and other numbers with at most 15
+    /// significant digits, unless the
     /// schema's own bounds reach further (a `minimum` past 2^53 − 1 lifts the cap on that side;
     /// a number bound of 10^15 or more keeps 19 digits). Off: integers of up to 19 digits and
     /// numbers of up to 19 integer and 20 fraction digits, as JSON allows.

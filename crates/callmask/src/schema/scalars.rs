@@ -296,6 +296,9 @@ impl Compiler<'_> {
             let (lo, hi) = numbers::int_range(lo, hi, reach);
             let re = match int_range_regex(lo, hi) {
                 Some(r) if self.draft4_integers => r,
+                // `1.0` is an integer; by default only one zero, as a model that writes
+                // `2.00000000000000000000` for an integer is running on, not spelling it.
+                Some(r) if self.opts.ijson_numbers => format!("(?:{r})(?:\\.0)?"),
                 Some(r) => format!("(?:{r})(?:\\.0{{1,20}})?"),
                 None => return Ok(Dfa::literals(std::iter::empty(), 10).unwrap()),
             };

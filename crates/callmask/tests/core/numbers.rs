@@ -47,6 +47,9 @@ fn integers_stay_within_what_doubles_hold() {
             ("-0", false, false),
             ("0", true, true),
             ("12.0", true, true),
+            // The BFCL run's runaway zeros: one `.0` by default.
+            ("2.00000000000000000000", false, true),
+            ("1000000000000000.0000000000000", false, true),
         ],
     );
     // One bound: the other side keeps the I-JSON cap.
