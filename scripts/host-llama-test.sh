@@ -8,17 +8,17 @@
 # the vocabulary through callmask_vocab_from_llama_vocab, samples constrained tool calls with
 # callmask's sampler first in a llama.cpp chain, and parses them (3 generations).
 #
-#   scripts/host-llama-test.sh        (after `cargo build --release -p callmask-c`)
+#   scripts/host-llama-test.sh        (after `cargo test --release --workspace`, as CI runs it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CACHE=${CALLMASK_CACHE:-$PWD/.cache}
 MODEL=$CACHE/gemma-1.0.0/gemma-3-270m-q4_k_m.gguf
 [ -f "$MODEL" ] || { echo "host-llama-test: $MODEL missing: run scripts/fetch-data.sh gemma" >&2; exit 1; }
 
-# The library without llama.cpp, in its own target folder so the workspace's build is untouched.
+# The library without llama.cpp.
 TARGET=target/host-llama
-cargo build --release -p callmask-c --no-default-features --target-dir "$TARGET" --quiet
-LIB=$TARGET/release/libcallmask_c.a
+scripts/host-llama-lib.sh "$TARGET"
+LIB=$TARGET/libcallmask_c.a
 if nm -g --defined-only "$LIB" 2>/dev/null | grep -E ' [TDB] (llama_|ggml_|gguf_)' | head -5 | grep .; then
   echo "host-llama-test: $LIB defines llama.cpp symbols (above)" >&2
   exit 1

@@ -13,11 +13,11 @@ src=$(scripts/llama-server.sh --prepare-only)
 build=$ROOT/target/llama-server-check
 rm -rf "$build"
 mkdir -p "$build"
-cargo build --release --quiet -p callmask-c --no-default-features --target-dir "$ROOT/target/host-llama"
+scripts/host-llama-lib.sh "$ROOT/target/host-llama"
 cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
   -DCMAKE_UNITY_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF \
   -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF \
-  -DLLAMA_CALLMASK_DIR="$ROOT" -DLLAMA_CALLMASK_LIB="$ROOT/target/host-llama/release/libcallmask_c.a" \
+  -DLLAMA_CALLMASK_DIR="$ROOT" -DLLAMA_CALLMASK_LIB="$ROOT/target/host-llama/libcallmask_c.a" \
   > "$build/cmake.log" 2>&1 || { tail -30 "$build/cmake.log" >&2; exit 1; }
 files=$(grep '^+++ b/' integrations/llama.cpp/llama-server.patch | sed 's#^+++ b/##' | grep '\.cpp$')
 files="$files $(cd integrations/llama.cpp/files && find . -name '*.cpp' | sed 's#^\./##')"

@@ -90,8 +90,8 @@ cmake_args=(-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TES
   -DLLAMA_OPENSSL=OFF)
 if [ "$plain" = 0 ]; then
   log "building libcallmask_c without its bundled llama.cpp (target/host-llama)"
-  cargo build --release --quiet -p callmask-c --no-default-features --target-dir "$ROOT/target/host-llama"
-  cmake_args+=(-DLLAMA_CALLMASK_DIR="$ROOT" -DLLAMA_CALLMASK_LIB="$ROOT/target/host-llama/release/libcallmask_c.a")
+  scripts/host-llama-lib.sh --alone "$ROOT/target/host-llama"
+  cmake_args+=(-DLLAMA_CALLMASK_DIR="$ROOT" -DLLAMA_CALLMASK_LIB="$ROOT/target/host-llama/libcallmask_c.a")
 fi
 if command -v ccache >/dev/null; then
   # Both flavours share compiled objects: paths are made relative to $BASE.

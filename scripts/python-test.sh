@@ -21,7 +21,10 @@ venv_bin=$(dirname "$py")
 rm -rf target/wheels/callmask-*.whl
 "$venv_bin/maturin" build --release --quiet -m crates/callmask-py/Cargo.toml -o target/wheels
 "$py" -m pip install --quiet --no-deps --force-reinstall target/wheels/callmask-*.whl
-cargo build --release --quiet -p callmask-py --example dump_masks
+# With the whole workspace selected, so that features resolve as in `cargo test --workspace`
+# and nothing but the example is compiled after it (`-p callmask-py` would build the core
+# library again with other dependency features).
+cargo build --release --quiet --workspace --example dump_masks
 
 cd crates/callmask-py
 "$py" -m pytest -q -p no:cacheprovider tests "$@"

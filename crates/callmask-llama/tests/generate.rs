@@ -1,8 +1,10 @@
 //! End to end on a real model: Gemma 3 270M Q4_K_M on the CPU through llama.cpp, constrained by
-//! each seed dialect, for 20 prompts over two tool sets (weather/stocks/user lookup/time, and a
-//! set with nested objects, enums, arrays, patterns and formats). Every constrained output must
-//! parse and every call's arguments validate with the `jsonschema` crate. Also: a batch of
-//! sequences decoded together gives what decoding them one by one gives.
+//! each seed dialect, for the prompts of two tool sets (weather/stocks/user lookup/time, and a
+//! set with nested objects, enums, arrays, patterns and formats):
+//! `CALLMASK_E2E_PROMPTS_PER_SET` of each set, default 4 (CI), at most all 10
+//! (`scripts/llama-e2e.sh`: 20 prompts). Every constrained output must parse and every call's
+//! arguments validate with the `jsonschema` crate. Also: a batch of sequences decoded together
+//! gives what decoding them one by one gives.
 
 use callmask_testkit as testkit;
 use callmask_testkit::e2e::{options, render, tools, validate, DIALECTS, PROMPTS};
@@ -17,7 +19,17 @@ fn engine() -> &'static Engine {
     E.get_or_init(|| Engine::load(testkit::gemma_gguf(), None).expect("loading Gemma"))
 }
 
-/// Generates every prompt of `dialect` (one batch per tool set).
+/// How many prompts of each tool set run ([`PROMPTS`] has 10 per set).
+fn prompts_per_set() -> usize {
+    std::env::var("CALLMASK_E2E_PROMPTS_PER_SET")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4)
+        .clamp(1, 10)
+}
+
+/// Generates the first [`prompts_per_set`] prompts of each tool set in `dialect` (one batch per
+/// tool set).
 fn run(
     dialect: &str,
     constrained: bool,
@@ -35,6 +47,7 @@ fn run(
         let prompts: Vec<String> = PROMPTS
             .iter()
             .filter(|(f, _)| *f == file)
+            .take(prompts_per_set())
             .map(|(_, p)| render(dialect, &tools, p, &e.bos_text()))
             .collect();
         let refs: Vec<&str> = prompts.iter().map(String::as_str).collect();
@@ -58,7 +71,8 @@ fn run(
 fn constrained_outputs_all_parse_and_validate() {
     for d in DIALECTS {
         let results = run(d, true, 320);
-        assert_eq!(results.len(), 20);
+        let n = 2 * prompts_per_set();
+        assert_eq!(results.len(), n);
         let mut calls = 0;
         for (i, (_, g, tools, grammar)) in results.iter().enumerate() {
             assert!(
@@ -73,8 +87,8 @@ fn constrained_outputs_all_parse_and_validate() {
             }
         }
         // tool_choice required, one call each.
-        assert_eq!(calls, 20, "{d}");
-        eprintln!("{d}: 20/20 constrained outputs parse and validate ({calls} calls)");
+        assert_eq!(calls, n, "{d}");
+        eprintln!("{d}: {n}/{n} constrained outputs parse and validate ({calls} calls)");
     }
 }
 

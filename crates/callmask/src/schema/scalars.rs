@@ -286,8 +286,14 @@ impl Compiler<'_> {
             uppers.push((m, true));
         }
         if integer {
-            let lo = lowers.iter().map(|&(b, ex)| least_integer(b, ex)).max();
-            let hi = uppers.iter().map(|&(b, ex)| greatest_integer(b, ex)).min();
+            let lo = lowers
+                .iter()
+                .map(|&(b, ex)| integer_bound(b, ex, Side::Lower))
+                .max();
+            let hi = uppers
+                .iter()
+                .map(|&(b, ex)| integer_bound(b, ex, Side::Upper))
+                .min();
             let reach = if self.opts.ijson_numbers {
                 numbers::IJSON_MAX_INT
             } else {
@@ -344,35 +350,39 @@ impl Compiler<'_> {
     }
 }
 
-/// The least integer a lower bound lets through (`> b` when exclusive), exactly: integers
-/// are read as written, past 2^53 too; a fractional bound is below 2^53, where doubles hold
-/// every integer.
-fn least_integer(b: &Number, exclusive: bool) -> i128 {
-    match exact_integer(b) {
-        Some(i) => i + i128::from(exclusive),
-        None => {
-            let f = b.as_f64().unwrap_or(f64::NAN);
-            if exclusive {
-                (f.floor() as i128).saturating_add(1)
-            } else {
-                f.ceil() as i128
-            }
-        }
-    }
+/// Which side of the allowed integers a bound is on.
+#[derive(Clone, Copy)]
+enum Side {
+    /// `minimum` / `exclusiveMinimum`.
+    Lower,
+    /// `maximum` / `exclusiveMaximum`.
+    Upper,
 }
 
-/// The greatest integer an upper bound lets through (`< b` when exclusive), exactly.
-fn greatest_integer(b: &Number, exclusive: bool) -> i128 {
-    match exact_integer(b) {
-        Some(i) => i - i128::from(exclusive),
-        None => {
-            let f = b.as_f64().unwrap_or(f64::NAN);
-            if exclusive {
-                (f.ceil() as i128).saturating_sub(1)
-            } else {
-                f.floor() as i128
-            }
-        }
+/// The integer nearest to bound `b` that it lets through: the least one `>= b` (`> b` when
+/// exclusive) for a lower bound, the greatest one `<= b` (`< b`) for an upper bound, exactly:
+/// integers are read as written, past 2^53 too; a fractional bound is below 2^53, where
+/// doubles hold every integer. An upper bound is the lower bound of the negated numbers.
+fn integer_bound(b: &Number, exclusive: bool, side: Side) -> i128 {
+    let sign: i128 = match side {
+        Side::Lower => 1,
+        Side::Upper => -1,
+    };
+    if let Some(i) = exact_integer(b) {
+        // Saturating: `exact_integer` saturates a double past i128 (`1e300`) at its ends.
+        return i.saturating_add(sign * i128::from(exclusive));
+    }
+    let f = sign as f64 * b.as_f64().unwrap_or(f64::NAN);
+    let least = if exclusive {
+        (f.floor() as i128).saturating_add(1)
+    } else {
+        f.ceil() as i128
+    };
+    // `as` saturates; so does the negation back.
+    if sign < 0 {
+        least.saturating_neg()
+    } else {
+        least
     }
 }
 
@@ -412,7 +422,50 @@ fn anchored_ends(re: &str) -> (bool, bool) {
 
 #[cfg(test)]
 mod tests {
-    use super::anchored_ends;
+    use super::{anchored_ends, integer_bound, Side};
+    use serde_json::Number;
+
+    #[test]
+    fn integer_bounds_round_towards_the_allowed_side() {
+        let n = |s: &str| -> Number { serde_json::from_str(s).unwrap() };
+        let cases = [
+            // (bound, exclusive, least for a lower bound, greatest for an upper bound)
+            ("2.5", false, 3, 2),
+            ("2.5", true, 3, 2),
+            ("-2.5", false, -2, -3),
+            ("-2.5", true, -2, -3),
+            ("3", false, 3, 3),
+            ("3", true, 4, 2),
+            ("-3.0", true, -2, -4),
+            (
+                "9007199254740993",
+                false,
+                9007199254740993,
+                9007199254740993,
+            ),
+            (
+                "18446744073709551615",
+                true,
+                18446744073709551616,
+                18446744073709551614,
+            ),
+            ("-1e18", true, -999999999999999999, -1000000000000000001),
+        ];
+        for (b, ex, lo, hi) in cases {
+            assert_eq!(integer_bound(&n(b), ex, Side::Lower), lo, "lower {b} {ex}");
+            assert_eq!(integer_bound(&n(b), ex, Side::Upper), hi, "upper {b} {ex}");
+        }
+        // Past i128 the bound saturates instead of overflowing (an exclusive `1e300` minimum
+        // used to wrap around to the least i128, letting every integer through).
+        let huge = n("1e300");
+        assert_eq!(integer_bound(&huge, true, Side::Upper), i128::MAX - 1);
+        assert_eq!(integer_bound(&huge, false, Side::Lower), i128::MAX);
+        assert_eq!(integer_bound(&huge, true, Side::Lower), i128::MAX);
+        let tiny = n("-1e300");
+        assert_eq!(integer_bound(&tiny, true, Side::Lower), i128::MIN + 1);
+        assert_eq!(integer_bound(&tiny, false, Side::Upper), i128::MIN);
+        assert_eq!(integer_bound(&tiny, true, Side::Upper), i128::MIN);
+    }
     use crate::grammar::dfa::{Dfa, Op};
 
     #[test]

@@ -95,6 +95,41 @@ fn schema_bounds_past_the_cap_are_kept_exactly() {
 }
 
 #[test]
+fn integer_bounds_past_every_integer_saturate() {
+    // `exclusiveMinimum: 1e300` read as the greatest i128 plus one used to wrap around to the
+    // least one, and every integer went through.
+    for (schema, below, above) in [
+        (
+            json!({"type": "integer", "exclusiveMinimum": 1e300}),
+            "-5",
+            "5",
+        ),
+        (
+            json!({"type": "integer", "exclusiveMaximum": -1e300}),
+            "5",
+            "-5",
+        ),
+    ] {
+        for opts in [
+            CompileOptions::default(),
+            CompileOptions::default().ijson_numbers(false),
+        ] {
+            // No integer is allowed: either the compile says so or nothing matches.
+            if let Ok(g) = Grammar::from_json_schema(&schema, &opts) {
+                for text in [below, above, "0", "9223372036854775807"] {
+                    assert!(!accepts(&g, text), "{schema}: {text}");
+                }
+            }
+        }
+    }
+    check(
+        json!({"type": "integer", "minimum": -1e300, "maximum": 1e300}),
+        // Bounds that reach past the I-JSON cap open it (the schema's own bounds win).
+        &[("-5", true, true), ("9007199254740992", true, true)],
+    );
+}
+
+#[test]
 fn numbers_have_at_most_fifteen_significant_digits() {
     check(
         json!({"type": "number"}),
