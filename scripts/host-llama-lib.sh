@@ -9,7 +9,8 @@
 # callmask-c itself is compiled again: a `cargo build -p callmask-c` would resolve the shared
 # dependencies' features differently (no dev-dependencies) and compile the core library and its
 # dependencies a second time (minutes on two cores). The feature list below must name the default
-# features of every workspace member but callmask-c. With --alone, builds only callmask-c and
+# features of every workspace member but callmask-c. It leaves this variant as
+# target/release/libcallmask_c.a (the next workspace build compiles callmask-c back, seconds). With --alone, builds only callmask-c and
 # what it needs, in DIR (faster when the workspace has not been built, as for a first
 # scripts/llama-server.sh).
 #
