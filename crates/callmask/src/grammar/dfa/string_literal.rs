@@ -397,6 +397,7 @@ fn literal_of_length(
     let stride = reps.len();
     let mut trans = vec![0 as StateId; FIRST_IN * stride];
     let mut accept = vec![false; FIRST_IN];
+    let mut has_out = vec![false; FIRST_IN];
     accept[CLOSED] = true;
     for &(quote, one) in literals {
         let end = (1..one.accept.len())
@@ -434,62 +435,62 @@ fn literal_of_length(
         if n > max_states.saturating_mul(4) {
             return Err(DfaError::TooLarge);
         }
-        trans.resize(n * stride, 0);
-        accept.resize(n, false);
         let at = |c: usize| base + c * per_count; // between characters, after `c` of them
+                                                  // Every count below the top holds the same block of rows, its targets shifted by the
+                                                  // count's offset (`at(c) - at(0)`): count 0's block is built once, then appended shifted
+                                                  // per count (appended, not written over zeros: a long string's table is megabytes).
+        let block = template_block(one, &reps, (&inner, &local, end), at(0), per_count);
+        let block_out: Vec<bool> = block
+            .chunks(stride)
+            .map(|row| row.iter().any(|&t| t != 0))
+            .collect();
+        trans.reserve(n * stride - trans.len());
+        trans.resize(base * stride, 0);
+        has_out.resize(base, false);
+        for c in 0..counts - 1 {
+            let offset = (c * per_count) as StateId;
+            // Branch-free, so that it vectorizes: the mask is all ones where there is a
+            // transition (0, none, stays 0).
+            trans.extend(
+                block
+                    .iter()
+                    .map(|&t| t + (offset & 0u32.wrapping_sub(StateId::from(t != 0)))),
+            );
+            has_out.extend_from_slice(&block_out);
+        }
+        trans.resize(n * stride, 0); // the top count's row
+        has_out.resize(n, false);
+        accept.resize(n, false);
         let backslash = classes[b'\\' as usize] as usize;
+        let mut set = |from: usize, class: usize, to: usize| {
+            trans[from * stride + class] = to as StateId;
+            has_out[from] = true;
+        };
         let quote = match quote {
             Quote::Byte(q) => {
                 let q = classes[q as usize] as usize;
-                trans[OPEN * stride + q] = at(0) as StateId;
+                set(OPEN, q, at(0));
                 q
             }
             Quote::Escaped => {
                 let (opening, top) = (base - 2, base - 1);
-                trans[OPEN * stride + backslash] = opening as StateId;
+                set(OPEN, backslash, opening);
                 let q = classes[b'"' as usize] as usize;
-                trans[opening * stride + q] = at(0) as StateId;
-                trans[top * stride + q] = CLOSED as StateId;
+                set(opening, q, at(0));
+                set(top, q, CLOSED);
                 q
             }
         };
-        for c in 0..counts {
-            if c as u64 >= min {
-                match after_backslash {
-                    None => trans[at(c) * stride + quote] = CLOSED as StateId,
-                    // At the top count no character follows: `\` leads to the closing `"`
-                    // alone. Below it, the character's own state after `\` also closes.
-                    Some(_) if c + 1 == counts => {
-                        trans[at(c) * stride + backslash] = (base - 1) as StateId
-                    }
-                    Some(e) => trans[(at(c) + 1 + local[e]) * stride + quote] = CLOSED as StateId,
-                }
-            }
-            if c + 1 == counts {
-                continue; // at the maximum: no more characters
-            }
-            let place = |s: usize| match s {
-                0 => 0,
-                s if s == one.start as usize => at(c),
-                s if s == end => at(c + 1),
-                s => at(c) + 1 + local[s],
-            };
-            for s in std::iter::once(one.start as usize).chain(inner.iter().copied()) {
-                let from = place(s) * stride;
-                let row = &one.trans[s * one.stride..(s + 1) * one.stride];
-                for (k, &rep) in reps.iter().enumerate() {
-                    let t = row[one.classes[rep as usize] as usize] as usize;
-                    if t != 0 {
-                        trans[from + k] = place(t) as StateId;
-                    }
-                }
+        for c in (0..counts).filter(|&c| c as u64 >= min) {
+            match after_backslash {
+                None => set(at(c), quote, CLOSED),
+                // At the top count no character follows: `\` leads to the closing `"` alone.
+                // Below it, the character's own state after `\` also closes.
+                Some(_) if c + 1 == counts => set(at(c), backslash, base - 1),
+                Some(e) => set(at(c) + 1 + local[e], quote, CLOSED),
             }
         }
     }
-    let n = accept.len();
-    let has_out = (0..n)
-        .map(|s| trans[s * stride..(s + 1) * stride].iter().any(|&t| t != 0))
-        .collect();
     let d = Dfa {
         classes,
         stride,
@@ -504,6 +505,33 @@ fn literal_of_length(
         return Err(DfaError::TooLarge);
     }
     Ok(d)
+}
+
+/// The rows of count 0's copy of `one` in [`literal_of_length`] (its start state at `at0`, its
+/// `inner` states after it, numbered by `local`, its `end` state at the next count's start),
+/// over the literal's classes `reps`; 0 where `one` has no transition.
+fn template_block(
+    one: &Dfa,
+    reps: &[u8],
+    (inner, local, end): (&[usize], &[usize], usize),
+    at0: usize,
+    per_count: usize,
+) -> Vec<StateId> {
+    let place = |s: usize| match s {
+        0 => 0,
+        s if s == one.start as usize => at0,
+        s if s == end => at0 + per_count,
+        s => at0 + 1 + local[s],
+    };
+    let mut block = Vec::with_capacity(per_count * reps.len());
+    for s in std::iter::once(one.start as usize).chain(inner.iter().copied()) {
+        let row = &one.trans[s * one.stride..(s + 1) * one.stride];
+        block.extend(
+            reps.iter()
+                .map(|&rep| place(row[one.classes[rep as usize] as usize] as usize) as StateId),
+        );
+    }
+    block
 }
 
 /// State 1 waits for the opening quote, state 2 follows the closing one.
