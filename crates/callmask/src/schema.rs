@@ -48,6 +48,7 @@
 
 mod dependencies;
 mod enums;
+mod format_automata;
 pub(crate) mod keywords;
 mod merge;
 mod negate;
@@ -74,7 +75,7 @@ use crate::grammar::{
 use crate::python::{is_identifier, py_quote};
 pub(crate) use keywords::is_annotation;
 use keywords::Keyword;
-use numbers::{ge_regex, int_range_regex, le_regex, Dec, NumberSpelling};
+use numbers::{ge_regex, le_regex, Dec, NumberSpelling};
 pub(crate) use resolve::resolve_refs;
 use serde_json::{Map, Number, Value};
 use std::collections::HashMap;

@@ -1,12 +1,16 @@
 //! Numbers as exact digit automata: the spelling of a number (digit limits, built directly as
-//! a small counter automaton), integer ranges and decimal bounds (regular expressions over
-//! digits), and `multipleOf` (a remainder automaton).
+//! a small counter automaton), integer ranges (a digit-by-digit comparison with the range's
+//! ends, also built directly), decimal bounds (regular expressions over digits), and
+//! `multipleOf` (a remainder automaton).
 //!
 //! Trade-offs: every automaton decides on the decimal digits as written, never through a
 //! double, so bounds and steps are exact; the price is a digit limit on every number. By
 //! default the limits are I-JSON's (RFC 7493: integers within ±(2^53 − 1), at most 15
 //! significant digits), so that the decimal the model writes is the value every JSON parser
 //! reads; a schema whose bounds reach further keeps plain JSON's 19 digits on that side.
+
+use crate::grammar::dfa::{Dfa, DfaError};
+use std::cmp::Ordering;
 
 /// Largest magnitude with 19 digits.
 const MAX_MAG: u128 = 9_999_999_999_999_999_999;
@@ -85,7 +89,7 @@ enum Spelled {
 pub(super) fn number_spelling_dfa(
     spelling: NumberSpelling,
     max_states: usize,
-) -> Result<crate::grammar::dfa::Dfa, crate::grammar::dfa::DfaError> {
+) -> Result<Dfa, DfaError> {
     use Spelled::*;
     let NumberSpelling {
         int_digits,
@@ -105,7 +109,7 @@ pub(super) fn number_spelling_dfa(
     classes[b'e' as usize] = 6;
     classes[b'E' as usize] = 6;
     let exp = |ok: bool| (exponent && ok).then_some(Exp);
-    crate::grammar::dfa::Dfa::build(
+    Dfa::build(
         Start,
         max_states,
         &classes,
@@ -171,8 +175,110 @@ pub(super) fn int_range(lo: Option<i128>, hi: Option<i128>, reach: i128) -> (i12
     )
 }
 
-/// Regex for the integers in `lo..=hi` that 19 digits hold (None when there are none).
-pub(super) fn int_range_regex(lo: i128, hi: i128) -> Option<String> {
+/// Where an integer's spelling is, for [`int_range_dfa`].
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum IntRead {
+    Start,
+    Minus,
+    /// `k` digits of the magnitude, compared as a prefix with the least (`lo`) and the most
+    /// (`hi`) magnitude of the sign read (`lo` is `Greater` once past the least's length);
+    /// `zero`: the magnitude `0`, which no digit follows.
+    Digits {
+        neg: bool,
+        k: u8,
+        lo: Ordering,
+        hi: Ordering,
+        zero: bool,
+    },
+    /// After the point, this many zeros.
+    Point(u8),
+}
+
+/// The integers in `lo..=hi` that 19 digits hold, without leading zeros (`-0` is not one),
+/// then a point and 1 to `zeros` zeros or nothing (`zeros` 0: nothing); `None` when there are
+/// none. The language of `int_range_regex(lo, hi)` and that suffix, built directly, digit by
+/// digit, as a comparison of the magnitude read with the range's ends (a few hundred states
+/// at most, where determinizing the regex of a range of 16-digit ends cost milliseconds).
+pub(super) fn int_range_dfa(
+    lo: i128,
+    hi: i128,
+    zeros: u8,
+    max_states: usize,
+) -> Result<Option<Dfa>, DfaError> {
+    use IntRead::*;
+    let max = MAX_MAG as i128;
+    let (lo, hi) = (lo.max(-max), hi.min(max));
+    if lo > hi {
+        return Ok(None);
+    }
+    let digits = |x: i128| x.unsigned_abs().to_string().into_bytes();
+    // Per sign, the least and the most magnitude, as digits.
+    let pos = (hi >= 0).then(|| (digits(lo.max(0)), digits(hi)));
+    let neg = (lo < 0).then(|| (digits(hi.min(-1)), digits(lo)));
+    let ends = |negative: bool| if negative { neg.as_ref() } else { pos.as_ref() };
+    let within = |negative: bool, k: u8, lo: Ordering, hi: Ordering| {
+        ends(negative).is_some_and(|(a, b)| {
+            let k = usize::from(k);
+            let ge = k > a.len() || (k == a.len() && lo != Ordering::Less);
+            let le = k < b.len() || (k == b.len() && hi != Ordering::Greater);
+            ge && le
+        })
+    };
+    let digit = |negative: bool, k: u8, lo: Ordering, hi: Ordering, d: u8| {
+        let (a, b) = ends(negative)?;
+        let at = usize::from(k);
+        if at >= b.len() {
+            return None;
+        }
+        let compare = |was: Ordering, end: &[u8]| match end.get(at) {
+            Some(&e) if was == Ordering::Equal => d.cmp(&e),
+            Some(_) => was,
+            None => Ordering::Greater,
+        };
+        Some(Digits {
+            neg: negative,
+            k: k + 1,
+            lo: compare(lo, a),
+            hi: compare(hi, b),
+            zero: k == 0 && d == b'0',
+        })
+    };
+    let mut classes = [0u8; 256];
+    for (i, b) in (b'0'..=b'9').enumerate() {
+        classes[b as usize] = 1 + i as u8;
+    }
+    classes[b'-' as usize] = 11;
+    classes[b'.' as usize] = 12;
+    let eq = Ordering::Equal;
+    Dfa::build(
+        Start,
+        max_states,
+        &classes,
+        |st, b| match (*st, b) {
+            (Start, b'-') => neg.as_ref().map(|_| Minus),
+            (Start, b'0'..=b'9') => digit(false, 0, eq, eq, b),
+            (Minus, b'0'..=b'9') => digit(true, 0, eq, eq, b),
+            (Digits { zero: true, .. }, b'0'..=b'9') => None,
+            (Digits { neg, k, lo, hi, .. }, b'0'..=b'9') => digit(neg, k, lo, hi, b),
+            (Digits { neg, k, lo, hi, .. }, b'.') => {
+                (zeros > 0 && within(neg, k, lo, hi)).then_some(Point(0))
+            }
+            (Point(n), b'0') => (n < zeros).then_some(Point(n + 1)),
+            _ => None,
+        },
+        |st| match *st {
+            Digits { neg, k, lo, hi, .. } => within(neg, k, lo, hi),
+            Point(n) => n > 0,
+            _ => false,
+        },
+    )
+    .map(Some)
+}
+
+/// Regex for the integers in `lo..=hi` that 19 digits hold (None when there are none): the
+/// reference [`int_range_dfa`] is checked against.
+#[cfg(test)]
+fn int_range_regex(lo: i128, hi: i128) -> Option<String> {
     let max = MAX_MAG as i128;
     let (lo, hi) = (lo.max(-max), hi.min(max));
     if lo > hi {
@@ -461,7 +567,6 @@ pub(super) fn multiple_of_dfa(
     s: u32,
     max_states: usize,
 ) -> Result<crate::grammar::dfa::Dfa, crate::grammar::dfa::DfaError> {
-    use crate::grammar::dfa::Dfa;
     use MultiplePhase::*;
     let mut classes = [0u8; 256];
     for (i, b) in (b'0'..=b'9').enumerate() {
@@ -548,7 +653,7 @@ pub(super) fn multiple_of_dfa(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::grammar::dfa::{Dfa, Op};
+    use crate::grammar::dfa::Op;
 
     #[test]
     fn multiple_of_is_exact_on_decimals() {
@@ -600,6 +705,61 @@ mod tests {
 
     fn dfa(re: &str) -> Dfa {
         Dfa::from_regex(re, 100_000).unwrap()
+    }
+
+    /// Every range's automaton, built directly, accepts what the range's regex and the
+    /// suffix accept.
+    #[test]
+    fn integer_range_automata_equal_the_range_regexes() {
+        let r = IJSON_MAX_INT;
+        let max = MAX_MAG as i128;
+        let ends = [
+            -max - 1,
+            -max,
+            -r - 1,
+            -r,
+            -123_456,
+            -1000,
+            -999,
+            -100,
+            -17,
+            -10,
+            -9,
+            -1,
+            0,
+            1,
+            5,
+            9,
+            10,
+            99,
+            100,
+            101,
+            250,
+            1_000_000,
+            r,
+            r + 1,
+            max,
+            max + 1,
+        ];
+        for &lo in &ends {
+            for &hi in &ends {
+                for (zeros, suffix) in [(0, ""), (1, r"(?:\.0)?"), (20, r"(?:\.0{1,20})?")] {
+                    let direct = int_range_dfa(lo, hi, zeros, 100_000).unwrap();
+                    let Some(re) = int_range_regex(lo, hi) else {
+                        assert!(direct.is_none(), "[{lo}, {hi}] is empty");
+                        continue;
+                    };
+                    let direct = direct.expect("not empty");
+                    let slow = dfa(&format!("(?:{re}){suffix}"));
+                    for (a, b) in [(&direct, &slow), (&slow, &direct)] {
+                        assert!(
+                            a.product(b, Op::AndNot, 1_000_000).unwrap().is_empty(),
+                            "[{lo}, {hi}], {zeros} zeros"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -191,7 +191,12 @@ impl Compiler<'_> {
         let formats = s.strings(Keyword::Format, path)?;
         for f in formats.iter().filter(|_| !self.opts.format_annotation) {
             match format_regex(f) {
-                Some(re) => parts.push(self.b.regex(&re, path)?),
+                Some(re) => parts.push(
+                    match format_automata::prebuilt(&re, self.opts.max_lexeme_states) {
+                        Some(d) => d,
+                        None => self.b.regex(&re, path)?,
+                    },
+                ),
                 None => self.b.unsupported(
                     Keyword::Format.name(),
                     path,
@@ -300,15 +305,20 @@ impl Compiler<'_> {
                 i128::MAX
             };
             let (lo, hi) = numbers::int_range(lo, hi, reach);
-            let re = match int_range_regex(lo, hi) {
-                Some(r) if self.draft4_integers => r,
-                // `1.0` is an integer; by default only one zero, as a model that writes
-                // `2.00000000000000000000` for an integer is running on, not spelling it.
-                Some(r) if self.opts.ijson_numbers => format!("(?:{r})(?:\\.0)?"),
-                Some(r) => format!("(?:{r})(?:\\.0{{1,20}})?"),
-                None => return Ok(Dfa::literals(std::iter::empty(), 10).unwrap()),
+            // `1.0` is an integer; by default only one zero, as a model that writes
+            // `2.00000000000000000000` for an integer is running on, not spelling it.
+            let zeros = if self.draft4_integers {
+                0
+            } else if self.opts.ijson_numbers {
+                1
+            } else {
+                20
             };
-            return self.b.regex(&re, path);
+            return match numbers::int_range_dfa(lo, hi, zeros, self.opts.max_lexeme_states) {
+                Ok(Some(d)) => Ok(d),
+                Ok(None) => Ok(Dfa::literals(std::iter::empty(), 10).unwrap()),
+                Err(e) => Err(self.b.dfa_err(e, path, "")),
+            };
         }
         // I-JSON digits, unless a bound lies past what they reach.
         let past_ijson = lowers

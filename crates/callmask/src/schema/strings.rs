@@ -53,6 +53,30 @@ pub(super) fn translate_ecma(p: &str) -> String {
     out
 }
 
+/// The supported formats' names (each has a [`format_regex`]); the format table's generator
+/// builds each one's automaton.
+#[cfg(test)]
+pub(super) const FORMAT_NAMES: &[&str] = &[
+    "date",
+    "time",
+    "date-time",
+    "email",
+    "uuid",
+    "ipv4",
+    "uri",
+    "hostname",
+    "ipv6",
+    "duration",
+    "json-pointer",
+    "uri-reference",
+    "uri-template",
+    "relative-json-pointer",
+    "iri",
+    "iri-reference",
+    "idn-hostname",
+    "idn-email",
+];
+
 /// Regexes for the supported formats, over the decoded string.
 pub(super) fn format_regex(f: &str) -> Option<String> {
     let date = concat!(
@@ -157,6 +181,13 @@ pub(super) fn format_regex(f: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_format_name_has_a_regex() {
+        for f in FORMAT_NAMES {
+            assert!(format_regex(f).is_some(), "{f}");
+        }
+    }
 
     #[test]
     fn ecma_translation() {
