@@ -76,8 +76,10 @@
 //!   `grammars/`, and one row in the dialect table (`formats.rs`, from which
 //!   [`Dialect::builtin_names`], detection, the CLI's help and the README's table derive). Tests:
 //!   `grammars_are_in_the_table`, `readme_lists_the_dialect_table`, and the case files in
-//!   `tests/dialect_cases/`. A string `format` (JSON Schema's): its regex in
-//!   `schema/strings.rs` (`format_regex`).
+//!   `tests/dialect_cases/`. A string `format` (JSON Schema's): its name and regex in
+//!   `schema/strings.rs` (`FORMAT_NAMES`, `format_regex`); its automaton is read from
+//!   `schema/format_automata.bin`, which `the_table_is_built_from_the_format_regexes` rebuilds
+//!   from the regexes (stale: it fails; `CALLMASK_BLESS=1` regenerates it).
 //! - **A token-level walk**: `mask/walks.rs`, over the vocabulary's trie (`vocab/trie.rs`), which
 //!   knows no grammar: it runs automata through the narrow `ByteRecognizer` trait. Test:
 //!   `tests/layers.rs` (the trie is layer 1 and may not import the grammar).

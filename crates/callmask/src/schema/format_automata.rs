@@ -16,7 +16,7 @@ use crate::grammar::dfa::Dfa;
 
 /// Per distinct format regex: its length (u16 LE) and text, the least state limit (u32 LE),
 /// then its automaton's table.
-static TABLE: &[u8] = include_bytes!("format_automata.bin");
+const TABLE: &[u8] = include_bytes!("format_automata.bin");
 
 /// The automaton `Dfa::from_regex(re, max_states)` builds, read from the table; `None` when the
 /// table holds no automaton for `re` or `max_states` is below the least limit it builds under
