@@ -607,16 +607,7 @@ impl Dfa {
             }
         }
         if !live[start as usize] {
-            return Dfa {
-                classes: [0; 256],
-                stride: 1,
-                trans: vec![0],
-                accept: vec![false],
-                has_out: vec![false],
-                start: 0,
-                text: None,
-                text_states: None,
-            };
+            return Dfa::from_rows([0; 256], 1, vec![0], vec![false], vec![false], 0);
         }
         let mut map = vec![0 as StateId; n];
         let mut order = vec![start as usize];
@@ -648,13 +639,26 @@ impl Dfa {
                 }
             }
         }
+        Dfa::from_rows(classes, stride, nt, na, no, 1)
+    }
+
+    /// The automaton of these rows (`trans`: `stride` targets per state, by byte class;
+    /// `has_out`: per state, whether its row has a target), with no text view.
+    fn from_rows(
+        classes: [u8; 256],
+        stride: usize,
+        trans: Vec<StateId>,
+        accept: Vec<bool>,
+        has_out: Vec<bool>,
+        start: StateId,
+    ) -> Dfa {
         Dfa {
             classes,
             stride,
-            trans: nt,
-            accept: na,
-            has_out: no,
-            start: 1,
+            trans,
+            accept,
+            has_out,
+            start,
             text: None,
             text_states: None,
         }

@@ -491,16 +491,7 @@ fn literal_of_length(
             }
         }
     }
-    let d = Dfa {
-        classes,
-        stride,
-        trans,
-        accept,
-        has_out,
-        start: OPEN as StateId,
-        text: None,
-        text_states: None,
-    };
+    let d = Dfa::from_rows(classes, stride, trans, accept, has_out, OPEN as StateId);
     if d.state_count() > max_states {
         return Err(DfaError::TooLarge);
     }

@@ -78,17 +78,10 @@ impl Dfa {
             .chunks_exact(stride)
             .map(|row| row.iter().any(|&t| t != 0))
             .collect();
-        let d = Dfa {
-            classes,
-            stride,
-            trans,
-            accept,
-            has_out,
-            start,
-            text: None,
-            text_states: None,
-        };
-        Some((d, at))
+        Some((
+            Dfa::from_rows(classes, stride, trans, accept, has_out, start),
+            at,
+        ))
     }
 }
 
