@@ -819,7 +819,7 @@ fn compile_dialect(
     if tools.is_null() {
         return Err(null("tools_json"));
     }
-    let tools = Tools::from_openai_json(&tools)?;
+    let tools = Tools::from_openai_value(tools)?;
     let mut options = DialectOptions::from_json(&options)?;
     options.compile.caches = Some(default_caches());
     *out = boxed(CallmaskGrammar::new(dialect.compile(&tools, &options)?));
@@ -1024,7 +1024,7 @@ pub unsafe extern "C" fn callmask_tools_instructions(
                 )
             })?)
         };
-        let tools = Tools::from_openai_json(&tools)?;
+        let tools = Tools::from_openai_value(tools)?;
         *out = c_string_out(callmask::prompt::tools_instructions(&tools, writer)?);
         Ok(())
     })

@@ -118,7 +118,7 @@ pub(crate) fn read_json(path: &Path) -> Result<Value, BadInput> {
 
 /// Reads a tools file.
 fn read_tools(path: &Path) -> Result<Tools, BadInput> {
-    Tools::from_openai_json(&read_json(path)?)
+    Tools::from_openai_value(read_json(path)?)
         .map_err(|e| BadInput(format!("{}: {e}", path.display())))
 }
 

@@ -40,7 +40,7 @@ pub(crate) fn prompt(args: &PromptArgs) -> Result<ExitCode, BadInput> {
             .to_owned(),
         (None, None) => return Err(BadInput("give --dialect or --template".into())),
     };
-    let tools = Tools::from_openai_json(&read_json(&args.tools)?)
+    let tools = Tools::from_openai_value(read_json(&args.tools)?)
         .map_err(|e| BadInput(format!("{}: {e}", args.tools.display())))?;
     let messages = Message::list_from_json(&read_json(&args.messages)?)
         .map_err(|e| BadInput(format!("{}: {e}", args.messages.display())))?;

@@ -534,7 +534,7 @@ impl PyGrammar {
         max_compile_secs: Option<f64>,
         caches: Option<PyRef<'_, PyCaches>>,
     ) -> PyResult<Self> {
-        let tools = Tools::from_openai_json(&json_arg(tools, "tools")?).map_err(err)?;
+        let tools = Tools::from_openai_value(json_arg(tools, "tools")?).map_err(err)?;
         let mut o = DialectOptions::default();
         if let Some(tc) = tool_choice {
             if !tc.is_none() {
@@ -1243,7 +1243,7 @@ fn render_prompt(
     bos_token: String,
     add_generation_prompt: bool,
 ) -> PyResult<String> {
-    let tools = Tools::from_openai_json(&json_arg(tools, "tools")?).map_err(err)?;
+    let tools = Tools::from_openai_value(json_arg(tools, "tools")?).map_err(err)?;
     let messages =
         callmask::Message::list_from_json(&json_arg(messages, "messages")?).map_err(err)?;
     let template = match template {

@@ -478,10 +478,10 @@ mod cm {
         match &w.source {
             Source::Schema(_) => Grammar::from_json_schema(&v, &compile_options()),
             Source::Dialect(d, _) => {
-                Dialect::by_name(d)?.compile(&Tools::from_openai_json(&v)?, &dialect_options())
+                Dialect::by_name(d)?.compile(&Tools::from_openai_value(v)?, &dialect_options())
             }
             Source::Tooling(d, choice, _) => Dialect::by_name(d)?.compile(
-                &Tools::from_openai_json(&v)?,
+                &Tools::from_openai_value(v)?,
                 &dialect_options().tool_choice(choice.parse()?),
             ),
         }

@@ -33,8 +33,7 @@ enum Work {
 fn new_request(work: &Work, opts: &DialectOptions, text: &str, vocab: &Arc<Vocab>) -> usize {
     let g = match work {
         Work::Dialect(dialect) => {
-            let v: serde_json::Value = serde_json::from_str(text).expect("tools JSON");
-            let tools = Tools::from_openai_json(&v).expect("tools");
+            let tools = Tools::from_json_str(text).expect("tools");
             dialect.compile(&tools, opts).expect("compile")
         }
         Work::Schema => {

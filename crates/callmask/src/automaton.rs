@@ -1189,10 +1189,53 @@ pub(crate) fn missing_required(o: &ObjectNode, seen: &Seen) -> u32 {
         .count() as u32
 }
 
-/// Adds `stack` to `set` unless an equal stack is there.
-pub(crate) fn insert_unique(set: &mut Vec<Stack>, stack: Stack) {
-    if !set.contains(&stack) {
-        set.push(stack);
+/// Stacks without duplicates, in the order first produced.
+///
+/// A step of a union's many alternatives produces as many stacks (1,000 for a call union of
+/// 1,000 tools), and a linear scan per new stack is quadratic in them. Up to [`StackSet::SCAN`]
+/// stacks the scan is the cheaper test; past it, the set indexes each stack by its hash
+/// (an equal hash is confirmed by comparing the stacks, a different one proves it new).
+#[derive(Default)]
+pub(crate) struct StackSet {
+    /// Hash of a stack to the index of the first stack with that hash.
+    index: rustc_hash::FxHashMap<u64, u32>,
+}
+
+impl StackSet {
+    /// Stacks up to which a linear scan tests membership.
+    const SCAN: usize = 16;
+
+    fn hash(stack: &[Frame]) -> u64 {
+        use std::hash::{BuildHasher, BuildHasherDefault};
+        BuildHasherDefault::<rustc_hash::FxHasher>::default().hash_one(stack)
+    }
+
+    /// Adds `stack` to `set` unless an equal stack is there; `set` holds exactly the stacks
+    /// added through this set.
+    pub(crate) fn insert(&mut self, set: &mut Vec<Stack>, stack: Stack) {
+        if set.len() < Self::SCAN {
+            if !set.contains(&stack) {
+                set.push(stack);
+            }
+            return;
+        }
+        if self.index.is_empty() {
+            for (i, s) in set.iter().enumerate() {
+                self.index.entry(Self::hash(s)).or_insert(i as u32);
+            }
+        }
+        match self.index.entry(Self::hash(&stack)) {
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(set.len() as u32);
+                set.push(stack);
+            }
+            std::collections::hash_map::Entry::Occupied(e) => {
+                // The first stack of this hash, then (a collision) all of them.
+                if set[*e.get() as usize] != stack && !set.contains(&stack) {
+                    set.push(stack);
+                }
+            }
+        }
     }
 }
 
@@ -1232,11 +1275,12 @@ impl<'g> ByteMatcher<'g> {
 pub(crate) fn advance(g: &GrammarInner, states: &[Stack], sym: Sym, out: &mut Vec<Stack>) {
     out.clear();
     let mut tmp = Vec::new();
+    let mut set = StackSet::default();
     for s in states {
         g.step(s, sym, &mut tmp);
         for mut t in tmp.drain(..) {
             g.normalize(&mut t);
-            insert_unique(out, t);
+            set.insert(out, t);
         }
     }
 }

@@ -196,13 +196,7 @@ impl Node {
                         .iter()
                         .map(|d| size_of::<(u32, Vec<u32>)>() + d.1.len() * size_of::<u32>())
                         .sum::<usize>()
-                    + o.trie
-                        .nodes
-                        .iter()
-                        .map(|n| {
-                            size_of::<KeyTrieNode>() + n.children.len() * size_of::<(u8, u32)>()
-                        })
-                        .sum::<usize>()
+                    + o.trie.memory()
             }
             Node::Array(a) => a.prefix.len() * size_of::<NodeId>(),
             Node::Union(v) | Node::Seq(v) => v.len() * size_of::<NodeId>(),
@@ -248,62 +242,99 @@ pub(crate) struct ObjectNode {
 }
 
 /// A trie over an object's encoded keys; node 0 is the root.
+///
+/// Flat: each node's children are a contiguous run of `edges`, so building the trie of an
+/// object's keys allocates two vectors, not one per node (a tool set of 1,000 functions has
+/// tens of thousands of key-trie nodes).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct KeyTrie {
     pub(crate) nodes: Vec<KeyTrieNode>,
+    /// The children of every node, `(byte, child)`, a node's run in byte order.
+    edges: Vec<(u8, u32)>,
 }
 
-/// One trie node: keys in `lo..hi` share this prefix; `key` is set where a key ends.
+/// One trie node: keys in `lo..hi` share this prefix (of `depth` bytes); `key` is set where a
+/// key ends.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct KeyTrieNode {
-    pub(crate) children: Vec<(u8, u32)>,
+    /// The node's children: `edges[first..first + count]`.
+    first: u32,
+    count: u16,
+    pub(crate) depth: u32,
     pub(crate) lo: u32,
     pub(crate) hi: u32,
     pub(crate) key: Option<u32>,
 }
 
 impl KeyTrie {
-    /// Builds the trie of sorted keys.
+    /// Builds the trie of sorted, distinct keys.
     pub(crate) fn new(keys: &[Vec<u8>]) -> KeyTrie {
+        debug_assert!(
+            keys.windows(2).all(|w| w[0] < w[1]),
+            "keys sorted and distinct"
+        );
         let mut t = KeyTrie {
             nodes: vec![KeyTrieNode {
-                lo: 0,
                 hi: keys.len() as u32,
                 ..Default::default()
             }],
+            edges: Vec::new(),
         };
-        for (i, k) in keys.iter().enumerate() {
-            let mut n = 0usize;
-            for &b in k {
-                let next = match t.nodes[n].children.iter().find(|c| c.0 == b) {
-                    Some(&(_, c)) => c as usize,
-                    None => {
-                        t.nodes.push(KeyTrieNode {
-                            lo: i as u32,
-                            hi: i as u32,
-                            ..Default::default()
-                        });
-                        let c = t.nodes.len() - 1;
-                        t.nodes[n].children.push((b, c as u32));
-                        c
-                    }
-                };
-                n = next;
-                t.nodes[n].hi = i as u32 + 1;
+        // Nodes whose children are not made yet: the keys under a node share its `depth`
+        // bytes, so (sorted) the key ending there comes first and the children's runs follow
+        // in byte order.
+        let mut todo = vec![0u32];
+        while let Some(n) = todo.pop() {
+            let KeyTrieNode { depth, lo, hi, .. } = t.nodes[n as usize];
+            let d = depth as usize;
+            let mut i = lo as usize;
+            if keys.get(i).is_some_and(|k| k.len() == d) {
+                t.nodes[n as usize].key = Some(i as u32);
+                i += 1;
             }
-            t.nodes[n].key = Some(i as u32);
+            let first = t.edges.len();
+            while i < hi as usize {
+                let b = keys[i][d];
+                let start = i;
+                while i < hi as usize && keys[i][d] == b {
+                    i += 1;
+                }
+                let child = t.nodes.len() as u32;
+                t.nodes.push(KeyTrieNode {
+                    depth: depth + 1,
+                    lo: start as u32,
+                    hi: i as u32,
+                    ..Default::default()
+                });
+                t.edges.push((b, child));
+                todo.push(child);
+            }
+            let node = &mut t.nodes[n as usize];
+            node.first = first as u32;
+            node.count = (t.edges.len() - first) as u16;
         }
         t
+    }
+
+    /// The children of `node`, `(byte, child)` in byte order.
+    #[inline]
+    pub(crate) fn children(&self, node: u32) -> &[(u8, u32)] {
+        let n = &self.nodes[node as usize];
+        &self.edges[n.first as usize..n.first as usize + n.count as usize]
     }
 
     /// The child of `node` on `byte`.
     #[inline]
     pub(crate) fn child(&self, node: u32, byte: u8) -> Option<u32> {
-        self.nodes[node as usize]
-            .children
+        self.children(node)
             .iter()
             .find(|c| c.0 == byte)
             .map(|c| c.1)
+    }
+
+    /// Bytes the trie holds.
+    pub(crate) fn memory(&self) -> usize {
+        self.nodes.len() * size_of::<KeyTrieNode>() + self.edges.len() * size_of::<(u8, u32)>()
     }
 }
 
@@ -469,5 +500,69 @@ impl Grammar {
     pub fn memory_bytes(&self) -> usize {
         self.inner.lexemes.iter().map(|d| d.memory()).sum::<usize>()
             + self.inner.nodes.len() * std::mem::size_of::<Node>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::KeyTrie;
+
+    /// Walks `trie` along `bytes` from the root.
+    fn walk(trie: &KeyTrie, bytes: &[u8]) -> Option<u32> {
+        bytes.iter().try_fold(0, |n, &b| trie.child(n, b))
+    }
+
+    #[test]
+    fn key_tries_hold_exactly_their_keys_with_the_ranges_below_each_prefix() {
+        let sets: [&[&str]; 5] = [
+            &[],
+            &[""],
+            &["a", "ab", "abc", "b"],
+            &[
+                "\"city\":",
+                "\"count\":",
+                "\"country\":",
+                "\"unit\":",
+                "city=",
+            ],
+            &["", "x", "xy", "xz", "y"],
+        ];
+        for set in sets {
+            let keys: Vec<Vec<u8>> = set.iter().map(|k| k.as_bytes().to_vec()).collect();
+            let trie = KeyTrie::new(&keys);
+            for (i, k) in keys.iter().enumerate() {
+                let n = walk(&trie, k).expect("every key is in the trie");
+                assert_eq!(trie.nodes[n as usize].key, Some(i as u32), "{set:?}");
+            }
+            // Every node: its depth, the keys below it, no key where none ends.
+            for (n, node) in trie.nodes.iter().enumerate() {
+                let below: Vec<usize> = (0..keys.len())
+                    .filter(|&i| {
+                        let k = &keys[i][..keys[i].len().min(node.depth as usize)];
+                        walk(&trie, k) == Some(n as u32)
+                    })
+                    .collect();
+                let range: Vec<usize> = (node.lo as usize..node.hi as usize).collect();
+                assert_eq!(below, range, "{set:?} node {n}");
+                let ending = keys.iter().position(|k| walk(&trie, k) == Some(n as u32));
+                assert_eq!(node.key, ending.map(|i| i as u32), "{set:?} node {n}");
+                let bytes: Vec<u8> = trie.children(n as u32).iter().map(|c| c.0).collect();
+                assert!(
+                    bytes.windows(2).all(|w| w[0] < w[1]),
+                    "children in byte order"
+                );
+            }
+            assert_eq!(walk(&trie, b"nope"), None);
+            let prefixes: usize = {
+                let mut all: Vec<&[u8]> = keys
+                    .iter()
+                    .flat_map(|k| (0..=k.len()).map(move |l| &k[..l]))
+                    .collect();
+                all.sort();
+                all.dedup();
+                all.len().max(1)
+            };
+            assert_eq!(trie.nodes.len(), prefixes, "one node per distinct prefix");
+        }
     }
 }

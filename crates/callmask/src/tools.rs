@@ -40,11 +40,12 @@ fn bad(message: impl Into<String>) -> Error {
 impl Tools {
     /// Builds a tool set, checking that names are non-empty and unique.
     pub fn new(tools: Vec<Tool>) -> Result<Tools> {
+        let mut names = std::collections::HashSet::with_capacity(tools.len());
         for (i, t) in tools.iter().enumerate() {
             if t.name.is_empty() {
                 return Err(bad(format!("tool {i} has an empty name")));
             }
-            if tools[..i].iter().any(|u| u.name == t.name) {
+            if !names.insert(t.name.as_str()) {
                 return Err(bad(format!("two tools are named {:?}", t.name)));
             }
             if let Some(p) = &t.parameters {
@@ -60,27 +61,27 @@ impl Tools {
     }
 
     /// Reads OpenAI-style tools: a list, or an object with a `tools` list; each entry either
-    /// `{"type": "function", "function": {...}}` or the bare function object.
+    /// `{"type": "function", "function": {...}}` or the bare function object. Copies what it
+    /// keeps; [`Tools::from_openai_value`] moves it instead.
     pub fn from_openai_json(v: &Value) -> Result<Tools> {
+        Self::from_openai_value(v.clone())
+    }
+
+    /// [`Tools::from_openai_json`] taking the JSON by value: the tools' parameters are moved
+    /// out of it, not copied (a tool set of hundreds of functions is megabytes of schemas).
+    pub fn from_openai_value(v: Value) -> Result<Tools> {
+        let expected = "expected a list of tools or an object with a `tools` list";
         let list = match v {
             Value::Array(a) => a,
-            Value::Object(o) => match o.get("tools") {
+            Value::Object(mut o) => match o.remove("tools") {
                 Some(Value::Array(a)) => a,
-                _ => {
-                    return Err(bad(
-                        "expected a list of tools or an object with a `tools` list",
-                    ))
-                }
+                _ => return Err(bad(expected)),
             },
-            _ => {
-                return Err(bad(
-                    "expected a list of tools or an object with a `tools` list",
-                ))
-            }
+            _ => return Err(bad(expected)),
         };
         let mut tools = Vec::with_capacity(list.len());
-        for (i, entry) in list.iter().enumerate() {
-            let f = match entry.get("function") {
+        for (i, mut entry) in list.into_iter().enumerate() {
+            let mut f = match entry.get_mut("function").map(Value::take) {
                 Some(f) => {
                     if let Some(t) = entry.get("type") {
                         if t != "function" {
@@ -91,18 +92,18 @@ impl Tools {
                 }
                 None => entry,
             };
-            let name = f
-                .get("name")
-                .and_then(Value::as_str)
-                .ok_or_else(|| bad(format!("tool {i} has no string `name`")))?;
-            let description = match f.get("description") {
+            let name = match f.get_mut("name").map(Value::take) {
+                Some(Value::String(s)) => s,
+                _ => return Err(bad(format!("tool {i} has no string `name`"))),
+            };
+            let description = match f.get_mut("description").map(Value::take) {
                 None | Some(Value::Null) => None,
-                Some(Value::String(s)) => Some(s.clone()),
+                Some(Value::String(s)) => Some(s),
                 Some(_) => return Err(bad(format!("the description of tool {i} is not a string"))),
             };
-            let parameters = match f.get("parameters") {
+            let parameters = match f.get_mut("parameters").map(Value::take) {
                 None | Some(Value::Null) => None,
-                Some(p) => Some(p.clone()),
+                Some(p) => Some(p),
             };
             let strict = match f.get("strict") {
                 None | Some(Value::Null) => None,
@@ -110,7 +111,7 @@ impl Tools {
                 Some(_) => return Err(bad(format!("`strict` of tool {i} is not a boolean"))),
             };
             tools.push(Tool {
-                name: name.to_owned(),
+                name,
                 description,
                 parameters,
                 strict,
@@ -121,8 +122,7 @@ impl Tools {
 
     /// Reads tools from JSON text (see [`Tools::from_openai_json`]).
     pub fn from_json_str(text: &str) -> Result<Tools> {
-        let v: Value = serde_json::from_str(text)?;
-        Self::from_openai_json(&v)
+        Self::from_openai_value(serde_json::from_str(text)?)
     }
 
     /// The tools, in order.

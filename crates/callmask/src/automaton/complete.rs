@@ -44,8 +44,6 @@ pub(crate) struct Completer {
     /// Per lexeme: per state, fewest symbols (or tokens) to an accepting state, and one
     /// shortest way there.
     lex_dist: Vec<OnceLock<LexWays>>,
-    /// Per node (objects only): the depth of each key-trie node.
-    trie_depth: Vec<OnceLock<Vec<u32>>>,
     /// Per special token of the grammar: can it be written (the vocabulary has it)?
     special_ok: Vec<bool>,
     /// Count tokens of this vocabulary instead of symbols.
@@ -83,7 +81,6 @@ impl Completer {
             special_ok,
             node_min: vec![INF; g.nodes.len()],
             lex_dist: (0..g.lexemes.len()).map(|_| OnceLock::new()).collect(),
-            trie_depth: (0..g.nodes.len()).map(|_| OnceLock::new()).collect(),
             key_tokens: (0..g.nodes.len()).map(|_| OnceLock::new()).collect(),
             tokens,
             g,
@@ -266,22 +263,6 @@ impl Completer {
         let costs = self.key_tokens[node as usize]
             .get_or_init(|| o.keys.iter().map(|k| spell(vocab, k)).collect());
         costs[k as usize][from]
-    }
-
-    fn depth(&self, node: NodeId, trie: u32) -> u32 {
-        let d = self.trie_depth[node as usize].get_or_init(|| {
-            let o = self.g.object(node);
-            let mut depth = vec![0u32; o.trie.nodes.len()];
-            let mut stack = vec![0u32];
-            while let Some(t) = stack.pop() {
-                for &(_, c) in &o.trie.nodes[t as usize].children {
-                    depth[c as usize] = depth[t as usize] + 1;
-                    stack.push(c);
-                }
-            }
-            depth
-        });
-        d[trie as usize]
     }
 
     /// Symbols of key `k` of object `node` with its colon and shortest value.
@@ -533,7 +514,7 @@ impl Completer {
                         let mut best = INF;
                         if trie != NO_TRIE {
                             let t = &o.trie.nodes[trie as usize];
-                            let depth = self.depth(*node, trie);
+                            let depth = t.depth;
                             for k in t.lo..t.hi {
                                 if seen.contains(k) {
                                     continue;

@@ -8,6 +8,7 @@ use super::*;
 use crate::grammar::dfa::{Dfa, Op};
 use crate::schema::keywords::{Keyword, Role};
 use serde_json::Map;
+use std::borrow::Cow;
 
 /// Adds `"additionalProperties": false` to every object schema in `schema` that lists
 /// `properties` and leaves extra keys to JSON Schema's default, where nothing else (pattern or
@@ -16,7 +17,38 @@ use serde_json::Map;
 /// their keys combine with their siblings'.
 pub(super) fn strict_objects(schema: &mut Value) {
     let Value::Object(o) = schema else { return };
-    let open = o.contains_key("properties")
+    if stays_open(o) {
+        o.insert("additionalProperties".into(), Value::Bool(false));
+    }
+    for (k, v) in o.iter_mut() {
+        match (strict_reach(k), v) {
+            (Some(Reach::Values), Value::Object(m)) => m.values_mut().for_each(strict_objects),
+            (Some(Reach::Schemas | Reach::List), Value::Array(a)) => {
+                a.iter_mut().for_each(strict_objects)
+            }
+            (Some(Reach::Schemas), v) => strict_objects(v),
+            _ => {}
+        }
+    }
+}
+
+/// Whether [`strict_objects`] would leave `schema` as it is (so that it need not be copied).
+pub(super) fn is_strict(schema: &Value) -> bool {
+    let Value::Object(o) = schema else {
+        return true;
+    };
+    !stays_open(o)
+        && o.iter().all(|(k, v)| match (strict_reach(k), v) {
+            (Some(Reach::Values), Value::Object(m)) => m.values().all(is_strict),
+            (Some(Reach::Schemas | Reach::List), Value::Array(a)) => a.iter().all(is_strict),
+            (Some(Reach::Schemas), v) => is_strict(v),
+            _ => true,
+        })
+}
+
+/// An object schema that lists `properties` and nothing that could declare more keys.
+fn stays_open(o: &Map<String, Value>) -> bool {
+    o.contains_key("properties")
         && ![
             "additionalProperties",
             "patternProperties",
@@ -30,44 +62,42 @@ pub(super) fn strict_objects(schema: &mut Value) {
             "if",
         ]
         .iter()
-        .any(|k| o.contains_key(*k));
-    if open {
-        o.insert("additionalProperties".into(), Value::Bool(false));
-    }
-    for (k, v) in o.iter_mut() {
-        match k.as_str() {
-            "properties" | "$defs" | "definitions" => {
-                if let Value::Object(m) = v {
-                    m.values_mut().for_each(strict_objects);
-                }
-            }
-            "items" | "additionalItems" | "additionalProperties" | "contains" => match v {
-                Value::Array(a) => a.iter_mut().for_each(strict_objects),
-                _ => strict_objects(v),
-            },
-            "prefixItems" | "anyOf" | "oneOf" => {
-                if let Value::Array(a) = v {
-                    a.iter_mut().for_each(strict_objects);
-                }
-            }
-            _ => {}
-        }
+        .any(|k| o.contains_key(*k))
+}
+
+/// Which subschemas under a keyword strictness reaches.
+enum Reach {
+    /// The values of a map of schemas.
+    Values,
+    /// A schema, or each of a list of schemas.
+    Schemas,
+    /// Each of a list of schemas.
+    List,
+}
+
+fn strict_reach(keyword: &str) -> Option<Reach> {
+    match keyword {
+        "properties" | "$defs" | "definitions" => Some(Reach::Values),
+        "items" | "additionalItems" | "additionalProperties" | "contains" => Some(Reach::Schemas),
+        "prefixItems" | "anyOf" | "oneOf" => Some(Reach::List),
+        _ => None,
     }
 }
 
-/// A tool's parameters as an object schema (`None`: no arguments at all).
-pub(super) fn object_schema(p: Option<&Value>) -> Value {
+/// A tool's parameters as an object schema (`None`: no arguments at all), borrowed when they
+/// are one already.
+pub(super) fn object_schema(p: Option<&Value>) -> Cow<'_, Value> {
     match p {
-        None => {
-            serde_json::json!({"type": "object", "properties": {}, "additionalProperties": false})
-        }
-        Some(Value::Bool(true)) => serde_json::json!({"type": "object"}),
+        None => Cow::Owned(
+            serde_json::json!({"type": "object", "properties": {}, "additionalProperties": false}),
+        ),
+        Some(Value::Bool(true)) => Cow::Owned(serde_json::json!({"type": "object"})),
         Some(Value::Object(o)) if !o.contains_key("type") => {
             let mut o = o.clone();
             o.insert("type".into(), "object".into());
-            Value::Object(o)
+            Cow::Owned(Value::Object(o))
         }
-        Some(v) => v.clone(),
+        Some(v) => Cow::Borrowed(v),
     }
 }
 
@@ -80,17 +110,18 @@ pub(super) fn lower(
     allowed: Vec<usize>,
 ) -> Result<Grammar> {
     let null = Value::Null;
-    let params: Vec<Value> = tools
+    // Each tool's parameters, copied only where they change.
+    let params: Vec<Cow<Value>> = tools
         .as_slice()
         .iter()
         .map(|t| {
             let mut p = object_schema(t.parameters.as_ref());
-            if options.strict_arguments && t.strict != Some(false) {
-                strict_objects(&mut p);
+            if options.strict_arguments && t.strict != Some(false) && !is_strict(&p) {
+                strict_objects(p.to_mut());
             }
             // `$id`s, anchors, remote and dynamic `$ref`s become local JSON pointers.
             match crate::schema::resolve_refs(&p, &options.compile) {
-                Ok(r) => Ok(r.unwrap_or(p)),
+                Ok(r) => Ok(r.map_or(p, Cow::Owned)),
                 Err(e) => Err(in_function(e, &t.name)),
             }
         })
@@ -168,7 +199,7 @@ pub(super) struct Lowering<'a> {
     specials: Vec<String>,
     /// Call nodes by builtin (a builtin's union of calls is built once).
     calls: HashMap<String, NodeId>,
-    params: &'a [Value],
+    params: &'a [Cow<'a, Value>],
     /// Bound on each stretch of free text, in characters.
     max_text: Option<u32>,
 }
@@ -1424,6 +1455,34 @@ mod tests {
         for _ in 0..2 {
             assert!(accepts_non_date(true), "format as an annotation: any text");
             assert!(!accepts_non_date(false), "format asserted: `x` is no date");
+        }
+    }
+
+    /// [`is_strict`] says exactly when [`strict_objects`] changes nothing (the lowering copies
+    /// a tool's parameters only then).
+    #[test]
+    fn is_strict_says_when_strict_objects_changes_nothing() {
+        let schemas = [
+            serde_json::json!(true),
+            serde_json::json!({"type": "object"}),
+            serde_json::json!({"type": "object", "properties": {"a": {"type": "string"}}}),
+            serde_json::json!({"properties": {}, "additionalProperties": false}),
+            serde_json::json!({"properties": {}, "patternProperties": {"^x": {}}}),
+            serde_json::json!({"properties": {"a": {"properties": {}}}, "additionalProperties": false}),
+            serde_json::json!({"properties": {}, "additionalProperties": {"properties": {}}}),
+            serde_json::json!({"properties": {}, "anyOf": [{"properties": {}}]}),
+            serde_json::json!({"properties": {}, "anyOf": [{"additionalProperties": true}]}),
+            serde_json::json!({"properties": {}, "allOf": [{"properties": {}}]}),
+            serde_json::json!({"$defs": {"d": {"properties": {}}}, "$ref": "#/$defs/d"}),
+            serde_json::json!({"items": [{"properties": {}}], "additionalProperties": false}),
+            serde_json::json!({"prefixItems": [{"properties": {}}]}),
+            serde_json::json!({"prefixItems": [{"type": "string"}], "items": {"type": "integer"}}),
+            serde_json::json!({"not": {"properties": {}}}),
+        ];
+        for s in schemas {
+            let mut changed = s.clone();
+            strict_objects(&mut changed);
+            assert_eq!(is_strict(&s), changed == s, "{s}");
         }
     }
 }
