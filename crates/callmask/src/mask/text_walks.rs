@@ -51,27 +51,46 @@ impl TextChildren {
     }
 }
 
-/// The entries of a node-ordered `list` inside `(lo, hi)` (`lo` itself excluded).
-fn slice_within(list: &[u32], lo: usize, hi: usize) -> &[u32] {
+/// The indices of the entries of a node-ordered `list` inside `(lo, hi)` (`lo` itself
+/// excluded).
+fn within(list: &[u32], lo: usize, hi: usize) -> std::ops::Range<usize> {
     let a = list.partition_point(|&v| v as usize <= lo);
     let b = list.partition_point(|&v| (v as usize) < hi);
-    &list[a..b.max(a)]
+    a..b.max(a)
 }
 
-/// Calls `f` with each node of a node-ordered `list` outside the sorted, disjoint `cuts`
-/// (`strict`: a node equal to a cut's first node is kept, so a cut removes the children of
-/// its subtree, not the subtree's root).
-fn outside(list: &[u32], cuts: &[Range], strict: bool, mut f: impl FnMut(u32)) {
-    let mut c = 0;
-    for &v in list {
-        while c < cuts.len() && cuts[c].1 <= v {
-            c += 1;
+/// The entries of a node-ordered `list` inside `(lo, hi)` (`lo` itself excluded).
+fn slice_within(list: &[u32], lo: usize, hi: usize) -> &[u32] {
+    &list[within(list, lo, hi)]
+}
+
+/// Calls `f` with each maximal run of indices of a node-ordered `list` whose nodes are
+/// outside the sorted, disjoint `cuts` (`strict`: a node equal to a cut's first node is kept,
+/// so a cut removes the children of its subtree, not the subtree's root).
+fn runs_outside(
+    list: &[u32],
+    cuts: &[Range],
+    strict: bool,
+    mut f: impl FnMut(std::ops::Range<usize>),
+) {
+    let mut start = 0;
+    for &(lo, hi) in cuts {
+        let a = list.partition_point(|&v| v < lo || (strict && v == lo));
+        let b = list.partition_point(|&v| v < hi);
+        if a > start {
+            f(start..a);
         }
-        let cut = c < cuts.len() && (cuts[c].0 < v || (!strict && cuts[c].0 == v));
-        if !cut {
-            f(v);
-        }
+        start = start.max(b);
     }
+    if start < list.len() {
+        f(start..list.len());
+    }
+}
+
+/// Calls `f` with each node of a node-ordered `list` outside the sorted, disjoint `cuts` (see
+/// [`runs_outside`]).
+fn outside(list: &[u32], cuts: &[Range], strict: bool, mut f: impl FnMut(u32)) {
+    runs_outside(list, cuts, strict, |r| list[r].iter().for_each(|&v| f(v)));
 }
 
 impl Walker<'_> {
@@ -120,21 +139,31 @@ impl Walker<'_> {
             }
         }
         let cuts = outer;
-        let mut ids = Vec::with_capacity(x.token_nodes.len().min(end - from));
-        outside(slice_within(&x.token_nodes, from, end), &cuts, false, |v| {
-            if fits(v) {
-                self.trie.push_tokens(v as usize, &mut ids)
+        // Runs of nodes outside the cuts, copied whole where no character bound filters them.
+        let nodes = within(&x.token_nodes, from, end);
+        let mut ids = Vec::with_capacity(x.tokens_of(nodes.clone()).len());
+        runs_outside(&x.token_nodes[nodes.clone()], &cuts, false, |r| {
+            let r = nodes.start + r.start..nodes.start + r.end;
+            if cap == u16::MAX {
+                ids.extend_from_slice(x.tokens_of(r));
+            } else {
+                for j in r.filter(|&j| fits(x.token_nodes[j])) {
+                    ids.extend_from_slice(x.tokens_of(j..j + 1));
+                }
             }
         });
         // `from` is never inside a cut: its state is live.
         let from_exit = dfa.is_accepting(state) && self.trie.has_children(from);
-        let mut exits = Vec::with_capacity(slice_within(&x.inner, from, end).len() + 1);
+        let inner = slice_within(&x.inner, from, end);
+        let mut exits = Vec::with_capacity(inner.len() + 1);
         if from_exit {
             exits.push(from as u32);
         }
-        outside(slice_within(&x.inner, from, end), &cuts, false, |v| {
-            if fits(v) {
-                exits.push(v)
+        runs_outside(inner, &cuts, false, |r| {
+            if cap == u16::MAX {
+                exits.extend_from_slice(&inner[r]);
+            } else {
+                exits.extend(inner[r].iter().copied().filter(|&v| fits(v)));
             }
         });
         Some(SubWalk {

@@ -7,8 +7,8 @@
 //! mask layer's text walks (`mask/text_walks.rs`) copy slices of these lists instead of walking.
 //! The index knows no grammar: it depends on UTF-8 alone.
 //!
-//! Trade-offs: up to 14 bytes per trie node and one pass over the trie when a vocabulary's trie
-//! is built, for every vocabulary, used or not by a text-first dialect.
+//! Trade-offs: up to 14 bytes per trie node, 8 per token, and one pass over the trie when a
+//! vocabulary's trie is built, for every vocabulary, used or not by a text-first dialect.
 
 use super::trie::{TokenTrie, NO_TOKEN};
 
@@ -17,6 +17,11 @@ use super::trie::{TokenTrie, NO_TOKEN};
 pub(crate) struct TextIndex {
     /// Nodes ending a token whose bytes are a valid UTF-8 prefix.
     pub(crate) token_nodes: Vec<u32>,
+    /// The token ids of `token_nodes` in order (a node may end several tokens), so that a
+    /// walk copies a run of nodes' tokens as one slice.
+    pub(crate) token_ids: Vec<u32>,
+    /// Where each of `token_nodes`' ids begin in `token_ids`, and `token_ids.len()` last.
+    pub(crate) token_starts: Vec<u32>,
     /// Nodes at a character boundary (the root excluded) with children.
     pub(crate) inner: Vec<u32>,
     /// Per byte: the nodes with that byte whose parent (the root included) is at a boundary.
@@ -46,6 +51,8 @@ impl TextIndex {
         let n = trie.nodes.len();
         let mut x = TextIndex {
             token_nodes: Vec::new(),
+            token_ids: Vec::new(),
+            token_starts: Vec::new(),
             inner: Vec::new(),
             by_byte: vec![Vec::new(); 256],
             chars: vec![0; n],
@@ -80,12 +87,21 @@ impl TextIndex {
             };
             if node.tok != NO_TOKEN {
                 x.token_nodes.push(i as u32);
+                x.token_starts.push(x.token_ids.len() as u32);
+                trie.push_tokens(i, &mut x.token_ids);
             }
             if boundary == d && trie.has_children(i) {
                 x.inner.push(i as u32);
             }
             i += 1;
         }
+        x.token_starts.push(x.token_ids.len() as u32);
         x
+    }
+
+    /// The token ids of `token_nodes[nodes]`.
+    pub(crate) fn tokens_of(&self, nodes: std::ops::Range<usize>) -> &[u32] {
+        &self.token_ids
+            [self.token_starts[nodes.start] as usize..self.token_starts[nodes.end] as usize]
     }
 }
