@@ -27,7 +27,7 @@
 
 use super::walks::{ExitChildren, SubWalk, Walker};
 use crate::grammar::dfa::Dfa;
-use crate::vocab::text_index::begins_char;
+use crate::vocab::text_index::{begins_char, LONG_CHARS};
 
 /// A node range `[lo, hi)`: a subtree.
 type Range = (u32, u32);
@@ -87,6 +87,46 @@ fn runs_outside(
     }
 }
 
+/// Calls `f` with the runs of indices into a node-ordered `list`, within `range` (a
+/// [`within`] range), of the nodes outside `cuts` (not strict) that fit the character bound
+/// `cap`. `long` lists (sorted) the indices of `list`'s nodes of more than [`LONG_CHARS`]
+/// characters: under a bound of at least that many, only those are tested.
+fn kept_runs(
+    list: &[u32],
+    range: std::ops::Range<usize>,
+    long: &[u32],
+    cuts: &[Range],
+    fits: impl Fn(u32) -> bool,
+    cap: u16,
+    mut f: impl FnMut(std::ops::Range<usize>),
+) {
+    runs_outside(&list[range.clone()], cuts, false, |r| {
+        let r = range.start + r.start..range.start + r.end;
+        let mut start = r.start;
+        let mut split = |j: usize| {
+            if !fits(list[j]) {
+                if j > start {
+                    f(start..j);
+                }
+                start = j + 1;
+            }
+        };
+        if cap >= LONG_CHARS {
+            let a = long.partition_point(|&j| (j as usize) < r.start);
+            long[a..]
+                .iter()
+                .map(|&j| j as usize)
+                .take_while(|&j| j < r.end)
+                .for_each(&mut split);
+        } else {
+            r.clone().for_each(&mut split);
+        }
+        if start < r.end {
+            f(start..r.end);
+        }
+    });
+}
+
 /// Calls `f` with each node of a node-ordered `list` outside the sorted, disjoint `cuts` (see
 /// [`runs_outside`]).
 fn outside(list: &[u32], cuts: &[Range], strict: bool, mut f: impl FnMut(u32)) {
@@ -139,32 +179,27 @@ impl Walker<'_> {
             }
         }
         let cuts = outer;
-        // Runs of nodes outside the cuts, copied whole where no character bound filters them.
+        // Runs of nodes outside the cuts and within the bound, copied as slices.
         let nodes = within(&x.token_nodes, from, end);
         let mut ids = Vec::with_capacity(x.tokens_of(nodes.clone()).len());
-        runs_outside(&x.token_nodes[nodes.clone()], &cuts, false, |r| {
-            let r = nodes.start + r.start..nodes.start + r.end;
-            if cap == u16::MAX {
-                ids.extend_from_slice(x.tokens_of(r));
-            } else {
-                for j in r.filter(|&j| fits(x.token_nodes[j])) {
-                    ids.extend_from_slice(x.tokens_of(j..j + 1));
-                }
-            }
-        });
+        kept_runs(
+            &x.token_nodes,
+            nodes,
+            &x.long_tokens,
+            &cuts,
+            fits,
+            cap,
+            |r| ids.extend_from_slice(x.tokens_of(r)),
+        );
         // `from` is never inside a cut: its state is live.
         let from_exit = dfa.is_accepting(state) && self.trie.has_children(from);
-        let inner = slice_within(&x.inner, from, end);
+        let inner = within(&x.inner, from, end);
         let mut exits = Vec::with_capacity(inner.len() + 1);
         if from_exit {
             exits.push(from as u32);
         }
-        runs_outside(inner, &cuts, false, |r| {
-            if cap == u16::MAX {
-                exits.extend_from_slice(&inner[r]);
-            } else {
-                exits.extend(inner[r].iter().copied().filter(|&v| fits(v)));
-            }
+        kept_runs(&x.inner, inner, &x.long_inner, &cuts, fits, cap, |r| {
+            exits.extend_from_slice(&x.inner[r])
         });
         Some(SubWalk {
             ids,
@@ -295,7 +330,7 @@ mod tests {
                 caches: &caches,
                 vocab: vocab.id(),
             };
-            let bounds = [None, Some(0), Some(1), Some(3), Some(100)];
+            let bounds = [None, Some(0), Some(1), Some(3), Some(20), Some(100)];
             for (markers, max) in sets.iter().flat_map(|m| bounds.map(|b| (m, b))) {
                 let dfa = Dfa::text_without(markers, max, 100_000).unwrap();
                 let mut froms = vec![(0usize, dfa.start())];

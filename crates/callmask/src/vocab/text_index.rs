@@ -29,7 +29,15 @@ pub(crate) struct TextIndex {
     /// Per node: the characters begun from the root (bytes that are not UTF-8 continuation
     /// bytes), saturating; set wherever the parent is a valid prefix.
     pub(crate) chars: Vec<u16>,
+    /// The indices in `token_nodes` of the nodes of more than [`LONG_CHARS`] characters, so
+    /// that a walk of text of at least that many characters tests these only.
+    pub(crate) long_tokens: Vec<u32>,
+    /// The same for `inner`.
+    pub(crate) long_inner: Vec<u32>,
 }
+
+/// Characters past which a node is listed as long (`TextIndex::long_tokens`).
+pub(crate) const LONG_CHARS: u16 = 16;
 
 /// True for a byte that begins a character (ASCII or a lead byte; not `0x80..=0xBF`).
 pub(crate) fn begins_char(b: u8) -> bool {
@@ -56,6 +64,8 @@ impl TextIndex {
             inner: Vec::new(),
             by_byte: vec![Vec::new(); 256],
             chars: vec![0; n],
+            long_tokens: Vec::new(),
+            long_inner: Vec::new(),
         };
         // Per depth: the bytes from the root, where they stand, and the characters begun.
         let mut path = vec![0u8; trie.max_depth + 2];
@@ -85,12 +95,19 @@ impl TextIndex {
                 i = node.next as usize;
                 continue;
             };
+            let long = x.chars[i] > LONG_CHARS;
             if node.tok != NO_TOKEN {
+                if long {
+                    x.long_tokens.push(x.token_nodes.len() as u32);
+                }
                 x.token_nodes.push(i as u32);
                 x.token_starts.push(x.token_ids.len() as u32);
                 trie.push_tokens(i, &mut x.token_ids);
             }
             if boundary == d && trie.has_children(i) {
+                if long {
+                    x.long_inner.push(x.inner.len() as u32);
+                }
                 x.inner.push(i as u32);
             }
             i += 1;
