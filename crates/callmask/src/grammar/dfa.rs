@@ -486,30 +486,24 @@ impl Dfa {
         let mut words: Vec<&[u8]> = words.into_iter().collect();
         words.sort_unstable();
         words.dedup();
-        // Bytes that occur in no word form one class.
-        let mut used = [false; 256];
-        words
-            .iter()
-            .flat_map(|w| w.iter())
-            .for_each(|&b| used[b as usize] = true);
-        let mut classes = [0u8; 256];
-        let mut next_class = 1u8;
-        for b in 0..256 {
-            if used[b] {
-                classes[b] = next_class;
-                next_class = next_class.wrapping_add(1);
-                if next_class == 0 {
-                    // more than 255 distinct bytes: fall back to one class per byte
-                    classes = std::array::from_fn(|i| i as u8);
-                    break;
-                }
-            }
+        let classes = word_classes(&words);
+        match words[..] {
+            [word] => Self::word_chain(word, &classes, max_states),
+            _ => Self::literals_built(&words, &classes, max_states),
         }
+    }
+
+    /// [`Dfa::literals`] of sorted, distinct `words` by breadth-first exploration.
+    fn literals_built(
+        words: &[&[u8]],
+        classes: &[u8; 256],
+        max_states: usize,
+    ) -> Result<Dfa, DfaError> {
         // Key: (lo, hi, depth) = the range of words sharing the first `depth` bytes.
         Self::build(
             (0usize, words.len(), 0usize),
             max_states,
-            &classes,
+            classes,
             |&(lo, hi, d), b| {
                 let s = &words[lo..hi];
                 let a = lo + s.partition_point(|w| w.len() <= d || w[d] < b);
@@ -518,6 +512,26 @@ impl Dfa {
             },
             |&(lo, hi, d)| lo < hi && words[lo].len() == d,
         )
+    }
+
+    /// [`Dfa::literals`] of one word, built directly (the same automaton, state for state):
+    /// a chain of states, one per prefix. A tool set's function names are each one.
+    fn word_chain(word: &[u8], classes: &[u8; 256], max_states: usize) -> Result<Dfa, DfaError> {
+        let n = word.len();
+        if n >= 1 && n + 1 >= max_states {
+            return Err(DfaError::TooLarge);
+        }
+        let (cls, reps) = dense_classes(classes);
+        let stride = reps.len();
+        // State 0 dead, state k + 1 after the word's first k bytes.
+        let mut trans = vec![0 as StateId; (n + 2) * stride];
+        for (k, &b) in word.iter().enumerate() {
+            trans[(k + 1) * stride + cls[b as usize] as usize] = k as StateId + 2;
+        }
+        let mut accept = vec![false; n + 2];
+        accept[n + 1] = true;
+        let has_out = (0..n + 2).map(|s| (1..=n).contains(&s)).collect();
+        Ok(Dfa::from_rows(cls, stride, trans, accept, has_out, 1))
     }
 
     /// Builds, by breadth-first exploration, the DFA of an implicit automaton, then trims it.
@@ -755,6 +769,28 @@ impl Dfa {
 }
 
 /// Classes renumbered densely from 0, and one representative byte per class.
+/// Byte classes for literal words: each byte that occurs in a word its own class, the others
+/// one class (one class per byte where more than 255 bytes occur).
+fn word_classes(words: &[&[u8]]) -> [u8; 256] {
+    let mut used = [false; 256];
+    words
+        .iter()
+        .flat_map(|w| w.iter())
+        .for_each(|&b| used[b as usize] = true);
+    let mut classes = [0u8; 256];
+    let mut next_class = 1u8;
+    for b in 0..256 {
+        if used[b] {
+            classes[b] = next_class;
+            next_class = next_class.wrapping_add(1);
+            if next_class == 0 {
+                return std::array::from_fn(|i| i as u8);
+            }
+        }
+    }
+    classes
+}
+
 fn dense_classes(classes: &[u8; 256]) -> ([u8; 256], Vec<u8>) {
     let mut dense = [u8::MAX; 256];
     let mut reps: Vec<u8> = Vec::new();
@@ -784,6 +820,33 @@ fn refine(a: &[u8; 256], b: &[u8; 256]) -> [u8; 256] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One word's chain is the automaton the breadth-first build gives, state for state, and
+    /// is refused under the same state limits.
+    #[test]
+    fn word_chains_equal_built_literals() {
+        let all: Vec<u8> = (0..=255).collect();
+        let words: [&[u8]; 6] = [
+            b"",
+            b"a",
+            b"\"get_weather\"",
+            b"aaaa",
+            "né".as_bytes(),
+            &all,
+        ];
+        for w in words {
+            let classes = word_classes(&[w]);
+            for max in [1, 2, 3, w.len(), w.len() + 1, w.len() + 2, 100_000] {
+                let chain = Dfa::word_chain(w, &classes, max);
+                let built = Dfa::literals_built(&[w], &classes, max);
+                match (chain, built) {
+                    (Ok(a), Ok(b)) => assert_eq!(a, b, "{w:?} under {max} states"),
+                    (Err(DfaError::TooLarge), Err(DfaError::TooLarge)) => {}
+                    (a, b) => panic!("{w:?} under {max} states: {a:?} vs {b:?}"),
+                }
+            }
+        }
+    }
 
     #[test]
     fn regex_full_match_and_trim() {
