@@ -79,7 +79,9 @@
 //!   `tests/dialect_cases/`. A string `format` (JSON Schema's): its name and regex in
 //!   `schema/strings.rs` (`FORMAT_NAMES`, `format_regex`); its automaton is read from
 //!   `schema/format_automata.bin`, which `the_table_is_built_from_the_format_regexes` rebuilds
-//!   from the regexes (stale: it fails; `CALLMASK_BLESS=1` regenerates it).
+//!   from the regexes (stale: it fails; `CALLMASK_BLESS=1` regenerates it). The lexemes of the
+//!   common schemas (plain strings, numbers, `{}`) are read the same way from
+//!   `schema/standard_lexemes.bin` (`the_table_is_built_from_the_standard_schemas`).
 //! - **A token-level walk**: `mask/walks.rs`, over the vocabulary's trie (`vocab/trie.rs`), which
 //!   knows no grammar: it runs automata through the narrow `ByteRecognizer` trait. Test:
 //!   `tests/layers.rs` (the trie is layer 1 and may not import the grammar).

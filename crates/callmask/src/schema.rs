@@ -58,6 +58,7 @@ mod pattern_properties;
 mod refs;
 mod resolve;
 mod scalars;
+mod standard_lexemes;
 mod strings;
 mod typed;
 mod unevaluated;
@@ -180,6 +181,12 @@ pub(crate) struct Compiler<'a> {
     json_literals: bool,
     /// Where lexemes are kept: [`CompileOptions::caches`], or this compile's own.
     caches: Caches,
+    /// Lexemes of the standard schemas are read from their table (`standard_lexemes`); off
+    /// only where the table is written.
+    prebuilt_lexemes: bool,
+    /// The lexemes this compile built, by cache key (for the table's writer).
+    #[cfg(test)]
+    built: Vec<(String, Arc<Dfa>)>,
 }
 
 /// Bytes of the cache a compile makes for itself when [`CompileOptions::caches`] is unset.
@@ -232,6 +239,9 @@ impl<'a> Compiler<'a> {
                 .caches
                 .clone()
                 .unwrap_or_else(|| Caches::new(COMPILE_OWN_CACHE_BYTES)),
+            prebuilt_lexemes: true,
+            #[cfg(test)]
+            built: Vec::new(),
         }
     }
 
@@ -645,11 +655,21 @@ impl<'a> Compiler<'a> {
         };
         let key = format!("{key}|{}|{enc}|{numbers}", self.opts.max_lexeme_states);
         let caches = self.caches.clone();
-        caches.get_or_build(CacheKey::Lexeme(key), || -> Result<_> {
-            let d = build(self)?;
+        let d = caches.get_or_build(CacheKey::Lexeme(key.clone()), || -> Result<_> {
+            let table = self
+                .prebuilt_lexemes
+                .then(|| standard_lexemes::prebuilt(&key))
+                .flatten();
+            let d = match table {
+                Some(d) => d,
+                None => build(self)?,
+            };
             let bytes = d.memory();
             Ok((d, bytes))
-        })
+        })?;
+        #[cfg(test)]
+        self.built.push((key, d.clone()));
+        Ok(d)
     }
 }
 

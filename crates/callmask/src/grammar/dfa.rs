@@ -15,7 +15,7 @@ use std::hash::Hash;
 
 pub(crate) mod fresh;
 mod string_literal;
-mod table;
+pub(crate) mod table;
 
 /// Most state pairs [`Dfa::product`] numbers through a dense table (4 bytes each); larger
 /// products use a hash map.

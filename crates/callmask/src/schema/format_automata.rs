@@ -12,6 +12,7 @@
 //! Regenerate after changing a format regex or the automaton construction:
 //! `CALLMASK_BLESS=1 cargo test --release -p callmask --lib format_automata`.
 
+use crate::grammar::dfa::table::find_keyed;
 use crate::grammar::dfa::Dfa;
 
 /// Per distinct format regex: its length (u16 LE) and text, the least state limit (u32 LE),
@@ -22,23 +23,14 @@ const TABLE: &[u8] = include_bytes!("format_automata.bin");
 /// table holds no automaton for `re` or `max_states` is below the least limit it builds under
 /// (the caller builds it then).
 pub(super) fn prebuilt(re: &str, max_states: usize) -> Option<Dfa> {
-    let mut rest = TABLE;
-    while !rest.is_empty() {
-        let len = usize::from(u16::from_le_bytes(rest.get(..2)?.try_into().ok()?));
-        let text = rest.get(2..2 + len)?;
-        let least = u32::from_le_bytes(rest.get(2 + len..6 + len)?.try_into().ok()?);
-        let (dfa, used) = Dfa::from_table(rest.get(6 + len..)?)?;
-        if text == re.as_bytes() {
-            return (max_states >= least as usize).then_some(dfa);
-        }
-        rest = &rest[6 + len + used..];
-    }
-    None
+    let (least, dfa) = find_keyed(TABLE, re.as_bytes())?;
+    (max_states >= least as usize).then_some(dfa)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::grammar::dfa::table::push_keyed;
     use crate::schema::strings::{format_regex, FORMAT_NAMES};
 
     /// The distinct format regexes, in [`FORMAT_NAMES`] order.
@@ -73,11 +65,11 @@ mod tests {
         let mut out = Vec::new();
         for re in distinct_regexes() {
             let dfa = Dfa::from_regex(&re, 1 << 20).expect("a format regex builds");
-            out.extend_from_slice(&u16::try_from(re.len()).expect("short regex").to_le_bytes());
-            out.extend_from_slice(re.as_bytes());
             let least = u32::try_from(least_limit(&re)).expect("small limit");
-            out.extend_from_slice(&least.to_le_bytes());
-            out.extend_from_slice(&dfa.to_table().expect("under 65,536 states"));
+            assert!(
+                push_keyed(&mut out, re.as_bytes(), least, &dfa),
+                "{re}: no table"
+            );
         }
         out
     }

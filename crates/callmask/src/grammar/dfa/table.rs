@@ -8,7 +8,8 @@
 //! each). Reading checks every field, so that a damaged table is refused rather than read out of
 //! bounds: every class below `stride`, every target below `n`, state 0 dead. That a table holds
 //! the automaton its regex builds is for its writer to check (the format table's test does).
-//! Automata of more than 65,535 states are not written (`None`).
+//! Automata of more than 65,535 states are not written (`None`). A keyed table
+//! ([`find_keyed`]) lists such automata under text keys (a format's regex, a lexeme's cache key).
 
 use super::{Dfa, StateId};
 
@@ -85,9 +86,78 @@ impl Dfa {
     }
 }
 
+/// Bytes of the automaton [`Dfa::to_table`] wrote at the start of `bytes`, read from its
+/// header alone; `None` when the header is cut short.
+fn table_len(bytes: &[u8]) -> Option<usize> {
+    let n = usize::from(u16::from_le_bytes([*bytes.first()?, *bytes.get(1)?]));
+    let stride = usize::from(*bytes.get(4)?);
+    Some(5 + 256 + n.div_ceil(8) + n * stride * 2)
+}
+
+/// Looks `key` up in a keyed table: entries of a key (its length, u16, then its bytes), a
+/// number (u32; what it means is the table's), and an automaton ([`Dfa::to_table`]). Entries
+/// before the match are skipped by their headers, not read. `None` when no entry has the key
+/// or the table is damaged.
+pub(crate) fn find_keyed(table: &[u8], key: &[u8]) -> Option<(u32, Dfa)> {
+    let mut rest = table;
+    while !rest.is_empty() {
+        let len = usize::from(u16::from_le_bytes(rest.get(..2)?.try_into().ok()?));
+        let text = rest.get(2..2 + len)?;
+        let number = u32::from_le_bytes(rest.get(2 + len..6 + len)?.try_into().ok()?);
+        let body = rest.get(6 + len..)?;
+        if text == key {
+            return Some((number, Dfa::from_table(body)?.0));
+        }
+        rest = body.get(table_len(body)?..)?;
+    }
+    None
+}
+
+/// Appends an entry of a keyed table ([`find_keyed`]) to `out`; false (nothing appended)
+/// when the key is too long or the automaton has no table.
+#[cfg(test)]
+pub(crate) fn push_keyed(out: &mut Vec<u8>, key: &[u8], number: u32, dfa: &Dfa) -> bool {
+    let (Ok(len), Some(table)) = (u16::try_from(key.len()), dfa.to_table()) else {
+        return false;
+    };
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(key);
+    out.extend_from_slice(&number.to_le_bytes());
+    out.extend_from_slice(&table);
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Keyed lookups find each entry past the others (skipped by their headers) and refuse a
+    /// damaged table.
+    #[test]
+    fn keyed_tables_find_their_entries() {
+        let dfas = [
+            Dfa::from_regex("[a-z]+", 1000).unwrap(),
+            Dfa::from_regex("ab|abc", 1000).unwrap(),
+            Dfa::literals([&b"x"[..]], 1000).unwrap(),
+        ];
+        let mut table = Vec::new();
+        for (i, d) in dfas.iter().enumerate() {
+            assert!(push_keyed(
+                &mut table,
+                format!("key{i}").as_bytes(),
+                i as u32 * 7,
+                d
+            ));
+        }
+        for (i, d) in dfas.iter().enumerate() {
+            let found = find_keyed(&table, format!("key{i}").as_bytes());
+            assert_eq!(found, Some((i as u32 * 7, d.clone())));
+        }
+        assert_eq!(find_keyed(&table, b"key3"), None);
+        for cut in 0..table.len() {
+            assert_eq!(find_keyed(&table[..cut], b"key2"), None, "cut at {cut}");
+        }
+    }
 
     #[test]
     fn tables_read_back_what_was_written() {
