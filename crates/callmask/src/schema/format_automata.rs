@@ -30,7 +30,7 @@ pub(super) fn prebuilt(re: &str, max_states: usize) -> Option<Dfa> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::grammar::dfa::table::push_keyed;
+    use crate::grammar::dfa::table::{check_generated, push_keyed};
     use crate::schema::strings::{format_regex, FORMAT_NAMES};
 
     /// The distinct format regexes, in [`FORMAT_NAMES`] order.
@@ -76,18 +76,11 @@ mod tests {
 
     #[test]
     fn the_table_is_built_from_the_format_regexes() {
-        let built = build_table();
-        if std::env::var_os("CALLMASK_BLESS").is_some() {
-            let path = concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/src/schema/format_automata.bin"
-            );
-            std::fs::write(path, &built).expect("write the table");
-        }
-        assert!(
-            TABLE == built.as_slice(),
-            "src/schema/format_automata.bin is stale: regenerate it with \
-             `CALLMASK_BLESS=1 cargo test --release -p callmask --lib format_automata`"
+        check_generated(
+            TABLE,
+            &build_table(),
+            "schema/format_automata.bin",
+            "format_automata",
         );
     }
 

@@ -32,7 +32,7 @@ pub(super) fn prebuilt(key: &str) -> Option<Dfa> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::grammar::dfa::table::push_keyed;
+    use crate::grammar::dfa::table::{check_generated, push_keyed};
     use crate::grammar::CompileOptions;
     use crate::schema::{Compiler, Encoding};
     use serde_json::{json, Value};
@@ -94,23 +94,14 @@ mod tests {
 
     #[test]
     fn the_table_is_built_from_the_standard_schemas() {
-        let built = build_table();
-        if std::env::var_os("CALLMASK_BLESS").is_some() {
-            let path = concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/src/schema/standard_lexemes.bin"
-            );
-            std::fs::write(path, &built).expect("write the table");
-        }
-        assert!(
-            TABLE == built.as_slice(),
-            "src/schema/standard_lexemes.bin is stale: regenerate it with \
-             `CALLMASK_BLESS=1 cargo test --release -p callmask --lib standard_lexemes`"
+        check_generated(
+            TABLE,
+            &build_table(),
+            "schema/standard_lexemes.bin",
+            "standard_lexemes",
         );
     }
 
-    /// A compile that reads the table gets the automata one that builds them gets, and reads
-    /// (most of) them from the table.
     #[test]
     fn lookups_give_what_the_compile_builds() {
         let lexemes = built_lexemes();

@@ -127,6 +127,21 @@ pub(crate) fn push_keyed(out: &mut Vec<u8>, key: &[u8], number: u32, dfa: &Dfa) 
     true
 }
 
+/// Checks that a generated table, `table` as compiled in from `src/{file}`, equals `built`,
+/// the table its generator writes now; with `CALLMASK_BLESS` set, writes `built` there first.
+#[cfg(test)]
+pub(crate) fn check_generated(table: &[u8], built: &[u8], file: &str, test_filter: &str) {
+    if std::env::var_os("CALLMASK_BLESS").is_some() {
+        let path = format!("{}/src/{file}", env!("CARGO_MANIFEST_DIR"));
+        std::fs::write(path, built).expect("write the table");
+    }
+    assert!(
+        table == built,
+        "src/{file} is stale: regenerate it with \
+         `CALLMASK_BLESS=1 cargo test --release -p callmask --lib {test_filter}`"
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
