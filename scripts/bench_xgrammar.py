@@ -28,6 +28,7 @@ Output on stdout, one JSON object:
      "cases": [{"name", "reps", "tokens", "compile_ms": {"cold", "median", "reps"},
                 "first_mask_us", "first_mask_cold_us", "new_request_ms",
                 "mask_us": {"p50", "p99", "max", "mean", "n"}, "mask_step_min_us": {same keys},
+                "mask_step_min_samples_us": [µs per step],
                 "accept_us": {same keys},
                 "tokens_accepted", "can_end", "terminated"} | {"name", "error", ...}]}
 
@@ -49,7 +50,9 @@ What is measured (wall clock, time.perf_counter_ns, one Python call around each 
 - mask_us: every fill_next_token_bitmask along `tokens` (before each token and once after the
   last, so n = reps * (len(tokens) + 1)); accept_us: every accept_token. With --samples the raw
   per-call samples (µs) are included too, rep after rep.
-- mask_step_min_us: the same statistics over each step's fastest rep (n = len(tokens) + 1).
+- mask_step_min_us: the same statistics over each step's fastest rep (n = len(tokens) + 1);
+  mask_step_min_samples_us: those per-step minima, step by step (the suite splits them by
+  where in the output each step is).
   On a shared, loaded machine single samples catch preemptions (a 4 ms scheduler tick shows up
   as mask_us.max); a step slow in every rep is slow for real, so this is the robust figure.
 Checks (outside the timed calls): each token is set in the mask filled before it and accepted;
@@ -340,6 +343,7 @@ def run_case(case: dict, info, eos: list[int], vocab_size: int, args) -> dict:
         "new_request_derived": derived,
         "mask_us": stats_us(mask_ns),
         "mask_step_min_us": stats_us(step_min_ns(mask_ns, len(tokens) + 1)),
+        "mask_step_min_samples_us": [x / 1e3 for x in step_min_ns(mask_ns, len(tokens) + 1)],
         "accept_us": stats_us(accept_ns),
         "tokens_accepted": accepted,
         "can_end": can_end,

@@ -307,6 +307,20 @@ fn workloads(knobs: &Knobs) -> Vec<Workload> {
 // ---------------------------------------------------------------------------------------------
 // Results
 
+/// The phases of callmask's new request, in order: the JSON text parsed (tools or schema), the
+/// grammar compiled, the automaton bound to the vocabulary, the first mask (matcher + fill).
+const PHASES: [&str; 4] = ["parse", "grammar", "automaton", "first_mask"];
+
+/// Median ms per phase over trials.
+fn phases_json(trials: &[[f64; 4]]) -> Value {
+    let mut o = serde_json::Map::new();
+    for (i, name) in PHASES.iter().enumerate() {
+        let xs: Vec<f64> = trials.iter().map(|t| t[i]).collect();
+        o.insert(name.to_string(), num3(summarize(&xs).p50));
+    }
+    Value::Object(o)
+}
+
 /// One engine's numbers on one workload.
 #[derive(Default)]
 struct Row {
@@ -319,10 +333,17 @@ struct Row {
     new_request_ms: Vec<f64>,
     /// ms, the same with callmask's caches (`Caches`) warm
     new_request_warm_ms: Vec<f64>,
+    /// ms per phase of each cold new request (callmask: [`PHASES`])
+    new_request_phases: Vec<[f64; 4]>,
+    /// ms per phase of each warm new request
+    new_request_warm_phases: Vec<[f64; 4]>,
     /// µs, one per trial
     first_mask_us: Vec<f64>,
     /// µs per mask, warm passes
     mask_us: Vec<f64>,
+    /// µs per mask, the first pass over a fresh automaton (callmask: each state's mask computed
+    /// for the first time, the lexeme walks in the caches warm)
+    first_pass_us: Vec<f64>,
     /// tokens per pass (`mask_us` holds passes of this many masks)
     steps: usize,
     mem_grammar: Option<i64>,
@@ -351,6 +372,18 @@ impl Row {
             min[j] = min[j].min(x);
         }
         min
+    }
+    /// Each step's fastest mask (µs), also for a peer that reports them (XGrammar's script).
+    fn step_minima(&self) -> Vec<f64> {
+        match &self.external {
+            Some(x) => x["mask_step_min_samples_us"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_f64)
+                .collect(),
+            None => self.step_min(),
+        }
     }
     /// p99 of the per-step minima.
     fn step_min_p99(&self) -> f64 {
@@ -410,6 +443,9 @@ impl Row {
             let mut x = x.clone();
             x["mem_grammar_bytes"] = Value::Null;
             x["mem_sequence_bytes"] = Value::Null;
+            if let Some(o) = x.as_object_mut() {
+                o.remove("mask_step_min_samples_us");
+            }
             return x;
         }
         let c = summarize(&self.compile_ms);
@@ -419,6 +455,7 @@ impl Row {
             "first_mask_us": num3(summarize(&self.first_mask_us).p50),
             "mask_us": summary_json(summarize(&self.mask_us)),
             "mask_step_min_us": summary_json(summarize(&self.step_min())),
+            "mask_first_pass_us": summary_json(summarize(&self.first_pass_us)),
             "mem_grammar_bytes": self.mem_grammar,
             "mem_sequence_bytes": self.mem_sequence,
         });
@@ -430,6 +467,12 @@ impl Row {
         }
         if !self.new_request_warm_ms.is_empty() {
             o["new_request_warm_caches_ms"] = num3(summarize(&self.new_request_warm_ms).p50);
+        }
+        if !self.new_request_phases.is_empty() {
+            o["new_request_phases_ms"] = json!({
+                "cold": phases_json(&self.new_request_phases),
+                "warm": phases_json(&self.new_request_warm_phases),
+            });
         }
         if let Some(f) = &self.fuzz {
             o["fuzz"] = f.clone();
@@ -471,33 +514,54 @@ mod cm {
         }
     }
 
-    /// The grammar from the request's JSON text (schema or tools), as a server gets it.
-    fn grammar_from_input(w: &Workload) -> callmask::Result<Grammar> {
+    /// The request's JSON text (schema or tools) parsed, as a server gets it.
+    fn parse_input(w: &Workload) -> callmask::Result<Input> {
         let v: Value = serde_json::from_str(&w.input)
             .map_err(|e| callmask::Error::InvalidTools(e.to_string()))?;
-        match &w.source {
-            Source::Schema(_) => Grammar::from_json_schema(&v, &compile_options()),
-            Source::Dialect(d, _) => {
-                Dialect::by_name(d)?.compile(&Tools::from_openai_value(v)?, &dialect_options())
+        Ok(match &w.source {
+            Source::Schema(_) => Input::Schema(v),
+            Source::Dialect(..) | Source::Tooling(..) => Input::Tools(Tools::from_openai_value(v)?),
+        })
+    }
+
+    /// The grammar of a parsed request.
+    fn grammar_from_input(w: &Workload, input: Input) -> callmask::Result<Grammar> {
+        match (&w.source, input) {
+            (_, Input::Schema(v)) => Grammar::from_json_schema(&v, &compile_options()),
+            (Source::Tooling(d, choice, _), Input::Tools(t)) => {
+                Dialect::by_name(d)?.compile(&t, &dialect_options().tool_choice(choice.parse()?))
             }
-            Source::Tooling(d, choice, _) => Dialect::by_name(d)?.compile(
-                &Tools::from_openai_value(v)?,
-                &dialect_options().tool_choice(choice.parse()?),
-            ),
+            (Source::Dialect(d, _), Input::Tools(t)) => {
+                Dialect::by_name(d)?.compile(&t, &dialect_options())
+            }
+            (Source::Schema(_), Input::Tools(_)) => unreachable!("a schema parses as a schema"),
         }
     }
 
-    /// A new request: its JSON text in, its first mask out (ms).
-    fn new_request(w: &Workload, vocab: &Arc<Vocab>) -> f64 {
+    /// A request's parsed JSON text.
+    enum Input {
+        Schema(Value),
+        Tools(Tools),
+    }
+
+    /// A new request: its JSON text in, its first mask out; ms per phase ([`PHASES`]: the
+    /// text parsed, the grammar compiled, the automaton bound to the vocabulary, the first
+    /// mask).
+    fn new_request(w: &Workload, vocab: &Arc<Vocab>) -> [f64; 4] {
         let t0 = Instant::now();
-        let g = grammar_from_input(w).unwrap();
+        let input = parse_input(w).unwrap();
+        let t1 = Instant::now();
+        let g = grammar_from_input(w, input).unwrap();
+        let t2 = Instant::now();
         let a = TokenAutomaton::new(&g, vocab.clone()).unwrap();
+        let t3 = Instant::now();
         let mut m = a.matcher();
         let mut mask = TokenMask::new(vocab.len());
         m.fill_mask(&mut mask);
-        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        let t4 = Instant::now();
         black_box(&mask);
-        ms
+        let ms = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e3;
+        [ms(t0, t1), ms(t1, t2), ms(t2, t3), ms(t3, t4)]
     }
 
     /// Grammar → automaton → matcher → first mask: (automaton, total ms, first mask µs).
@@ -585,18 +649,21 @@ mod cm {
         // A new request from its JSON text, caches cleared, then warm.
         for _ in 0..k.compile {
             caches().clear();
-            row.new_request_ms.push(new_request(w, vocab));
+            let phases = new_request(w, vocab);
+            row.new_request_ms.push(phases.iter().sum());
+            row.new_request_phases.push(phases);
         }
         for _ in 0..k.compile {
-            row.new_request_warm_ms.push(new_request(w, vocab));
+            let phases = new_request(w, vocab);
+            row.new_request_warm_ms.push(phases.iter().sum());
+            row.new_request_warm_phases.push(phases);
         }
         // Memory of one compiled grammar with its first mask (caches warm: what a request adds).
         let before = live();
         let (a, _, _) = compile(w, vocab).unwrap();
         row.mem_grammar = Some((live() - before) as i64);
         // Warm passes.
-        let mut scratch = Vec::new();
-        pass(&a, tokens, &mut mask, &mut scratch).unwrap();
+        pass(&a, tokens, &mut mask, &mut row.first_pass_us).unwrap();
         row.steps = tokens.len();
         for _ in 0..k.reps {
             pass(&a, tokens, &mut mask, &mut row.mask_us).unwrap();
@@ -1489,6 +1556,60 @@ fn ratios(rows: &BTreeMap<&'static str, Row>) -> Value {
     Value::Object(o)
 }
 
+/// Where in the output each step is, by the bytes before its token: `string` (inside a quoted
+/// string within brackets), `structure` (inside brackets: JSON, a call's arguments) or `text`
+/// (outside brackets: free text, call markers). A lexical split for the profile of the mask
+/// times, the same for every engine.
+const REGIONS: [&str; 3] = ["text", "structure", "string"];
+
+/// Each step's region ([`REGIONS`]).
+fn step_regions(vocab: &Vocab, toks: &[TokenId]) -> Vec<&'static str> {
+    let mut depth = 0usize;
+    let mut quote: Option<u8> = None;
+    let mut escaped = false;
+    let mut out = Vec::with_capacity(toks.len());
+    for &t in toks {
+        out.push(match (quote, depth) {
+            (Some(_), _) => "string",
+            (None, 0) => "text",
+            (None, _) => "structure",
+        });
+        for &b in vocab.token_bytes(t).unwrap_or(&[]) {
+            match quote {
+                Some(_) if escaped => escaped = false,
+                Some(_) if b == b'\\' => escaped = true,
+                Some(q) if b == q => quote = None,
+                Some(_) => {}
+                None if depth > 0 && (b == b'"' || b == b'\'') => quote = Some(b),
+                None if b == b'{' || b == b'[' || b == b'(' => depth += 1,
+                None if b == b'}' || b == b']' || b == b')' => depth = depth.saturating_sub(1),
+                None => {}
+            }
+        }
+    }
+    out
+}
+
+/// Per region: the p50 of the steps' fastest masks (µs) and the steps counted.
+fn by_region(minima: &[f64], regions: &[&str]) -> Value {
+    let mut o = serde_json::Map::new();
+    for r in REGIONS {
+        let xs: Vec<f64> = minima
+            .iter()
+            .zip(regions)
+            .filter(|(_, g)| **g == r)
+            .map(|(x, _)| *x)
+            .collect();
+        if !xs.is_empty() {
+            o.insert(
+                r.into(),
+                json!({"p50": num3(summarize(&xs).p50), "steps": xs.len()}),
+            );
+        }
+    }
+    Value::Object(o)
+}
+
 fn results_json(runs: &[VocabRun], ws: &[Workload], k: &Knobs, meta: &Value) -> Value {
     let vocabs: Vec<Value> = runs
         .iter()
@@ -1506,9 +1627,20 @@ fn results_json(runs: &[VocabRun], ws: &[Workload], k: &Knobs, meta: &Value) -> 
     for r in runs {
         for (wi, toks, rows) in &r.results {
             let w = &ws[*wi];
+            let regions = toks
+                .as_ref()
+                .map(|t| step_regions(&r.vocab, t))
+                .unwrap_or_default();
             let engines: serde_json::Map<String, Value> = rows
                 .iter()
-                .map(|(e, row)| (e.to_string(), row.to_json()))
+                .map(|(e, row)| {
+                    let mut o = row.to_json();
+                    let minima = row.step_minima();
+                    if row.error.is_none() && minima.len() >= regions.len() && !regions.is_empty() {
+                        o["mask_step_min_by_region_us"] = by_region(&minima, &regions);
+                    }
+                    (e.to_string(), o)
+                })
                 .collect();
             let mut o = json!({"vocab": r.name, "workload": w.name, "kind": w.kind,
                 "n_tools": w.n_tools, "text": w.text, "engines": engines, "ratios": ratios(rows)});
@@ -1678,6 +1810,8 @@ struct Target {
     limit: f64,
     /// How the number is printed: a ratio (`×`) or ms.
     ratio: bool,
+    /// A miss's profile and the change it needs (the misses table).
+    profile: fn(&Value) -> Option<Profile>,
 }
 
 /// The tool-scale targets' workloads: N tools cold in Hermes and in a text-first dialect
@@ -1702,18 +1836,21 @@ const TARGETS: [Target; 5] = [
         value: |r| r["ratios"]["best_peer"]["new_request"].as_f64(),
         limit: 0.5,
         ratio: true,
+        profile: |r| request_profile(r, false),
     },
     Target {
         label: "new request, warm: ≤ 0.25× the best peer",
         value: |r| r["ratios"]["best_peer"]["new_request_warm_caches"].as_f64(),
         limit: 0.25,
         ratio: true,
+        profile: |r| request_profile(r, true),
     },
     Target {
         label: "first mask alone: ≤ 1× llguidance's",
         value: |r| r["ratios"]["llguidance"]["first_mask"].as_f64(),
         limit: 1.0,
         ratio: true,
+        profile: first_mask_profile,
     },
     Target {
         label: "100 / 400 / 1,000 tools cold (hermes/auto, functools): < 5 / 20 / 60 ms",
@@ -1724,14 +1861,257 @@ const TARGETS: [Target; 5] = [
         },
         limit: 1.0,
         ratio: false,
+        profile: |r| request_profile(r, false),
     },
     Target {
         label: "mask p50: ≤ 0.5× the best peer",
         value: |r| r["ratios"]["best_peer"]["mask_p50"].as_f64(),
         limit: 0.5,
         ratio: true,
+        profile: p50_profile,
     },
 ];
+
+/// A design change a miss needs, named in the misses table by its id.
+struct Change {
+    id: &'static str,
+    what: &'static str,
+}
+
+/// The changes the misses point to, each for the part of the time it removes.
+const CHANGES: [Change; 8] = [
+    Change {
+        id: "typed-parse",
+        what: "Tools deserialized straight from the request's JSON text (a serde `Deserialize` \
+               for `Tools`), not through a `serde_json::Value` tree and \
+               `Tools::from_openai_value`.",
+    },
+    Change {
+        id: "lazy-lexemes",
+        what: "Counted strings (a string with `maxLength`/`minLength` as a small automaton plus \
+               a length counter in the matcher's frame, not an automaton unrolled per \
+               character) and lazy lexemes (formats and long patterns determinized when first \
+               reached, their size limits still checked at compile).",
+    },
+    Change {
+        id: "tool-fragments",
+        what: "Each tool's argument grammar compiled once and kept in `Caches` by the tool's \
+               schema text, so a request compiles only the tools it has not seen; the \
+               dialect's call structure joins the fragments.",
+    },
+    Change {
+        id: "lazy-binding",
+        what: "The automaton's per-vocabulary tables (bounded text automata, special tokens) \
+               built at the first step that needs them, not when the grammar is bound.",
+    },
+    Change {
+        id: "vocab-walks",
+        what: "Walks of the standard lexemes (plain strings, integers, numbers, free keys) over \
+               the vocabulary's token trie made once per vocabulary at load, outside the LRU \
+               caches, so a cold request walks only its own lexemes.",
+    },
+    Change {
+        id: "start-masks",
+        what: "The first mask's structure walk from the start state kept in `Caches` by the \
+               start state's shape: in `auto` a tool-calling dialect's first mask does not \
+               depend on the tools.",
+    },
+    Change {
+        id: "mask-hit",
+        what: "A warm step is a whole-mask cache hit: every live stack's frames hashed and \
+               compared, then a vocabulary-sized copy (16 KB on Llama 3.1). The matcher keeps \
+               its entry and each entry its successors by token, so a hit is one (entry, token) \
+               lookup and the copy.",
+    },
+    Change {
+        id: "first-masks",
+        what: "A state's first mask is mostly `walk_exits` (the children of every trie node \
+               where a lexeme may end, visited one by one): exit children grouped by byte and \
+               kept with the lexeme walk, so bytes the stack cannot take cost nothing; state \
+               masks shared through `Caches` by the automata of one grammar.",
+    },
+];
+
+/// A miss's profile (what the table prints) and the change its largest part needs.
+type Profile = (String, &'static str);
+
+/// A new request's phases (ms): parse, lexemes (what the caches hold: the grammar phase cold
+/// minus warm), the rest of the grammar phase, automaton, first mask; the largest names the
+/// change. `warm`: the warm request's phases (no lexemes part).
+fn request_profile(r: &Value, warm: bool) -> Option<Profile> {
+    let ph = &r["engines"]["callmask"]["new_request_phases_ms"];
+    let (c, w) = (&ph["cold"], &ph["warm"]);
+    let f = |v: &Value, k: &str| v[k].as_f64();
+    let run = if warm { w } else { c };
+    let lexemes = if warm {
+        0.0
+    } else {
+        (f(c, "grammar")? - f(w, "grammar")?).max(0.0)
+    };
+    let first_cold = f(run, "first_mask")?;
+    let first_walks = (first_cold - f(w, "first_mask")?).max(0.0);
+    let parts = [
+        ("parse", f(run, "parse")?, "typed-parse"),
+        ("lexemes", lexemes, "lazy-lexemes"),
+        ("grammar", f(run, "grammar")? - lexemes, "tool-fragments"),
+        ("automaton", f(run, "automaton")?, "lazy-binding"),
+        (
+            "first mask",
+            first_cold,
+            if first_walks > first_cold - first_walks {
+                "vocab-walks"
+            } else {
+                "start-masks"
+            },
+        ),
+    ];
+    let total: f64 = parts.iter().map(|p| p.1).sum();
+    let text = parts
+        .iter()
+        .filter(|p| !(warm && p.0 == "lexemes"))
+        .map(|(n, x, _)| format!("{n} {} ({:.0}%)", fmt_ms(*x), 100.0 * x / total))
+        .collect::<Vec<_>>()
+        .join(" · ");
+    let largest = parts.iter().max_by(|a, b| a.1.total_cmp(&b.1))?;
+    Some((format!("{text} ms; largest: {}", largest.0), largest.2))
+}
+
+/// The first mask alone: callmask's with its caches cleared and warm, against llguidance's.
+fn first_mask_profile(r: &Value) -> Option<Profile> {
+    let ph = &r["engines"]["callmask"]["new_request_phases_ms"];
+    let cold = ph["cold"]["first_mask"].as_f64()? * 1e3;
+    let warm = ph["warm"]["first_mask"].as_f64()? * 1e3;
+    let llg = r["engines"]["llguidance"]["first_mask_us"].as_f64()?;
+    let walks = (cold - warm).max(0.0);
+    let (largest, change) = if walks > warm {
+        ("lexeme walks (cold − warm)", "vocab-walks")
+    } else {
+        ("structure walk (warm)", "start-masks")
+    };
+    Some((
+        format!(
+            "callmask {} µs cold, {} µs caches warm; llguidance {} µs; largest: {largest}",
+            fmt_us(cold),
+            fmt_us(warm),
+            fmt_us(llg)
+        ),
+        change,
+    ))
+}
+
+/// Mask p50 by where the steps are ([`REGIONS`]): callmask's p50 of the per-step minima against
+/// the best peer's, with the step counts.
+fn p50_profile(r: &Value) -> Option<Profile> {
+    let e = &r["engines"];
+    let c = &e["callmask"]["mask_step_min_by_region_us"];
+    let mut parts = Vec::new();
+    for region in REGIONS {
+        let Some(cm) = c[region]["p50"].as_f64() else {
+            continue;
+        };
+        let best = PEERS
+            .iter()
+            .filter_map(|p| e[*p]["mask_step_min_by_region_us"][region]["p50"].as_f64())
+            .fold(f64::INFINITY, f64::min);
+        let steps = c[region]["steps"].as_u64().unwrap_or(0);
+        parts.push(format!(
+            "{region} {} / {} µs ({steps} steps)",
+            fmt_us(cm),
+            if best.is_finite() {
+                fmt_us(best)
+            } else {
+                "-".into()
+            }
+        ));
+    }
+    (!parts.is_empty()).then(|| {
+        (
+            format!(
+                "step minima p50, callmask / best peer: {}",
+                parts.join(" · ")
+            ),
+            "mask-hit",
+        )
+    })
+}
+
+/// The misses of every target, each with its profile and the change it needs.
+fn misses_md(doc: &Value) -> String {
+    let mut s = String::from(
+        "## Misses: where the time goes, and the change each needs\n\nEvery miss of the targets \
+         above, profiled in this run. New request (cold, warm) and tool scale: callmask's \
+         request in phases (median ms over the trials): the JSON text parsed; *lexemes*, what \
+         `Caches` holds (the grammar phase cold minus warm: lexeme automata); the rest of the \
+         grammar phase; the automaton bound to the vocabulary; the first mask. First mask: cold \
+         and with warm caches (the difference: lexeme walks over the token trie). Mask p50: the \
+         per-step fastest masks split by where the step is in the output (inside brackets, \
+         inside a quoted string, outside both). Batch: callmask's first pass over a fresh \
+         automaton (each state's first mask) against its warm passes. The change is the one \
+         for the largest part ([changes](#changes)).\n\n\
+         | vocabulary | target | workload | value | profile | change |\n|---|---|---|---:|---|---|\n",
+    );
+    let mut used = std::collections::BTreeSet::new();
+    for v in doc["vocabs"].as_array().into_iter().flatten() {
+        let vn = v["name"].as_str().unwrap_or("");
+        let label = v["label"].as_str().unwrap_or("");
+        for t in &TARGETS {
+            for r in doc["results"].as_array().into_iter().flatten() {
+                if r["vocab"] != vn {
+                    continue;
+                }
+                let Some(x) = (t.value)(r).filter(|x| *x > t.limit) else {
+                    continue;
+                };
+                let value = if t.ratio {
+                    fmt_r(&json!(x))
+                } else {
+                    format!("{x:.2} of the limit")
+                };
+                let (text, change) = (t.profile)(r).unwrap_or(("-".into(), "-"));
+                used.insert(change);
+                s.push_str(&format!(
+                    "| {label} | {} | `{}` | {value} | {text} | {change} |\n",
+                    t.label,
+                    r["workload"].as_str().unwrap_or("")
+                ));
+            }
+        }
+        for b in v["batch"].as_array().into_iter().flatten() {
+            let Some(x) = b["ratio_p50"]
+                .as_f64()
+                .filter(|x| b["batch"] == 1 && *x > 0.5)
+            else {
+                continue;
+            };
+            let w = b["workload"].as_str().unwrap_or("");
+            let cm = doc["results"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|r| r["vocab"] == vn && r["workload"] == w)
+                .map(|r| &r["engines"]["callmask"]);
+            let first = cm.and_then(|c| c["mask_first_pass_us"]["p50"].as_f64());
+            let warm = cm.and_then(|c| c["mask_step_min_us"]["p50"].as_f64());
+            let f = |x: Option<f64>| x.map_or("-".into(), fmt_us);
+            used.insert("first-masks");
+            s.push_str(&format!(
+                "| {label} | one sequence's fill (batch 1) | `{w}` | {} | callmask {} µs per fill, \
+                 llguidance {} µs; callmask's first pass p50 {} µs, warm {} µs; largest: first \
+                 masks | first-masks |\n",
+                fmt_r(&json!(x)),
+                f(b["callmask_us"]["p50"].as_f64()),
+                f(b["llguidance_us"]["p50"].as_f64()),
+                f(first),
+                f(warm),
+            ));
+        }
+    }
+    s.push_str("\n### Changes\n\n| change | what it is |\n|---|---|\n");
+    for c in CHANGES.iter().filter(|c| used.contains(c.id)) {
+        s.push_str(&format!("| {} | {} |\n", c.id, c.what));
+    }
+    s
+}
 
 /// The targets table: per vocabulary and target, the workloads it applies to, how many miss,
 /// and the worst of them.
@@ -1875,6 +2255,8 @@ fn markdown(doc: &Value) -> String {
     s.push_str("![mask p50 vs tools](docs/bench/mask_p50_vs_tools.svg)\n\n");
 
     s.push_str(&targets_md(doc));
+    s.push('\n');
+    s.push_str(&misses_md(doc));
     s.push('\n');
     s.push_str(&summary_md(doc));
     let over5: Vec<String> = doc["results"]
@@ -2233,6 +2615,7 @@ fn main() {
     if std::env::var("CALLMASK_BENCH_SUMMARY_ONLY").as_deref() == Ok("1") {
         // scripts/bench.sh --quick: the ratios only, documents untouched.
         println!("{}", targets_md(&doc));
+        println!("{}", misses_md(&doc));
         println!("{}", summary_md(&doc));
     } else {
         write_docs(&doc, &dir);

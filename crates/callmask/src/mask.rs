@@ -29,7 +29,7 @@ use crate::grammar::dfa::Dfa;
 use crate::grammar::{Grammar, GrammarInner};
 use crate::vocab::trie::TokenTrie;
 use crate::vocab::{TokenId, Vocab};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::sync::{Arc, OnceLock, RwLock};
 
 mod bitset;
@@ -100,7 +100,7 @@ pub const DEFAULT_MAX_ROLLBACK: usize = 1024;
 /// Top-frame walks and their estimated heap bytes.
 #[derive(Default)]
 struct LocalCache {
-    map: HashMap<Frame, Arc<Local>>,
+    map: FxHashMap<Frame, Arc<Local>>,
     bytes: usize,
 }
 
@@ -113,13 +113,13 @@ struct Shared {
     /// The vocabulary's token for each special token of the grammar, where it has one.
     specials: Vec<Option<TokenId>>,
     local: RwLock<LocalCache>,
-    full: RwLock<HashMap<Vec<Stack>, Arc<TokenMask>>>,
+    full: RwLock<FxHashMap<Vec<Stack>, Arc<TokenMask>>>,
     /// Bytes without a single-byte (non-special) token: a budget cannot be guaranteed if any.
     missing_bytes: OnceLock<Vec<u8>>,
     /// Shortest completions, built when a token budget is first set.
     completer: OnceLock<Completer>,
     /// Per matcher state: its allowed tokens by completion cost (bounded like `full`).
-    budget_costs: RwLock<HashMap<Vec<Stack>, Arc<Costs>>>,
+    budget_costs: RwLock<FxHashMap<Vec<Stack>, Arc<Costs>>>,
 }
 
 /// A compiled grammar bound to a vocabulary: the shared token-level automaton.
@@ -189,10 +189,10 @@ impl TokenAutomaton {
                 caches: caches.clone(),
                 specials,
                 local: RwLock::new(LocalCache::default()),
-                full: RwLock::new(HashMap::new()),
+                full: RwLock::new(FxHashMap::default()),
                 missing_bytes: OnceLock::new(),
                 completer: OnceLock::new(),
-                budget_costs: RwLock::new(HashMap::new()),
+                budget_costs: RwLock::new(FxHashMap::default()),
             }),
         })
     }
@@ -453,7 +453,7 @@ impl TokenAutomaton {
                     &cont,
                     &mut ids,
                     Some(&mut exits),
-                    &mut FirstSteps::new(),
+                    &mut FirstSteps::default(),
                 );
                 let mut m = TokenMask::new(self.shared.vocab.len());
                 lw.allowed.or_into(&mut m);
@@ -510,7 +510,7 @@ impl TokenAutomaton {
             &parent,
             &mut ids,
             None,
-            &mut FirstSteps::new(),
+            &mut FirstSteps::default(),
         );
         ids.iter().for_each(|&t| mask.set(t));
     }

@@ -20,12 +20,12 @@ use crate::grammar::dfa::Dfa;
 use crate::grammar::GrammarInner;
 use crate::vocab::trie::{TokenTrie, NO_TOKEN};
 use crate::vocab::TokenId;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 /// Per stack, the stacks after each byte (`None` not yet known, `Some(None)` the byte is not
 /// taken): the first steps out of the nodes where a lexeme ends, shared by a walk's calls.
-pub(super) type FirstSteps = HashMap<Stack, Vec<Option<Option<Vec<Stack>>>>>;
+pub(super) type FirstSteps = FxHashMap<Stack, Vec<Option<Option<Vec<Stack>>>>>;
 
 /// A cached first-byte walk, holding its automaton so that the address in its key stays unique.
 type SharedSubWalk = (Arc<Dfa>, Arc<SubWalk>);
@@ -119,7 +119,7 @@ impl Walker<'_> {
         out: &mut Vec<TokenId>,
         exits: Option<&mut Vec<u32>>,
     ) {
-        self.walk_stacks_with(g, from, start, out, exits, &mut FirstSteps::new());
+        self.walk_stacks_with(g, from, start, out, exits, &mut FirstSteps::default());
     }
 
     /// [`Walker::walk_stacks`] with the first steps out of lexeme ends kept in `memo`.
