@@ -40,7 +40,7 @@ mod walks;
 pub use bitset::TokenMask;
 use bitset::TokenSet;
 pub use matcher::{fill_u32_rows, Matcher};
-use walks::{FirstSteps, Walker};
+use walks::{ExitChildren, FirstSteps, Walker};
 
 /// A cached lexeme walk, holding its automaton so that the address in its key stays unique.
 type LexemeWalk = (Arc<Dfa>, Arc<Local>);
@@ -51,6 +51,8 @@ struct Local {
     allowed: TokenSet,
     /// Trie nodes (0 = before any byte) where the frame is complete and the token may go on.
     exits: Vec<u32>,
+    /// The children of `exits` but node 0, by byte: what a walk out of the frame visits.
+    children: ExitChildren,
     /// The allowed tokens by completion cost, computed when a token budget first needs them.
     costs: OnceLock<Costs>,
 }
@@ -419,10 +421,11 @@ impl TokenAutomaton {
                 self.walker().walk_lex(0, dfa, state, &mut ids, &mut exits);
                 let l = Local {
                     allowed: TokenSet::new(ids, self.shared.vocab.len()),
+                    children: self.walker().exit_children(after_start(&exits)),
                     exits,
                     costs: OnceLock::new(),
                 };
-                let bytes = l.allowed.bytes() + l.exits.len() * 4 + 64;
+                let bytes = l.allowed.bytes() + l.exits.len() * 4 + l.children.bytes() + 64;
                 Ok(((dfa.clone(), Arc::new(l)), bytes))
             });
         let Ok(walk) = walk;
@@ -447,13 +450,17 @@ impl TokenAutomaton {
                 // A lexeme, then `after`: the shared lexeme walk plus its continuations.
                 let lw = self.lexeme_local(&g.lexemes[lex as usize], state);
                 let cont = vec![after.clone()];
-                trie.walk_exits(
+                let mut memo = FirstSteps::default();
+                if lw.exits.first() == Some(&0) {
+                    trie.walk_exits(g, &[0], &cont, &mut ids, Some(&mut exits), &mut memo);
+                }
+                trie.walk_indexed_exits(
                     g,
-                    &lw.exits,
+                    &lw.children,
                     &cont,
                     &mut ids,
                     Some(&mut exits),
-                    &mut FirstSteps::default(),
+                    &mut memo,
                 );
                 let mut m = TokenMask::new(self.shared.vocab.len());
                 lw.allowed.or_into(&mut m);
@@ -470,10 +477,15 @@ impl TokenAutomaton {
         };
         let l = Arc::new(Local {
             allowed,
+            children: trie.exit_children(after_start(&exits)),
             exits,
             costs: OnceLock::new(),
         });
-        let bytes = l.allowed.bytes() + l.exits.len() * 4 + 2 * std::mem::size_of::<Frame>() + 64;
+        let bytes = l.allowed.bytes()
+            + l.exits.len() * 4
+            + l.children.bytes()
+            + 2 * std::mem::size_of::<Frame>()
+            + 64;
         let mut cache = self.shared.local.write().unwrap_or_else(|e| e.into_inner());
         if cache.bytes + bytes > LOCAL_CACHE_BYTES {
             cache.map.clear();
@@ -497,16 +509,12 @@ impl TokenAutomaton {
         GrammarInner::child_done(parent.last_mut().unwrap());
         let mut ids = Vec::new();
         // Node 0 (complete before any byte) comes first where it is an exit.
-        let rest = match local.exits.split_first() {
-            Some((0, rest)) => {
-                self.fill_stack(&parent, mask);
-                rest
-            }
-            _ => &local.exits[..],
-        };
-        self.walker().walk_exits(
+        if local.exits.first() == Some(&0) {
+            self.fill_stack(&parent, mask);
+        }
+        self.walker().walk_indexed_exits(
             self.g(),
-            rest,
+            &local.children,
             &parent,
             &mut ids,
             None,
@@ -514,6 +522,11 @@ impl TokenAutomaton {
         );
         ids.iter().for_each(|&t| mask.set(t));
     }
+}
+
+/// `exits` without node 0 (before any byte), which comes first where it is one.
+fn after_start(exits: &[u32]) -> &[u32] {
+    exits.strip_prefix(&[0]).unwrap_or(exits)
 }
 
 fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {

@@ -54,6 +54,16 @@ pub(super) enum ExitChildren {
     Text(TextChildren),
 }
 
+impl ExitChildren {
+    /// Estimated heap bytes.
+    pub(super) fn bytes(&self) -> usize {
+        match self {
+            ExitChildren::Sorted { children, starts } => (children.len() + starts.len()) * 4,
+            ExitChildren::Text(t) => t.len() * 4,
+        }
+    }
+}
+
 /// What a walk reads: the trie (with its text index), and where shared lexeme walks are kept.
 pub(super) struct Walker<'a> {
     pub(super) trie: &'a TokenTrie,
@@ -226,17 +236,17 @@ impl Walker<'_> {
             }
         }
         match &shared {
-            Some(w) => self.walk_indexed_exits(g, w, &cont, out, exits, memo),
+            Some(w) => self.walk_indexed_exits(g, &w.children, &cont, out, exits, memo),
             None => self.walk_exits(g, lex_exits, &cont, out, exits, memo),
         }
     }
 
-    /// [`Walker::walk_exits`] out of a shared walk's exits, by child byte: a byte `stack`
-    /// cannot take skips all its children at once.
-    fn walk_indexed_exits(
+    /// [`Walker::walk_exits`] out of exits indexed by child byte ([`Walker::exit_children`] or
+    /// a shared walk's): a byte `stack` cannot take skips all its children at once.
+    pub(super) fn walk_indexed_exits(
         &self,
         g: &GrammarInner,
-        w: &SubWalk,
+        children: &ExitChildren,
         stack: &Stack,
         out: &mut Vec<TokenId>,
         mut exits: Option<&mut Vec<u32>>,
@@ -245,7 +255,7 @@ impl Walker<'_> {
         let mut first = memo.remove(stack).unwrap_or_else(|| vec![None; 256]);
         let mut kids: Vec<u32> = Vec::new();
         for (b, step) in first.iter_mut().enumerate() {
-            if let ExitChildren::Sorted { starts, .. } = &w.children {
+            if let ExitChildren::Sorted { starts, .. } = children {
                 if starts[b] == starts[b + 1] {
                     continue;
                 }
@@ -256,7 +266,7 @@ impl Walker<'_> {
                 (!n.is_empty()).then_some(n)
             });
             let Some(next) = next.clone() else { continue };
-            let list = match &w.children {
+            let list = match children {
                 ExitChildren::Sorted { children, starts } => {
                     &children[starts[b] as usize..starts[b + 1] as usize]
                 }
@@ -355,11 +365,7 @@ impl Walker<'_> {
                 let w = self
                     .walk_text(i, dfa, state)
                     .unwrap_or_else(|| self.sub_walk_general(i, dfa, state));
-                let kids = match &w.children {
-                    ExitChildren::Sorted { children, starts } => children.len() + starts.len(),
-                    ExitChildren::Text(t) => t.len(),
-                };
-                let bytes = (w.ids.len() + w.exits.len() + kids) * 4 + 128;
+                let bytes = (w.ids.len() + w.exits.len()) * 4 + w.children.bytes() + 128;
                 Ok(((dfa.clone(), Arc::new(w)), bytes))
             });
         let Ok(entry) = entry;
@@ -372,9 +378,19 @@ impl Walker<'_> {
         let mut exits = Vec::new();
         self.trie
             .walk_recognizer(i, dfa, state, &mut ids, &mut exits);
-        // The exits' children by byte, counting sort: count, then place.
+        let children = self.exit_children(&exits);
+        SubWalk {
+            ids,
+            exits,
+            children,
+        }
+    }
+
+    /// The children of `exits` (trie nodes) by byte, for [`Walker::walk_indexed_exits`].
+    pub(super) fn exit_children(&self, exits: &[u32]) -> ExitChildren {
+        // Counting sort: count, then place.
         let each_child = |f: &mut dyn FnMut(u8, u32)| {
-            for &e in &exits {
+            for &e in exits {
                 let end = self.trie.nodes[e as usize].next as usize;
                 let mut c = e as usize + 1;
                 while c < end {
@@ -394,11 +410,7 @@ impl Walker<'_> {
             children[at[b as usize] as usize] = c;
             at[b as usize] += 1;
         });
-        SubWalk {
-            ids,
-            exits,
-            children: ExitChildren::Sorted { children, starts },
-        }
+        ExitChildren::Sorted { children, starts }
     }
 
     /// Like [`Walker::walk_lex`] without exits: each token below `from` that the automaton
