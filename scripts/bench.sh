@@ -3,7 +3,7 @@
 # (scripts/setup-xgrammar.sh, idempotent), then runs `cargo bench --bench suite`, which writes
 # target/bench/results.json, BENCHMARKS.md and docs/bench/*.svg.
 #
-#   scripts/bench.sh                                   # everything (~15 minutes on 2 cores)
+#   scripts/bench.sh                                   # everything (~35 minutes on 2 cores)
 #   scripts/bench.sh --quick                           # a few minutes: the summary ratios only
 #   CALLMASK_BENCH_VOCABS=llama CALLMASK_BENCH_WORKLOADS=tools_5 scripts/bench.sh
 #
@@ -13,7 +13,8 @@
 # --quick: Llama 3.1 only, a subset of the workloads (tools_1 in every form, tools_5 in the peer
 # tool-calling formats, tools_100, 400 and 1000 in hermes/auto, tools_1000/functools, schema/weather), 3 passes and 3 compile trials,
 # no fuzzing, XGrammar compiles cut at 2 s; prints the summary (geometric means of the ratios,
-# the targets with their misses, the new-request table, the batch fill) and leaves BENCHMARKS.md alone. Each knob can still
+# the targets with their misses, each miss with its profile and the change it needs, the
+# new-request table, the batch fill) and leaves BENCHMARKS.md alone. Each knob can still
 # be set in the environment.
 # SKIP_XGRAMMAR_SETUP=1 skips the venv step (the suite then reports XGrammar as not run if the
 # venv is missing).

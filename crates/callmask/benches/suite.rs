@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! scripts/bench.sh                  # sets up XGrammar's venv, then the line below
-//! cargo bench --bench suite         # the whole suite (~15 minutes on 2 cores)
+//! cargo bench --bench suite         # the whole suite (~35 minutes on 2 cores)
 //! CALLMASK_BENCH_VOCABS=llama CALLMASK_BENCH_WORKLOADS=tools_5 cargo bench --bench suite
 //! ```
 //!
@@ -43,9 +43,12 @@
 //! - new request: a request's JSON text (the schema, or the tools) in, its first mask out: parse,
 //!   compile (llguidance: the Lark text built from the tools; XGrammar: its structural tag
 //!   preset), matcher, first mask; median over the compile trials. callmask: caches cleared
-//!   ("cold") and kept ("warm"). The summary compares each to the best peer (target ≤ 0.5).
+//!   ("cold") and kept ("warm"), each also timed in its phases (text parsed, grammar compiled,
+//!   automaton bound, first mask). The summary compares each to the best peer (target ≤ 0.5).
 //! - mask p50 / p99 / max: per-token mask time along the output, over `CALLMASK_BENCH_REPS`
-//!   (default 10) warm passes with fresh matchers on one compiled grammar.
+//!   (default 10) warm passes with fresh matchers on one compiled grammar; callmask's first pass
+//!   over a fresh automaton apart (each state's mask computed for the first time); the steps'
+//!   fastest masks also split by where in the output each step is (text, brackets, strings).
 //! - memory: live heap bytes (a counting global allocator) held by one compiled grammar with its
 //!   first mask, and by one more sequence (matcher) after a full pass. XGrammar's are not counted
 //!   (C++ heap): "n/a".
@@ -53,6 +56,9 @@
 //!   2-thread rayon pool: callmask's `mask::fill_u32_rows` against llguidance's matchers'
 //!   `compute_mask` in a rayon `par_iter` (what its C API's `llg_par_compute_mask` does); µs per
 //!   whole-batch fill along 64 decoding steps.
+//! - targets and misses: each of issue 29's targets with its misses, and every miss with its
+//!   profile from the measures above and the design change its largest part needs
+//!   ([`CHANGES`]).
 //! - fuzz (callmask): uniform random walks over the masks (each step a uniformly drawn allowed
 //!   token, end-of-sequence included; walks stop at the end or at 256 tokens), for
 //!   `CALLMASK_BENCH_FUZZ_MS` (default 300) ms per workload: walks/s and tokens/s.
@@ -1879,7 +1885,7 @@ struct Change {
 }
 
 /// The changes the misses point to, each for the part of the time it removes.
-const CHANGES: [Change; 8] = [
+const CHANGES: [Change; 9] = [
     Change {
         id: "typed-parse",
         what: "Tools deserialized straight from the request's JSON text (a serde `Deserialize` \
@@ -1898,6 +1904,13 @@ const CHANGES: [Change; 8] = [
         what: "Each tool's argument grammar compiled once and kept in `Caches` by the tool's \
                schema text, so a request compiles only the tools it has not seen; the \
                dialect's call structure joins the fragments.",
+    },
+    Change {
+        id: "schema-lexemes",
+        what: "The lexemes a warm request of a schema still builds kept in `Caches` by the \
+               keywords that define them (an object's extra-key automaton, any key but the \
+               listed properties, is kept by the listed names; with `propertyNames` it is built \
+               per request).",
     },
     Change {
         id: "lazy-binding",
@@ -1959,7 +1972,15 @@ fn request_profile(r: &Value, warm: bool) -> Option<Profile> {
     let parts = [
         ("parse", f(run, "parse")?, "typed-parse"),
         ("lexemes", lexemes, "lazy-lexemes"),
-        ("grammar", f(run, "grammar")? - lexemes, "tool-fragments"),
+        (
+            "grammar",
+            f(run, "grammar")? - lexemes,
+            if r["kind"] == "schema" {
+                "schema-lexemes"
+            } else {
+                "tool-fragments"
+            },
+        ),
         ("automaton", f(run, "automaton")?, "lazy-binding"),
         (
             "first mask",

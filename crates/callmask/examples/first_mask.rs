@@ -4,7 +4,8 @@
 //!
 //! ```text
 //! CALLMASK_CACHE=.cache cargo run --release --example first_mask -- hermes auto 5 10
-//! # instruction counts of the warm requests only (repeatable, unlike wall-clock times):
+//! # instruction counts (repeatable, unlike wall-clock times) of every request, the cold one
+//! # included; `--toggle-collect='*first_mask::warm_request*'` counts the warm ones only:
 //! valgrind --tool=callgrind --toggle-collect='*first_mask::new_request*' \
 //!     target/release/examples/first_mask functools auto 1 3
 //! ```
@@ -47,6 +48,8 @@ fn new_request(work: &Work, opts: &DialectOptions, text: &str, vocab: &Arc<Vocab
     black_box(&mask).count()
 }
 
+/// A request after the first (the caches warm): [`new_request`] under its own name, so that a
+/// profiler can count the warm requests apart from the cold one.
 #[inline(never)]
 fn warm_request(work: &Work, opts: &DialectOptions, text: &str, vocab: &Arc<Vocab>) -> usize {
     new_request(work, opts, text, vocab)

@@ -352,34 +352,57 @@ impl Compiler<'_> {
             }
             (None, None) => None,
             (Some(v), None) => {
-                let max = self.opts.max_lexeme_states;
-                let d = if kwargs {
-                    // an identifier and `=`, other than the listed names
-                    let names: Vec<String> = entries.iter().map(|e| format!("{}=", e.0)).collect();
-                    let listed = Dfa::literals(names.iter().map(|n| n.as_bytes()), max)
-                        .map_err(|e| self.b.dfa_err(e, path, ""))?;
-                    self.b
-                        .regex("[A-Za-z_][A-Za-z0-9_]*=", path)?
-                        .product(&listed, Op::AndNot, max)
-                        .map_err(|e| self.b.dfa_err(e, path, ""))?
-                } else {
-                    let listed: Vec<&[u8]> = entries.iter().map(|e| e.0.as_bytes()).collect();
-                    let lit =
-                        Dfa::literals(listed, max).map_err(|e| self.b.dfa_err(e, path, ""))?;
-                    let mut d = self
-                        .b
-                        .regex("(?s:.)*", path)?
-                        .product(&lit, Op::AndNot, max)
-                        .map_err(|e| self.b.dfa_err(e, path, ""))?;
-                    if let Some(nd) = &names {
-                        d = self.b.and(&d, nd, path)?;
+                let listed: Vec<&str> = entries.iter().map(|e| e.0.as_str()).collect();
+                let d = match names {
+                    // Any key but the listed ones, by the listed names alone: kept in the caches.
+                    None => {
+                        let key = format!(
+                            "extra-keys|{}|{}",
+                            if kwargs { "kwargs" } else { "json" },
+                            Value::from(listed.clone())
+                        );
+                        self.cached(key, |this| this.other_keys(&listed, None, kwargs, path))?
                     }
-                    self.quote(&d, path)?
+                    Some(nd) => Arc::new(self.other_keys(&listed, Some(nd), kwargs, path)?),
                 };
-                Some((self.key_lexeme(Arc::new(d), path)?, v))
+                Some((self.key_lexeme(d, path)?, v))
             }
         };
         Ok((additional, extra_kinds))
+    }
+
+    /// The keys other than `listed` as the encoding writes them, within `names` (a
+    /// `propertyNames` automaton) where given: an identifier and `=` (`kwargs`), or a quoted
+    /// string.
+    fn other_keys(
+        &mut self,
+        listed: &[&str],
+        names: Option<&Dfa>,
+        kwargs: bool,
+        path: &str,
+    ) -> Result<Dfa> {
+        let max = self.opts.max_lexeme_states;
+        if kwargs {
+            let names: Vec<String> = listed.iter().map(|n| format!("{n}=")).collect();
+            let listed = Dfa::literals(names.iter().map(|n| n.as_bytes()), max)
+                .map_err(|e| self.b.dfa_err(e, path, ""))?;
+            return self
+                .b
+                .regex("[A-Za-z_][A-Za-z0-9_]*=", path)?
+                .product(&listed, Op::AndNot, max)
+                .map_err(|e| self.b.dfa_err(e, path, ""));
+        }
+        let lit = Dfa::literals(listed.iter().map(|n| n.as_bytes()), max)
+            .map_err(|e| self.b.dfa_err(e, path, ""))?;
+        let mut d = self
+            .b
+            .regex("(?s:.)*", path)?
+            .product(&lit, Op::AndNot, max)
+            .map_err(|e| self.b.dfa_err(e, path, ""))?;
+        if let Some(nd) = names {
+            d = self.b.and(&d, nd, path)?;
+        }
+        self.quote(&d, path)
     }
 
     pub(super) fn compile_array(&mut self, obj: &Map<String, Value>, path: &str) -> Result<NodeId> {
