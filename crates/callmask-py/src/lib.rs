@@ -26,6 +26,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use serde_json::Value;
 
+mod step;
+
 create_exception!(
     _callmask,
     CallmaskError,
@@ -106,7 +108,7 @@ fn err(e: Error) -> PyErr {
         Error::TokenForbidden { .. }
         | Error::TokenOutOfVocabulary { .. }
         | Error::OverBudget { .. } => ForbiddenTokenError::new_err(msg),
-        Error::BitmaskSize { .. } => BitmaskError::new_err(msg),
+        Error::BitmaskSize { .. } | Error::LogitsShape { .. } => BitmaskError::new_err(msg),
         Error::Rollback { .. } => RollbackError::new_err(msg),
         Error::InvalidTools(_) => ToolsError::new_err(msg),
         Error::Dialect { .. }
@@ -1044,13 +1046,7 @@ impl PyMatcher {
     /// True once an end-of-generation token was accepted (the engines' meaning: vLLM, SGLang
     /// and XGrammar stop masking a terminated sequence). See also `is_finished`.
     fn is_terminated(&self) -> bool {
-        let vocab = self.m.automaton().vocab();
-        self.m.is_finished()
-            && self
-                .m
-                .accepted_tokens()
-                .last()
-                .is_some_and(|&t| vocab.is_eos(t))
+        terminated(&self.m)
     }
 
     /// True when the output is complete and nothing but an end-of-generation token may follow
@@ -1084,6 +1080,12 @@ impl PyMatcher {
     fn vocab_size(&self) -> usize {
         self.m.automaton().vocab().len()
     }
+}
+
+/// True once `m` accepted an end-of-generation token (see `Matcher.is_terminated`).
+fn terminated(m: &Matcher) -> bool {
+    let vocab = m.automaton().vocab();
+    m.is_finished() && m.accepted_tokens().last().is_some_and(|&t| vocab.is_eos(t))
 }
 
 /// Fills row `i` of `bitmask` for `matchers[i]`, all rows in parallel (rayon) with the GIL
@@ -1276,6 +1278,9 @@ fn _callmask(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyStreamParser>()?;
     m.add_function(wrap_pyfunction!(fill_bitmasks, m)?)?;
     m.add_function(wrap_pyfunction!(bitmask_shape, m)?)?;
+    m.add_function(wrap_pyfunction!(step::apply_token_bitmask, m)?)?;
+    m.add_function(wrap_pyfunction!(step::mask_logits, m)?)?;
+    m.add_function(wrap_pyfunction!(step::accept_batch, m)?)?;
     m.add_function(wrap_pyfunction!(render_prompt, m)?)?;
     m.add("CallmaskError", py.get_type::<CallmaskError>())?;
     m.add("InvalidSchemaError", py.get_type::<InvalidSchemaError>())?;

@@ -85,3 +85,131 @@ def test_torch_matches_numpy_and_matchers_fill_allocated_masks(llama_vocab):
     callmask.apply_token_bitmask_inplace(scores, mask)
     assert torch.isfinite(scores[0]).all()
     assert torch.nonzero(torch.isfinite(scores[1])).flatten().tolist() == m.allowed_tokens()
+
+
+# -- the native apply (callmask's Rust writes the -inf) against the reference -------------------
+
+from callmask._callmask import BitmaskError, accept_batch, apply_token_bitmask, mask_logits
+from callmask.bitmask import _apply_reference
+
+
+def _cases(rng):
+    """(rows, width, words, indices, bitmask_rows) covering widths below, at and past the
+    bitmask's bits, all rows, index subsets and compact bitmasks."""
+    for width in (1, 31, 32, 33, 100, 1000, 4097):
+        for words in {max(1, width // 32), bitmask_words(width), bitmask_words(width) + 2}:
+            rows = int(rng.integers(1, 7))
+            yield rows, width, words, None, None
+            k = int(rng.integers(0, rows + 1))
+            idx = sorted(rng.choice(rows, size=k, replace=False).tolist())
+            yield rows, width, words, idx, None
+            yield rows, width, words, idx, rng.permutation(k).tolist()
+
+
+def _bitmask(rng, rows, words):
+    bm = rng.integers(-(2**31), 2**31, size=(rows, words), dtype=np.int64).astype(np.int32)
+    bm[rng.random(rows) < 0.3] = 0  # whole rows forbidden
+    bm[:, rng.random(words) < 0.2] = -1  # whole words allowed
+    bm[:, rng.random(words) < 0.2] = 0  # whole words forbidden
+    return bm
+
+
+def test_native_numpy_matches_the_reference_on_random_masks():
+    rng = np.random.default_rng(7)
+    n = 0
+    for rows, width, words, idx, bm_rows in _cases(rng):
+        for dtype in (np.float32, np.float16):
+            bm = _bitmask(rng, rows if bm_rows is None else max(1, len(bm_rows)), words)
+            # rows further apart than the width: a slice of a wider array
+            wide = rng.standard_normal((rows, width + 5)).astype(dtype)
+            logits = wide[:, :width]
+            want = _apply_reference(logits.copy(), bm, idx, bm_rows)
+            got = wide.copy()
+            callmask.apply_token_bitmask_inplace(got[:, :width], bm, idx, bitmask_rows=bm_rows)
+            assert got.dtype == dtype
+            np.testing.assert_array_equal(got[:, :width], want)
+            np.testing.assert_array_equal(got[:, width:], wide[:, width:])  # untouched
+            n += 1
+    assert n > 80
+
+
+def test_native_torch_dtypes_match_the_reference():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(8)
+    for rows, width, words, idx, bm_rows in _cases(rng):
+        bm = _bitmask(rng, rows if bm_rows is None else max(1, len(bm_rows)), words)
+        base = torch.from_numpy(rng.standard_normal((rows, width)).astype(np.float32))
+        for dtype in (torch.float32, torch.bfloat16, torch.float16):
+            logits = base.to(dtype)
+            want = _apply_reference(logits.clone(), torch.from_numpy(bm), idx, bm_rows)
+            got = logits.clone()
+            callmask.apply_token_bitmask_inplace(
+                got, torch.from_numpy(bm), idx, bitmask_rows=bm_rows
+            )
+            assert got.dtype == dtype
+            assert torch.equal(got, want), (rows, width, words, idx, bm_rows, dtype)
+
+
+def test_native_apply_refuses_what_does_not_fit():
+    logits = np.zeros((2, 64), dtype=np.float32)
+    bm = np.zeros((2, 2), dtype=np.int32)
+    for indices, rows in (([2], None), ([0], [2]), ([0, 0], None), ([0], [0, 1])):
+        with pytest.raises((BitmaskError, ValueError)):
+            apply_token_bitmask(logits, bm, indices, rows)
+    assert (logits == 0).all()  # nothing written
+    # logits and bitmask in the same memory
+    shared = np.zeros(70, dtype=np.int32)
+    with pytest.raises(BitmaskError, match="share memory"):
+        apply_token_bitmask(shared[:64].view(np.float32).reshape(2, 32), shared[62:64].reshape(2, 1))
+    with pytest.raises(BitmaskError, match="dtype"):
+        apply_token_bitmask(np.zeros((1, 32), dtype=np.float64), np.zeros((1, 1), dtype=np.int32))
+    with pytest.raises(TypeError):
+        apply_token_bitmask([0.0] * 32, np.zeros((1, 1), dtype=np.int32))
+
+
+def test_mask_logits_fills_filters_ends_and_applies_in_one_call(llama_vocab):
+    g = callmask.Grammar.from_json_schema({"type": "integer"})
+    a = callmask.TokenAutomaton(g, llama_vocab)
+    m = a.matcher()
+    width = len(llama_vocab) + 40  # padded logits
+    eos = [t for t in llama_vocab.eos_token_ids][:2]
+    assert eos
+    logits = np.zeros((3, width), dtype=np.float32)
+    bm = np.zeros((2, bitmask_words(width)), dtype=np.int32)
+    # row 2 follows the matcher, row 0 has none yet (only the end tokens), row 1 is untouched
+    assert mask_logits([m, None], bm, logits, [2, 0], ends=eos)
+    allowed = np.flatnonzero(np.isfinite(logits[2])).tolist()
+    assert allowed == m.allowed_tokens()
+    assert np.flatnonzero(np.isfinite(logits[0])).tolist() == sorted(eos)
+    assert np.isfinite(logits[1]).all()
+    # an end token the request does not stop on is cleared, unless the row would be empty
+    assert m.accept_token(llama_vocab.tokenize("7")[0])
+    logits[:] = 0
+    mask_logits([m, None], bm, logits, [0, 1], ends=eos, forbidden=[[eos[0]], eos])
+    assert eos[0] not in np.flatnonzero(np.isfinite(logits[0])).tolist()
+    assert np.flatnonzero(np.isfinite(logits[1])).tolist() == sorted(eos)  # kept: may still end
+    # without logits: only the bitmask
+    assert not mask_logits([m], bm)
+    with pytest.raises(ValueError, match="ends"):
+        mask_logits([None], bm)
+    with pytest.raises(ValueError, match="twice"):
+        mask_logits([m, m], bm)
+
+
+def test_accept_batch_feeds_rows_until_a_placeholder_or_a_refusal(llama_vocab):
+    g = callmask.Grammar.from_json_schema({"type": "integer"})
+    a = callmask.TokenAutomaton(g, llama_vocab)
+    digit = llama_vocab.tokenize("4")[0]
+    letter = llama_vocab.tokenize("x")[0]
+    ms = [a.matcher() for _ in range(40)]  # past the parallel threshold
+    lists = [[digit, digit], [digit, -1, digit], [letter], []] * 10
+    out = accept_batch(ms, lists)
+    assert out[:4] == [(2, None), (1, None), (0, out[2][1]), (0, None)]
+    assert out[2][1] and "not allowed" in out[2][1]
+    assert ms[0].accepted_tokens() == [digit, digit] and ms[2].accepted_tokens() == []
+    assert ms[2].error() == out[2][1]
+    eos = llama_vocab.eos_token_ids[0]
+    done = a.matcher()
+    assert accept_batch([done], [[digit, eos, letter, letter]]) == [(4, None)]  # past the end
+    with pytest.raises(ValueError):
+        accept_batch([done], [])

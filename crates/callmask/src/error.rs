@@ -71,6 +71,12 @@ pub enum Error {
         /// Words needed.
         needed: usize,
     },
+    /// Logits and a bitmask that do not fit together (layout, rows or indices out of range).
+    #[error("logits: {message}")]
+    LogitsShape {
+        /// What does not fit.
+        message: String,
+    },
     /// A token the mask forbids at this point.
     #[error("token {token} ({text:?}) is not allowed here")]
     TokenForbidden {

@@ -3,7 +3,7 @@
 //! The layer holds, one idea per file: the token sets (`bitset`), the walks of grammar states
 //! over the vocabulary's token trie (`walks`, with `text_walks` for free text; the trie and its text index are
 //! [`crate::vocab`]'s and know no grammar), the shared [`TokenAutomaton`] (here) and the
-//! per-sequence [`Matcher`] (`matcher`).
+//! per-sequence [`Matcher`] (`matcher`), and applying bitmasks to an engine's logits ([`logits`]).
 //!
 //! The vocabulary's tokens are laid out as a byte trie in depth-first order, so a subtree is a
 //! contiguous run of nodes and a dead prefix skips its whole subtree at once. For the frame on
@@ -33,6 +33,7 @@ use rustc_hash::FxHashMap;
 use std::sync::{Arc, OnceLock, RwLock};
 
 mod bitset;
+pub mod logits;
 mod matcher;
 mod text_walks;
 mod walks;

@@ -227,6 +227,32 @@ class Matcher:
 def fill_bitmasks(matchers: Iterable[Optional[Matcher]], bitmask: Any) -> None:
     """Fills row i for matchers[i] in parallel, GIL released."""
 
+def apply_token_bitmask(
+    logits: Any,
+    bitmask: Any,
+    indices: Optional[Sequence[int]] = None,
+    bitmask_rows: Optional[Sequence[int]] = None,
+) -> None:
+    """Forbidden logits to -inf in place on CPU logits (torch float32/bfloat16/float16, numpy
+    float32/float16), GIL released."""
+
+def mask_logits(
+    matchers: Iterable[Optional[Matcher]],
+    bitmask: Any,
+    logits: Any = None,
+    rows: Optional[Sequence[int]] = None,
+    *,
+    ends: Optional[Sequence[int]] = None,
+    forbidden: Optional[Sequence[Sequence[int]]] = None,
+) -> bool:
+    """One step's masks: fills the rows, filters end tokens, writes CPU logits; True when the
+    logits were written."""
+
+def accept_batch(
+    matchers: Iterable[Optional[Matcher]], tokens: Sequence[Sequence[int]]
+) -> list[Tuple[int, Optional[str]]]:
+    """Feeds each row its tokens at once; per row (tokens fed, why the next was refused)."""
+
 def bitmask_shape(vocab_size: int, batch: int = 1) -> Tuple[int, int]:
     """``(batch, ceil(vocab_size / 32))``."""
 

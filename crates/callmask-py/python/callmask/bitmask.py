@@ -2,14 +2,17 @@
 
 The layout is the one vLLM, SGLang, llguidance and XGrammar share: int32 words, shape
 ``(batch, ceil(n_vocab / 32))``, token ``t`` allowed iff ``(row[t >> 5] >> (t & 31)) & 1``.
-Matchers fill rows of a CPU array (numpy, or a torch CPU tensor) by pointer; applying a row to
-logits happens where the logits are: torch tensors on their own device (CUDA included) with
-torch ops only (the int32 words are copied to the device, 1/32 of the logits' size, and unpacked
-there; nothing goes through numpy), numpy arrays on the CPU.
+Matchers fill rows of a CPU array (numpy, or a torch CPU tensor) by pointer. Applying a bitmask
+happens where the logits are:
 
-Trade-off: unpacking with a broadcast shift costs a ``(rows, words, 32)`` temporary on the
-device, which is small next to the logits; a fused kernel (XGrammar's Triton one) would save it
-but needs Triton, which CPU-only installs lack.
+- logits on the CPU (torch float32, bfloat16, float16; numpy float32, float16): callmask's Rust
+  writes the -inf in place (:func:`callmask._callmask.apply_token_bitmask`, GIL released, rows
+  in parallel past a size), with no vocabulary-wide temporary; engine adapters fill and apply in
+  one call (:func:`callmask._callmask.mask_logits`);
+- logits on a GPU: the engine's fused kernel where one is installed (XGrammar's
+  ``apply_token_bitmask_inplace``, which vLLM and SGLang ship), else torch ops that unpack the
+  words on the device (a ``(rows, words, 32)`` temporary);
+- anything else (float64, other array types): numpy or torch ops.
 
 The logits may be wider than the bitmask covers (a model pads its vocabulary): tokens past the
 bitmask's ``32 * words`` are never allowed.
@@ -98,6 +101,56 @@ def _check(logits: Any, bitmask: Any) -> None:
         raise TypeError(f"apply_token_bitmask_inplace: bitmask must be int32, not {bitmask.dtype}")
 
 
+_NATIVE_TORCH = ("torch.float32", "torch.bfloat16", "torch.float16")
+_NATIVE_NUMPY = ("float32", "float16")
+
+
+def _native_ok(logits: Any, bitmask: Any) -> bool:
+    """True when the Rust apply takes these buffers as they are (CPU, a supported dtype,
+    elements contiguous within a row, a contiguous CPU int32 bitmask)."""
+    import numpy as np
+
+    if isinstance(logits, np.ndarray):
+        if str(logits.dtype) not in _NATIVE_NUMPY or not logits.flags.writeable:
+            return False
+        if logits.ndim == 2 and logits.shape[1] > 1 and logits.strides[1] != logits.itemsize:
+            return False
+    elif hasattr(logits, "data_ptr"):
+        if logits.device.type != "cpu" or str(logits.dtype) not in _NATIVE_TORCH:
+            return False
+        if logits.dim() == 2 and logits.shape[1] > 1 and logits.stride(1) != 1:
+            return False
+        if logits.dim() == 2 and logits.shape[0] > 1 and logits.stride(0) < logits.shape[1]:
+            return False
+    else:
+        return False
+    if isinstance(bitmask, np.ndarray):
+        return bool(bitmask.flags.c_contiguous and bitmask.flags.writeable)
+    return bool(
+        hasattr(bitmask, "data_ptr")
+        and bitmask.device.type == "cpu"
+        and bitmask.is_contiguous()
+        and not getattr(bitmask, "requires_grad", False)
+    )
+
+
+def _cuda_kernel() -> Any:
+    """XGrammar's fused ``apply_token_bitmask_inplace`` (CUDA/Triton), or None."""
+    global _KERNEL
+    if _KERNEL is _UNSET:
+        try:
+            from xgrammar import apply_token_bitmask_inplace as kernel  # type: ignore
+
+            _KERNEL = kernel
+        except Exception:
+            _KERNEL = None
+    return _KERNEL
+
+
+_UNSET: Any = object()
+_KERNEL: Any = _UNSET
+
+
 def apply_token_bitmask_inplace(
     logits: Any,
     bitmask: Any,
@@ -107,20 +160,85 @@ def apply_token_bitmask_inplace(
 ) -> Any:
     """Sets the logits of forbidden tokens to -inf, in place, and returns ``logits``.
 
-    ``logits``: a torch tensor on any device (the mask is applied there with torch ops) or a
-    numpy array, ``(rows, vocab)`` or ``(vocab,)``. ``bitmask``: int32 ``(rows, words)`` (torch,
-    any device, or numpy). Without ``indices`` every logits row takes the bitmask row of the
-    same number; with ``indices`` only those logits rows are masked, each with the bitmask row
-    of the same number (XGrammar's convention), or with ``bitmask_rows[k]`` for ``indices[k]``
-    when given (a compact bitmask holding only the constrained rows).
+    ``logits``: a torch tensor on any device or a numpy array, ``(rows, vocab)`` or
+    ``(vocab,)``. ``bitmask``: int32 ``(rows, words)`` (torch, any device, or numpy). Without
+    ``indices`` every logits row takes the bitmask row of the same number; with ``indices`` only
+    those logits rows are masked, each with the bitmask row of the same number (XGrammar's
+    convention), or with ``bitmask_rows[k]`` for ``indices[k]`` when given (a compact bitmask
+    holding only the constrained rows). CPU logits are written by callmask's Rust, CUDA logits
+    by the engine's fused kernel when installed (see the module doc).
     """
     _check(logits, bitmask)
-    squeeze = len(logits.shape) == 1
-    width = logits.shape[-1]
     if indices is None and bitmask_rows is not None:
         raise ValueError("apply_token_bitmask_inplace: bitmask_rows needs indices")
-    import numpy as np
+    if _native_ok(logits, bitmask):
+        from ._callmask import BitmaskError, apply_token_bitmask
 
+        try:
+            apply_token_bitmask(
+                logits,
+                bitmask,
+                None if indices is None else [int(i) for i in indices],
+                None if bitmask_rows is None else [int(i) for i in bitmask_rows],
+            )
+        except BitmaskError as e:  # shapes that do not fit: nothing was written
+            raise ValueError(f"apply_token_bitmask_inplace: {e}") from None
+        return logits
+    if getattr(getattr(logits, "device", None), "type", "cpu") == "cuda":
+        kernel = _cuda_kernel()
+        if kernel is not None and str(logits.dtype) in _NATIVE_TORCH:
+            return _apply_with_kernel(kernel, logits, bitmask, indices, bitmask_rows)
+    return _apply_reference(logits, bitmask, indices, bitmask_rows)
+
+
+def _apply_with_kernel(
+    kernel: Any,
+    logits: Any,
+    bitmask: Any,
+    indices: Optional[Sequence[int]],
+    bitmask_rows: Optional[Sequence[int]],
+) -> Any:
+    """The engine's fused kernel on the logits' device; a compact bitmask is first spread to
+    the logits rows it names (XGrammar's kernel reads bitmask row ``i`` for logits row ``i``)."""
+    import numpy as np
+    import torch
+
+    squeeze = len(logits.shape) == 1
+    view = logits.unsqueeze(0) if squeeze else logits
+    if isinstance(bitmask, np.ndarray):
+        bitmask = torch.from_numpy(np.ascontiguousarray(bitmask))
+    bm = bitmask if bitmask.dim() == 2 else bitmask.unsqueeze(0)
+    if indices is not None and bitmask_rows is not None:
+        full = torch.full((view.shape[0], bm.shape[1]), -1, dtype=torch.int32)
+        full[torch.as_tensor(list(indices), dtype=torch.long)] = bm.cpu()[
+            torch.as_tensor(list(bitmask_rows), dtype=torch.long)
+        ]
+        bm = full
+    elif indices is None and bm.shape[0] != view.shape[0]:
+        raise ValueError(
+            f"apply_token_bitmask_inplace: {bm.shape[0]} bitmask rows for "
+            f"{view.shape[0]} logits rows"
+        )
+    bm = bm.to(view.device, non_blocking=True)
+    width = view.shape[-1]
+    if bm.shape[1] * 32 < width:  # logits wider than the bitmask: the rest is forbidden
+        rows = list(range(view.shape[0])) if indices is None else list(indices)
+        view[rows, bm.shape[1] * 32 :] = float("-inf")
+    kernel(view, bm, vocab_size=min(width, bm.shape[1] * 32), indices=None if indices is None else list(indices))
+    return logits
+
+
+def _apply_reference(
+    logits: Any,
+    bitmask: Any,
+    indices: Optional[Sequence[int]],
+    bitmask_rows: Optional[Sequence[int]],
+) -> Any:
+    """The apply in numpy or torch ops (any dtype, any device): the reference the native
+    apply is tested against."""
+    squeeze = len(logits.shape) == 1
+    width = logits.shape[-1]
+    import numpy as np
     if isinstance(logits, np.ndarray):
         view = logits[None, :] if squeeze else logits
         bm = bitmask if len(bitmask.shape) == 2 else bitmask[None, :]

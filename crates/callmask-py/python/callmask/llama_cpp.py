@@ -41,8 +41,8 @@ from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from ._callmask import Grammar, TokenAutomaton, Vocab, render_prompt
-from ._common import bool_mask
+from ._callmask import Grammar, TokenAutomaton, Vocab, mask_logits, render_prompt
+from .bitmask import apply_token_bitmask_inplace
 
 
 def vocab_from_llama(llm: Any) -> Vocab:
@@ -141,9 +141,10 @@ class LogitsProcessor:
         width = scores.shape[-1]
         if self._bitmask is None or self._bitmask.shape[-1] * 32 < width:
             self._bitmask = np.zeros((1, (width + 31) // 32), dtype=np.int32)
+        if mask_logits([self.matcher], self._bitmask, scores):
+            return scores  # filled and applied in one native call
         self.matcher.fill_bitmask(self._bitmask, 0)
-        scores[~bool_mask(self._bitmask, width)[0]] = -np.inf
-        return scores
+        return apply_token_bitmask_inplace(scores, self._bitmask[0])
 
 
 def completion_message(grammar: Any, completion: dict) -> dict:

@@ -43,7 +43,7 @@ import numpy as np
 import torch
 from transformers import LogitsProcessor
 
-from ._callmask import ForbiddenTokenError, Matcher, TokenAutomaton, fill_bitmasks
+from ._callmask import ForbiddenTokenError, Matcher, TokenAutomaton, mask_logits
 from ._common import apply_bitmask
 
 
@@ -140,8 +140,10 @@ class CallmaskLogitsProcessor(LogitsProcessor):
         rows = [i for i, m in enumerate(live) if m is not None]
         if rows:
             bitmask = np.zeros((len(rows), (scores.shape[-1] + 31) // 32), dtype=np.int32)
-            fill_bitmasks([live[i] for i in rows], bitmask)
-            apply_bitmask(scores, bitmask, rows)
+            # One native call fills and applies on CPU logits; elsewhere the filled bitmask
+            # goes to the logits' device.
+            if not mask_logits([live[i] for i in rows], bitmask, scores, rows):
+                apply_bitmask(scores, bitmask, rows)
         return scores
 
     def output_tokens(self, row: int = 0) -> list:

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import Future
-from typing import Optional, Sequence
+from typing import List, Optional, Sequence
 
-from .._callmask import Matcher
+from .._callmask import Matcher, accept_batch
 
 logger = logging.getLogger("callmask.vllm")
 
@@ -51,6 +51,10 @@ class Constraint:
             except Exception as e:  # compile errors, budget below the shortest output
                 self.fail(f"could not start: {e}")
         return None if self.failure is not None else self._matcher
+
+    def ready(self) -> bool:
+        """True when the compile has ended (so :meth:`matcher` does not wait)."""
+        return self._matcher is not None or self.failure is not None or self._future.done()
 
     def fail(self, why: str) -> None:
         """Marks the request failed (its rows allow only end-of-generation from now on)."""
@@ -86,3 +90,24 @@ class Constraint:
         """True when the request needs no mask (its output ended)."""
         m = self._matcher
         return m is not None and self.failure is None and m.is_terminated()
+
+
+def feed_all(constraints: Sequence[Constraint], tokens: Sequence[Sequence[int]]) -> None:
+    """Feeds ``tokens[k]`` (output tokens following the ones fed so far) to ``constraints[k]``
+    for every request at once: one native call (:func:`callmask._callmask.accept_batch`), with
+    :meth:`Constraint.feed_new`'s rules (placeholders stop a row, a refused token fails it)."""
+    live: List[Constraint] = []
+    matchers: List[Matcher] = []
+    lists: List[Sequence[int]] = []
+    for c, t in zip(constraints, tokens):
+        m = c.matcher()
+        if m is not None and len(t) > 0:
+            live.append(c)
+            matchers.append(m)
+            lists.append(t)
+    if not live:
+        return
+    for c, t, (fed, why) in zip(live, lists, accept_batch(matchers, lists)):
+        c.fed += fed
+        if why is not None:
+            c.fail(f"token {t[fed]} at output position {c.fed} refused ({why})")

@@ -17,8 +17,16 @@ OpenAI tool requests, or by hand / ``vllm_xargs``):
   own min-tokens stage would forbid the end token where it is the only one allowed);
 - with async scheduling, output lists carry ``-1`` placeholders until repaired: the processor
   asks for repaired lists (``needs_output_token_ids``) and never feeds a placeholder;
-- masks are filled on the CPU (callmask, GIL released) and applied on the logits' device with
-  torch ops (:func:`callmask.bitmask.apply_token_bitmask_inplace`);
+- one native call per step masks every constrained row (:func:`callmask._callmask.mask_logits`:
+  the rows' bitmasks filled in parallel, end tokens filtered, and CPU logits written in place,
+  GIL released); CUDA logits take the filled bitmask through the engine's fused kernel
+  (:func:`callmask.bitmask.apply_token_bitmask_inplace`); one more feeds the step's sampled
+  tokens to every row (:func:`callmask._callmask.accept_batch`);
+- compiles: a request's grammar compiles on a worker thread from the moment vLLM adds it
+  (before the forward pass), its start state's first mask computed there too, so the step's
+  mask call finds it ready unless the compile outlasts the forward pass; only a tool set never
+  seen compiles (the automata are cached by spec), and the step waits for that remainder only
+  (measured by ``scripts/vllm-bench.sh`` as the cold batch's stall).
 - speculative decoding: vLLM's V1 runner refuses custom logits processors with it (so does
   this class, with a message); on the V2 runner each draft row is masked for the state after
   the drafts before it (rows are re-derived every step, so rejected drafts need no rollback).
@@ -32,10 +40,10 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .._callmask import Vocab, fill_bitmasks
+from .._callmask import Vocab, mask_logits
 from .._common import AutomatonCache, grammar_from_spec
 from ..bitmask import apply_token_bitmask_inplace, bitmask_words
-from ._constraint import Constraint
+from ._constraint import Constraint, feed_all
 from ._spec import request_spec
 
 try:  # pragma: no cover - depends on vLLM being installed
@@ -175,7 +183,9 @@ class CallmaskLogitsProcessor(*_BASES):  # type: ignore[misc]
                     f"none of the vocabulary's end-of-generation tokens {ends} stops this request "
                     f"(its stop tokens: {sorted(stoppers)})"
                 )
-            return self.automata.get(spec).matcher(max_tokens=budget)
+            m = self.automata.get(spec).matcher(max_tokens=budget)
+            m.fill_bitmask(np.zeros(bitmask_words(len(self.vocab)), dtype=np.int32))
+            return m  # its first mask computed here, off the step (the automaton caches it)
 
         future: "Future[Any]" = self._pool.submit(compile_matcher)
         return Constraint(future, request, forbidden)
@@ -197,17 +207,20 @@ class CallmaskLogitsProcessor(*_BASES):  # type: ignore[misc]
 
     def _mask_rows(self, logits: Any, rows: list, matchers: list, constraints: list) -> Any:
         """Masks logits rows ``rows``; ``matchers[k]`` for ``rows[k]`` (None: end-of-generation
-        only), less the end tokens ``constraints[k]`` does not stop on."""
+        only), less the end tokens ``constraints[k]`` does not stop on: one native call (CPU
+        logits written there; others through the engine's kernel)."""
         buf = self._buffer(len(rows), logits.shape[-1])[: len(rows)]
-        fill_bitmasks(matchers, buf)
-        for k, (m, c) in enumerate(zip(matchers, constraints)):
-            if m is None:
-                buf[k] = self._eos_row
-            kept = buf[k].copy()
-            for t in c.forbidden_ends:
-                buf[k, t >> 5] &= ~np.int32(np.uint32(1 << (t & 31)).view(np.int32))
-            if m is None and not buf[k].any():
-                buf[k] = kept  # no end token it stops on: any end token ends the text at least
+        forbidden = [c.forbidden_ends for c in constraints]
+        written = mask_logits(
+            matchers,
+            buf,
+            logits,
+            rows,
+            ends=self.vocab.eos_token_ids,
+            forbidden=forbidden if any(forbidden) else None,
+        )
+        if written:
+            return logits
         return apply_token_bitmask_inplace(logits, buf, rows, bitmask_rows=range(len(rows)))
 
     # -- V1 ----------------------------------------------------------------------------------
@@ -236,18 +249,24 @@ class CallmaskLogitsProcessor(*_BASES):  # type: ignore[misc]
                         table[b] = va
                     if swap and vb is not None:
                         table[a] = vb
-        for index, c in self.rows.items():
-            out = self._outputs[index]
-            if len(out) > c.fed:  # new tokens (a request's first compile is not awaited here)
-                c.feed(out)
+        fresh = [
+            (c, self._outputs[index])
+            for index, c in self.rows.items()
+            if len(self._outputs[index]) > c.fed and c.ready()
+        ]  # new tokens (a request's first compile is not awaited here)
+        if fresh:
+            feed_all([c for c, _ in fresh], [out[c.fed :] for c, out in fresh])
 
     def _apply_v1(self, logits: Any) -> Any:
         rows: list = []
         matchers: list = []
         constraints: list = []
+        pending = [(c, self._outputs[i]) for i, c in self.rows.items()]
+        pending = [(c, out) for c, out in pending if len(out) > c.fed]
+        if pending:
+            feed_all([c for c, _ in pending], [out[c.fed :] for c, out in pending])
         for index in sorted(self.rows):
             c = self.rows[index]
-            c.feed(self._outputs[index])
             if c.is_done():
                 continue
             rows.append(index)
@@ -298,8 +317,9 @@ class CallmaskLogitsProcessor(*_BASES):  # type: ignore[misc]
         live = sorted({int(s) for s in slots_np if int(s) in self.rows})
         if not live:
             return logits
-        for slot, tokens in self._committed(live).items():
-            self.rows[slot].feed_new(tokens)
+        committed = [(self.rows[slot], t) for slot, t in self._committed(live).items() if t]
+        if committed:
+            feed_all([c for c, _ in committed], [t for _, t in committed])
         n_rows = logits.shape[0]
         if n_rows == len(slots_np):  # one row per request: no drafts
             row_slots = [int(s) for s in slots_np]
