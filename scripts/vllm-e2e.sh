@@ -45,7 +45,7 @@ model=$CALLMASK_CACHE/models/tiny-qwen3
 [ -f "$model/model.safetensors" ] || "$py" scripts/engines/make_tiny_qwen3.py "$CALLMASK_CACHE/tokenizers/qwen3-3.7.2" "$model"
 
 echo "== vllm-e2e: adapter tests against the installed vLLM (V1 and V2 interfaces, tool parser) ==" >&2
-(cd crates/callmask-py && "$py" -m pytest -q -p no:cacheprovider tests/test_vllm.py)
+(cd crates/callmask-py && "$py" -m pytest -q -p no:cacheprovider tests/test_vllm.py tests/test_bitmask.py)
 
 # vLLM's CPU backend: KV cache within this 24 GB machine, one thread per core.
 export VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-2}

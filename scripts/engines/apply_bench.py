@@ -72,7 +72,10 @@ def main() -> int:
     automaton = callmask.TokenAutomaton(g, vocab)
     print(f"torch {torch.__version__}, xgrammar (vLLM's), vocabulary {len(vocab)}, width {WIDTH}")
     print()
-    print("| batch | dtype | allowed | callmask native µs | torch ops µs | XGrammar CPU kernel µs | SGLang apply_vocab_mask µs | native / XGrammar | native / torch ops |")
+    print(
+        "| batch | dtype | allowed | callmask native µs | torch ops µs | XGrammar CPU kernel µs "
+        "| SGLang apply_vocab_mask µs | native / XGrammar | native / torch ops |"
+    )
     print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for batch in [int(b) for b in args.batches.split(",")]:
         for dtype in (torch.float32, torch.bfloat16):
@@ -86,30 +89,42 @@ def main() -> int:
                 def reset() -> None:
                     logits.copy_(base)
 
-                native = median_us(lambda: callmask.apply_token_bitmask_inplace(logits, bm), args.reps, reset)
+                native = median_us(
+                    lambda: callmask.apply_token_bitmask_inplace(logits, bm), args.reps, reset
+                )
                 ops = median_us(lambda: _apply_reference(logits, bm, None, None), args.reps, reset)
                 xgr = median_us(
-                    lambda: xgrammar.apply_token_bitmask_inplace(logits, bm, vocab_size=len(vocab), backend="cpu"),
+                    lambda: xgrammar.apply_token_bitmask_inplace(
+                        logits, bm, vocab_size=len(vocab), backend="cpu"
+                    ),
                     args.reps,
                     reset,
                 )
-                sgl = median_us(lambda: CallmaskGrammarObject.apply_vocab_mask(logits, bm), args.reps, reset)
+                sgl = median_us(
+                    lambda: CallmaskGrammarObject.apply_vocab_mask(logits, bm), args.reps, reset
+                )
                 # the same result both ways
                 a, b = base.clone(), base.clone()
                 callmask.apply_token_bitmask_inplace(a, bm)
                 _apply_reference(b, bm, None, None)
                 assert torch.equal(a, b)
                 print(
-                    f"| {batch} | {str(dtype)[6:]} | {density:.0%} | {native:.0f} | {ops:.0f} | {xgr:.0f} | {sgl:.0f} "
+                    f"| {batch} | {str(dtype)[6:]} | {density:.0%} | {native:.0f} | {ops:.0f} "
+                    f"| {xgr:.0f} | {sgl:.0f} "
                     f"| {native / xgr:.2f}x | {native / ops:.2f}x |",
                     flush=True,
                 )
     print()
-    print("Whole steps on real masks (hermes, 5 tools, required; each row a few tokens into a call):")
+    print(
+        "Whole steps on real masks (hermes, 5 tools, required; each row a few tokens into a call):"
+    )
     print()
-    print("| batch | vLLM processor: mask_logits µs | fill_bitmasks + torch ops µs | transformers processor µs | ratio |")
+    print(
+        "| batch | vLLM processor: mask_logits µs | fill_bitmasks + torch ops µs "
+        "| transformers processor µs | ratio |"
+    )
     print("|---:|---:|---:|---:|---:|")
-    prefix = [vocab.special_token("<tool_call>")] + vocab.tokenize('\n{"name": "tool_3", "arguments": {"city": "')
+    prefix = vocab.tokenize('<tool_call>\n{"name": "tool_3", "arguments": {"city": "')
     for batch in [int(b) for b in args.batches.split(",")]:
         ms = []
         for _ in range(batch):
@@ -121,7 +136,10 @@ def main() -> int:
         rows = list(range(batch))
         one = median_us(lambda: mask_logits(ms, bm, logits, rows), args.reps)
         two = median_us(
-            lambda: (fill_bitmasks(ms, bm), _apply_reference(logits, torch.from_numpy(bm), rows, rows)),
+            lambda: (
+                fill_bitmasks(ms, bm),
+                _apply_reference(logits, torch.from_numpy(bm), rows, rows),
+            ),
             args.reps,
         )
         hf = HfProcessor(automaton)

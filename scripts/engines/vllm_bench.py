@@ -10,10 +10,12 @@ the ways, and the best run is kept. "fresh" batches use a tool set no earlier re
 (new function names: nothing cached by callmask or by vLLM's grammar cache); "repeated" batches
 reuse the tool set of the fresh batch before them.
 
-    python vllm_bench.py MODEL_DIR [--batches 1,16,64,256] [--tools 5,100]
-        [--choices required,auto] [--max-tokens 64] [--reps 2] [--json OUT.json]
+    python vllm_bench.py MODEL_DIR [--plan "5:required:1,16,64,256;100:auto:16,64"]
+        [--max-tokens 64] [--reps 2] [--json OUT.json]
+    python vllm_bench.py --render A.json [B.json ...]     (the table of earlier runs)
 
-Prints a Markdown table (one row per configuration) and writes the measures as JSON.
+A plan is ``TOOLS:CHOICE:BATCHES`` entries separated by ``;``. Prints a Markdown table (one
+row per configuration) and writes the measures as JSON.
 """
 
 from __future__ import annotations
@@ -96,23 +98,63 @@ class StepTimer:
         self.total, self.calls, self.longest = 0.0, 0, 0.0
 
 
+DEFAULT_PLAN = "5:required:1,16,64,256;100:required:16,64;5:auto:16,64;100:auto:16,64"
+
+
+def render(results: List[dict]) -> None:
+    """The Markdown table of ``results`` (rows as ``main`` measures them)."""
+    unconstrained = {
+        r["batch"]: r["unconstrained/repeated"] for r in results if "unconstrained/repeated" in r
+    }
+    print(
+        "| tools | choice | batch | unconstrained tok/s | vLLM+XGrammar tok/s (fresh) "
+        "| callmask tok/s (fresh) | callmask / XGrammar | callmask / unconstrained "
+        "| callmask ms/step (share) | cold longest step ms |"
+    )
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in results:
+        u = r.get("unconstrained/repeated") or unconstrained.get(r["batch"])
+        x, xf = r.get("xgrammar/repeated"), r.get("xgrammar/fresh")
+        c, cf = r.get("callmask/repeated"), r.get("callmask/fresh")
+        if not (u and x and c and xf and cf):
+            continue
+        print(
+            f"| {r['tools']} | {r['choice']} | {r['batch']} | {u['tok_s']:.0f} "
+            f"| {x['tok_s']:.0f} ({xf['tok_s']:.0f}) | {c['tok_s']:.0f} ({cf['tok_s']:.0f}) "
+            f"| {c['tok_s'] / x['tok_s']:.2f}x | {c['tok_s'] / u['tok_s']:.2f}x "
+            f"| {c['proc_ms_per_step']:.2f} ({100 * c['proc_share']:.0f}%) "
+            f"| {cf['longest_ms']:.1f} |"
+        )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("model")
-    ap.add_argument("--batches", default="1,16,64,256")
-    ap.add_argument("--tools", default="5,100")
-    ap.add_argument("--choices", default="required,auto")
-    ap.add_argument("--ways", default="unconstrained,xgrammar,callmask")
+    ap.add_argument("model", nargs="?")
+    ap.add_argument("--plan", default=DEFAULT_PLAN)
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--render", nargs="+", default=None, metavar="JSON")
     args = ap.parse_args()
+    if args.render:
+        rows: List[dict] = []
+        for path in args.render:
+            with open(path) as f:
+                rows.extend(json.load(f))
+        render(rows)
+        return 0
+    if not args.model:
+        ap.error("MODEL_DIR is needed (or --render)")
+    plan = []
+    for entry in args.plan.split(";"):
+        n_tools, choice, batches_text = entry.split(":")
+        plan.append((int(n_tools), choice, [int(b) for b in batches_text.split(",")]))
+    batches = [b for _, _, bs in plan for b in bs]
 
     from callmask.vllm import CallmaskLogitsProcessor
     from vllm import LLM, SamplingParams
     from vllm.sampling_params import StructuredOutputsParams
 
-    batches = [int(b) for b in args.batches.split(",")]
     timer = StepTimer(CallmaskLogitsProcessor)
     t0 = time.time()
     llm = LLM(
@@ -159,40 +201,25 @@ def main() -> int:
     run("unconstrained", 4, [], "required")  # warm the engine up
     results = []
     tag_n = 0
-    for n_tools in [int(t) for t in args.tools.split(",")]:
-        for choice in args.choices.split(","):
-            for batch in batches:
-                best: Dict[str, dict] = {}
-                for rep in range(args.reps):
-                    tag_n += 1
-                    tools = make_tools(n_tools, f"t{tag_n}")
-                    for way in args.ways.split(","):
-                        if way == "unconstrained" and (choice != "required" or n_tools != int(args.tools.split(",")[0])):
-                            continue  # the same with every tool set: measured once per batch
-                        for phase in ("fresh", "repeated"):
-                            if way == "unconstrained" and phase == "fresh":
-                                continue
-                            r = run(way, batch, tools, choice)
-                            key = f"{way}/{phase}"
-                            if key not in best or r["tok_s"] > best[key]["tok_s"]:
-                                best[key] = r
-                row = {"tools": n_tools, "choice": choice, "batch": batch, **best}
-                results.append(row)
-                print(json.dumps(row), file=sys.stderr, flush=True)
-    unconstrained = {r["batch"]: r["unconstrained/repeated"] for r in results if "unconstrained/repeated" in r}
-    print("| tools | choice | batch | unconstrained tok/s | vLLM+XGrammar tok/s (fresh) | callmask tok/s (fresh) | callmask / XGrammar | callmask / unconstrained | callmask ms/step (share) | cold longest step ms |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for r in results:
-        u = unconstrained.get(r["batch"])
-        x, xf = r.get("xgrammar/repeated"), r.get("xgrammar/fresh")
-        c, cf = r.get("callmask/repeated"), r.get("callmask/fresh")
-        if not (u and x and c and xf and cf):
-            continue
-        print(
-            f"| {r['tools']} | {r['choice']} | {r['batch']} | {u['tok_s']:.0f} | {x['tok_s']:.0f} ({xf['tok_s']:.0f}) "
-            f"| {c['tok_s']:.0f} ({cf['tok_s']:.0f}) | {c['tok_s'] / x['tok_s']:.2f}x | {c['tok_s'] / u['tok_s']:.2f}x "
-            f"| {c['proc_ms_per_step']:.2f} ({100 * c['proc_share']:.0f}%) | {cf['longest_ms']:.1f} |"
-        )
+    for n_tools, choice, plan_batches in plan:
+        for batch in plan_batches:
+            run("unconstrained", batch, [], "required")  # this batch size's first steps
+            best: Dict[str, dict] = {}
+            for rep in range(args.reps):
+                tag_n += 1
+                tools = make_tools(n_tools, f"t{tag_n}")
+                for way in ("unconstrained", "xgrammar", "callmask"):
+                    for phase in ("fresh", "repeated"):
+                        if way == "unconstrained" and phase == "fresh":
+                            continue  # no tool set: nothing is fresh
+                        r = run(way, batch, tools, choice)
+                        key = f"{way}/{phase}"
+                        if key not in best or r["tok_s"] > best[key]["tok_s"]:
+                            best[key] = r
+            row = {"tools": n_tools, "choice": choice, "batch": batch, **best}
+            results.append(row)
+            print(json.dumps(row), file=sys.stderr, flush=True)
+    render(results)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

@@ -5,7 +5,8 @@ numpy and, where torch is installed, on torch tensors (the device path: torch op
 import callmask
 import numpy as np
 import pytest
-from callmask.bitmask import bitmask_words
+from callmask._callmask import BitmaskError, accept_batch, apply_token_bitmask, mask_logits
+from callmask.bitmask import _apply_reference, bitmask_words
 
 
 def reference_allowed(bitmask, width):
@@ -89,9 +90,6 @@ def test_torch_matches_numpy_and_matchers_fill_allocated_masks(llama_vocab):
 
 # -- the native apply (callmask's Rust writes the -inf) against the reference -------------------
 
-from callmask._callmask import BitmaskError, accept_batch, apply_token_bitmask, mask_logits
-from callmask.bitmask import _apply_reference
-
 
 def _cases(rng):
     """(rows, width, words, indices, bitmask_rows) covering widths below, at and past the
@@ -160,7 +158,9 @@ def test_native_apply_refuses_what_does_not_fit():
     # logits and bitmask in the same memory
     shared = np.zeros(70, dtype=np.int32)
     with pytest.raises(BitmaskError, match="share memory"):
-        apply_token_bitmask(shared[:64].view(np.float32).reshape(2, 32), shared[62:64].reshape(2, 1))
+        apply_token_bitmask(
+            shared[:64].view(np.float32).reshape(2, 32), shared[62:64].reshape(2, 1)
+        )
     with pytest.raises(BitmaskError, match="dtype"):
         apply_token_bitmask(np.zeros((1, 32), dtype=np.float64), np.zeros((1, 1), dtype=np.int32))
     with pytest.raises(TypeError):
@@ -213,3 +213,22 @@ def test_accept_batch_feeds_rows_until_a_placeholder_or_a_refusal(llama_vocab):
     assert accept_batch([done], [[digit, eos, letter, letter]]) == [(4, None)]  # past the end
     with pytest.raises(ValueError):
         accept_batch([done], [])
+
+
+def test_the_engine_kernel_path_matches_the_reference():
+    """The CUDA path's bookkeeping (a compact bitmask spread to its rows, logits wider than the
+    bitmask) with XGrammar's kernel, run here on CPU tensors (its CPU backend): what a GPU
+    machine runs with the CUDA kernel."""
+    torch = pytest.importorskip("torch")
+    xgrammar = pytest.importorskip("xgrammar")
+    from callmask.bitmask import _apply_with_kernel
+
+    rng = np.random.default_rng(9)
+    for rows, width, words, idx, bm_rows in _cases(rng):
+        bm = _bitmask(rng, rows if bm_rows is None else max(1, len(bm_rows)), words)
+        logits = torch.from_numpy(rng.standard_normal((rows, width)).astype(np.float32))
+        want = _apply_reference(logits.clone(), torch.from_numpy(bm), idx, bm_rows)
+        got = _apply_with_kernel(
+            xgrammar.apply_token_bitmask_inplace, logits.clone(), torch.from_numpy(bm), idx, bm_rows
+        )
+        assert torch.equal(got, want), (rows, width, words, idx, bm_rows)

@@ -2420,6 +2420,12 @@ fn markdown(doc: &Value) -> String {
             ));
         }
     }
+    // The engine runs' section (scripts/vllm-bench.sh writes it; BENCHMARKS.md carries it).
+    let engines = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/bench/engines.md");
+    if let Ok(section) = std::fs::read_to_string(engines) {
+        s.push('\n');
+        s.push_str(&section);
+    }
     s
 }
 

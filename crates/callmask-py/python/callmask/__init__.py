@@ -44,8 +44,10 @@ from ._callmask import (
     UnsupportedKeywordError,
     Vocab,
     VocabError,
+    accept_batch,
     bitmask_shape,
     fill_bitmasks,
+    mask_logits,
     render_prompt,
 )
 from .bitmask import allocate_token_bitmask, apply_token_bitmask_inplace
@@ -70,8 +72,10 @@ __all__ = [
     "UnsupportedKeywordError",
     "Vocab",
     "VocabError",
+    "accept_batch",
     "bitmask_shape",
     "fill_bitmasks",
+    "mask_logits",
     "render_prompt",
     "allowed_from_bitmask",
     "allocate_token_bitmask",

@@ -203,6 +203,8 @@ def _apply_with_kernel(
     import numpy as np
     import torch
 
+    if indices is not None and len(indices) == 0:
+        return logits
     squeeze = len(logits.shape) == 1
     view = logits.unsqueeze(0) if squeeze else logits
     if isinstance(bitmask, np.ndarray):
@@ -224,7 +226,12 @@ def _apply_with_kernel(
     if bm.shape[1] * 32 < width:  # logits wider than the bitmask: the rest is forbidden
         rows = list(range(view.shape[0])) if indices is None else list(indices)
         view[rows, bm.shape[1] * 32 :] = float("-inf")
-    kernel(view, bm, vocab_size=min(width, bm.shape[1] * 32), indices=None if indices is None else list(indices))
+    kernel(
+        view,
+        bm,
+        vocab_size=min(width, bm.shape[1] * 32),
+        indices=None if indices is None else list(indices),
+    )
     return logits
 
 
@@ -239,6 +246,7 @@ def _apply_reference(
     squeeze = len(logits.shape) == 1
     width = logits.shape[-1]
     import numpy as np
+
     if isinstance(logits, np.ndarray):
         view = logits[None, :] if squeeze else logits
         bm = bitmask if len(bitmask.shape) == 2 else bitmask[None, :]
