@@ -165,14 +165,13 @@ impl Completer {
     }
 
     fn lex_ways(&self, lex: u32) -> &LexWays {
-        self.lex_dist[lex as usize]
-            .get_or_init(|| {
-                LexWays::new(
-                    &self.g.lexemes[lex as usize],
-                    self.tokens.as_deref(),
-                    &self.usable,
-                )
-            })
+        self.lex_dist[lex as usize].get_or_init(|| {
+            LexWays::new(
+                &self.g.lexemes[lex as usize],
+                self.tokens.as_deref(),
+                &self.usable,
+            )
+        })
     }
 
     /// True when byte `b` may be written on its own (as one symbol, or one token).
