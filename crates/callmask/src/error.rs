@@ -143,12 +143,15 @@ pub enum Error {
     /// The grammar needs a special token that the vocabulary does not have.
     #[error("the vocabulary has no special token {0:?}, which the grammar requires")]
     MissingSpecialToken(String),
-    /// A token budget that cannot be guaranteed: the vocabulary lacks a single-byte token for
-    /// some byte, so a completion's length in bytes does not bound its length in tokens.
-    #[error("a token budget cannot be guaranteed with this vocabulary: no single-byte token for bytes {missing:02x?}")]
+    /// A token budget that cannot be guaranteed: the grammar has complete outputs from here,
+    /// but the budget's count finds none that the vocabulary's tokens spell (a byte they need
+    /// has no single-byte token, and no longer token spells it where it is needed).
+    #[error("a token budget cannot be guaranteed with this vocabulary: the budget's count finds no complete output from here that its tokens spell; the shortest one needs byte {byte:#04x}, which no token spells alone, after {after:?}")]
     BudgetUnsupported {
-        /// The bytes without a token of their own.
-        missing: Vec<u8>,
+        /// A byte without a single-byte token that the shortest complete output needs.
+        byte: u8,
+        /// The text of that output before the byte (special tokens by name).
+        after: String,
     },
     /// The token budget is too small for the shortest complete output from here.
     #[error("a budget of {budget} tokens is too small: the shortest complete output from here needs {needed} (end-of-generation token included)")]

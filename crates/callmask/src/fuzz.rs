@@ -246,7 +246,13 @@ impl Fuzzer {
         }
         let symbol_tokens = automaton.symbol_tokens();
         let single = symbol_tokens.iter().flatten().copied().collect();
-        let completer = Completer::new(automaton.grammar().inner.clone());
+        // Shortest completions only through symbols that have a token of their own: a byte
+        // without a single-byte token (SmolLM2's `04`, `f5`, ...) is never steered to.
+        let vocab = automaton.vocab();
+        let usable = std::array::from_fn(|b| symbol_tokens[b].is_some_and(|t| !vocab.is_eos(t)));
+        let specials_ok = symbol_tokens[256..].iter().map(Option::is_some).collect();
+        let completer =
+            Completer::with_bytes(automaton.grammar().inner.clone(), specials_ok, usable);
         let dives = completer
             .call_nodes()
             .into_iter()

@@ -242,8 +242,9 @@ impl TokenAutomaton {
     }
 
     /// The bytes that have no single-byte token of their own in the vocabulary (special tokens
-    /// excluded). Empty for byte-level BPE vocabularies and for SentencePiece ones with byte
-    /// fallback (`<0xNN>`); when not empty, [`Matcher::set_token_budget`] refuses a budget.
+    /// excluded). Empty for byte-level BPE vocabularies with all 256 byte tokens and for
+    /// SentencePiece ones with byte fallback (`<0xNN>`); SmolLM2's lacks 21. A token budget
+    /// ([`Matcher::set_token_budget`]) never counts such a byte as a token of its own.
     pub fn bytes_without_token(&self) -> &[u8] {
         // Computed on first use (a token budget asks for it), not on every compile.
         self.shared.missing_bytes.get_or_init(|| {
@@ -252,6 +253,38 @@ impl TokenAutomaton {
                 .filter(|&b| vocab.token_id(&[b]).is_none_or(|t| vocab.is_special(t)))
                 .collect()
         })
+    }
+
+    /// Where no complete output from `states` can be spelled with this vocabulary's tokens but
+    /// the grammar has one: a byte without a single-byte token that the shortest complete
+    /// output (in bytes) needs, and that output's text before it (special tokens by name).
+    /// `None` where the grammar itself has no complete output from `states`.
+    pub(crate) fn unspellable(&self, states: &[Stack]) -> Option<(u8, String)> {
+        let ok = self.shared.specials.iter().map(Option::is_some).collect();
+        let g = self.shared.grammar.inner.clone();
+        let any = Completer::with_specials(g, ok);
+        let r = any.remaining_any(states);
+        if r >= INF {
+            return None;
+        }
+        let syms = any.complete(states, |_| true, 0, (r as usize + 1) * 16)?;
+        let tokens = self.completer();
+        let mut text = Vec::new();
+        for &sym in &syms {
+            if sym < SPECIAL {
+                let b = sym as u8;
+                if !tokens.usable(b) {
+                    return Some((b, String::from_utf8_lossy(&text).into_owned()));
+                }
+                text.push(b);
+            } else if let Some(name) = self.g().specials.get((sym - SPECIAL) as usize) {
+                text.extend_from_slice(name.as_bytes());
+            }
+        }
+        // Not expected (a way over bytes with tokens is always spelled): name the first byte
+        // without a token, after the whole shortest output.
+        let b = (0..=255u8).find(|&b| !tokens.usable(b))?;
+        Some((b, String::from_utf8_lossy(&text).into_owned()))
     }
 
     /// Shortest completions in tokens of this vocabulary (built on first use).

@@ -407,6 +407,51 @@ impl Vocab {
         })
     }
 
+    /// Calls `found(bytes, end)` for each non-special token that does not end generation and
+    /// whose bytes a byte automaton walks from `start` without reaching `dead` (`step` is its
+    /// transition function), `end` being the state after it. Tokens sharing a prefix share its
+    /// steps, and a dead prefix skips every token that starts with it.
+    pub(crate) fn token_walks(
+        &self,
+        start: u32,
+        dead: u32,
+        step: impl Fn(u32, u8) -> u32,
+        mut found: impl FnMut(&[u8], u32),
+    ) {
+        let sorted = self.sorted_normal();
+        // states[k]: the state after the first k bytes of `prev`.
+        let mut states = vec![start];
+        let mut prev: &[u8] = &[];
+        let mut i = 0;
+        while i < sorted.len() {
+            let id = sorted[i];
+            let b = self.bytes_of(id);
+            let lcp = prev.iter().zip(b).take_while(|(x, y)| x == y).count();
+            states.truncate(lcp + 1);
+            prev = b;
+            let mut died = false;
+            while states.len() <= b.len() {
+                let k = states.len() - 1;
+                let next = step(states[k], b[k]);
+                if next == dead {
+                    // Skip every token that starts with the dead prefix.
+                    let p = &b[..=k];
+                    i += 1 + sorted[i + 1..].partition_point(|&t| self.bytes_of(t).starts_with(p));
+                    died = true;
+                    break;
+                }
+                states.push(next);
+            }
+            if died {
+                continue;
+            }
+            if !b.is_empty() && !self.is_eos(id) {
+                found(b, states[b.len()]);
+            }
+            i += 1;
+        }
+    }
+
     /// Calls `found(k)`, for `k` ascending, for each prefix `bytes[..k]` that is exactly a
     /// non-special token that does not end generation: the tokens a text may start with.
     pub(crate) fn token_prefixes(&self, bytes: &[u8], mut found: impl FnMut(usize)) {

@@ -11,13 +11,22 @@
 //! any position, the first token of its spelling leads to a position whose bound is at least one
 //! lower. So a matcher that allows only tokens after which the bound still fits can always go
 //! on, and ends within its budget (see `mask.rs`).
+//!
+//! Not every vocabulary has a token for every byte alone (SmolLM2's has none for `04`, `c0`,
+//! `f5`-`ff`, ...). A byte without a single-byte token is never counted as one symbol or token:
+//! a structural byte (an object's or array's open, close, comma or colon) without one makes
+//! every way through it cost [`INF`], and keys and lexemes are spelled only with the tokens
+//! there are (a lexeme's way avoids such bytes where it can, and goes through one only where a
+//! longer token spells it). Every finite count is therefore spelled by real tokens, each of
+//! which lowers it by one, and the argument above holds on any vocabulary; a position whose
+//! count is infinite is one the budget never lets a matcher enter.
 
 use super::{
     advance, extra_value, is_extra, ArrPhase, Frame, ObjPhase, RootPhase, Seen, Stack, Sym,
     NO_TRIE, SPECIAL,
 };
 use crate::grammar::dfa::{fresh, Dfa, StateId};
-use crate::grammar::{Capture, GrammarInner, Node, NodeId, ObjectNode};
+use crate::grammar::{Capture, GrammarInner, Node, NodeId, ObjectNode, Syntax};
 use crate::vocab::Vocab;
 use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
@@ -25,6 +34,10 @@ use std::sync::{Arc, OnceLock};
 /// The longest token looked for when spelling a completion in tokens (longer ones are ignored,
 /// which only makes the bound less tight).
 const LOOKAHEAD: usize = 64;
+
+/// Most relaxation passes over the lexeme states whose ways need a byte without a single-byte
+/// token (see [`LexWays::new`]).
+const JUMP_PASSES: usize = 4;
 
 /// Symbols tried first when steering.
 const FIRST: &[u8] = b"\"}]),:[({'";
@@ -51,6 +64,10 @@ pub(crate) struct Completer {
     /// Per node (objects only, when counting tokens): per key, per byte offset, the fewest
     /// tokens that spell the rest of the key.
     key_tokens: Vec<OnceLock<Vec<Vec<u32>>>>,
+    /// Per byte: may it be written on its own, as one symbol (or one token)? A byte without
+    /// a single-byte token is not: a way through it costs [`INF`] unless a longer token spells
+    /// it (keys and lexemes only; see [`LexWays::new`]).
+    usable: [bool; 256],
 }
 
 impl Completer {
@@ -63,21 +80,39 @@ impl Completer {
     /// Like [`Completer::new`], but special token `i` counts as writable only if
     /// `special_ok[i]` (a completion never goes through a special token the vocabulary lacks).
     pub(crate) fn with_specials(g: Arc<GrammarInner>, special_ok: Vec<bool>) -> Completer {
-        Completer::build(g, special_ok, None)
+        Completer::build(g, special_ok, None, [true; 256])
+    }
+
+    /// Like [`Completer::with_specials`], but byte `b` counts as writable only if `usable[b]`
+    /// (a completion never goes through a byte that no single-byte token spells).
+    pub(crate) fn with_bytes(
+        g: Arc<GrammarInner>,
+        special_ok: Vec<bool>,
+        usable: [bool; 256],
+    ) -> Completer {
+        Completer::build(g, special_ok, None, usable)
     }
 
     /// Like [`Completer::with_specials`], but lengths count tokens of `vocab` (a special token
-    /// still counts one): see the module documentation.
+    /// still counts one), and a byte that no single-byte token of `vocab` spells is written
+    /// only inside longer tokens: see the module documentation.
     pub(crate) fn in_tokens(
         g: Arc<GrammarInner>,
         special_ok: Vec<bool>,
         vocab: Arc<Vocab>,
     ) -> Completer {
-        Completer::build(g, special_ok, Some(vocab))
+        let usable = single_byte_tokens(&vocab);
+        Completer::build(g, special_ok, Some(vocab), usable)
     }
 
-    fn build(g: Arc<GrammarInner>, special_ok: Vec<bool>, tokens: Option<Arc<Vocab>>) -> Completer {
+    fn build(
+        g: Arc<GrammarInner>,
+        special_ok: Vec<bool>,
+        tokens: Option<Arc<Vocab>>,
+        usable: [bool; 256],
+    ) -> Completer {
         let mut c = Completer {
+            usable,
             special_ok,
             node_min: vec![INF; g.nodes.len()],
             lex_dist: (0..g.lexemes.len()).map(|_| OnceLock::new()).collect(),
@@ -130,8 +165,56 @@ impl Completer {
     }
 
     fn lex_ways(&self, lex: u32) -> &LexWays {
-        self.lex_dist[lex as usize]
-            .get_or_init(|| LexWays::new(&self.g.lexemes[lex as usize], self.tokens.as_deref()))
+        self.lex_dist[lex as usize].get_or_init(|| {
+            LexWays::new(
+                &self.g.lexemes[lex as usize],
+                self.tokens.as_deref(),
+                &self.usable,
+            )
+        })
+    }
+
+    /// True when byte `b` may be written on its own (as one symbol, or one token).
+    pub(crate) fn usable(&self, b: u8) -> bool {
+        self.usable[b as usize]
+    }
+
+    /// Symbols (or tokens) that write structural byte `b` on its own: 1, or [`INF`] where no
+    /// single-byte token spells it.
+    fn byte(&self, b: u8) -> u32 {
+        if self.usable[b as usize] {
+            1
+        } else {
+            INF
+        }
+    }
+
+    /// Symbols (or tokens) of `n` commas.
+    fn commas(&self, n: u32) -> u32 {
+        if n == 0 {
+            0
+        } else {
+            self.byte(b',').saturating_mul(n).min(INF)
+        }
+    }
+
+    /// Symbols (or tokens) of the byte between a key of `o` and its value (none when the key
+    /// spelling includes it).
+    fn colon(&self, o: &ObjectNode) -> u32 {
+        o.syntax.colon.map_or(0, |c| self.byte(c))
+    }
+
+    /// The rest of an array frame in `phase` once its items in progress are done: `need` more
+    /// items costing `items` in all, the commas before or between them, and the close.
+    fn items_then_close(&self, syn: &Syntax, phase: ArrPhase, items: u32, need: u32) -> u32 {
+        let close = self.byte(syn.close);
+        match phase {
+            ArrPhase::AfterOpen | ArrPhase::AfterComma if need == 0 => close,
+            ArrPhase::AfterOpen | ArrPhase::AfterComma => {
+                add(add(items, self.commas(need - 1)), close)
+            }
+            _ => add(add(items, self.commas(need)), close),
+        }
     }
 
     /// Symbols (or tokens) that finish an `additionalProperties` key of `o` from state `state`
@@ -186,7 +269,8 @@ impl Completer {
                 if visited.len() >= fresh::SEARCH_LIMIT || !visited.insert((s, prefix)) {
                     continue;
                 }
-                for b in 0..=255u8 {
+                // One symbol (or token) per byte: only the bytes written on their own.
+                for b in (0..=255u8).filter(|&b| self.usable[b as usize]) {
                     let n = dfa.next(s, b);
                     if n != Dfa::DEAD && ways.bytes[n as usize] != u32::MAX {
                         let mut r2 = r.clone();
@@ -250,7 +334,10 @@ impl Completer {
         }
         let skip = usize::from(take > need);
         let items = costs[skip..].iter().fold(0, |t, &c| add(t, c));
-        add(current.unwrap_or(0), items_then_close(phase, items, need))
+        add(
+            current.unwrap_or(0),
+            self.items_then_close(&a.syntax, phase, items, need),
+        )
     }
 
     /// Symbols (or tokens) that write key `k` of object `node` from its byte `from` on.
@@ -258,7 +345,12 @@ impl Completer {
         let key = &o.keys[k as usize];
         let from = (from as usize).min(key.len());
         let Some(vocab) = &self.tokens else {
-            return (key.len() - from) as u32;
+            let rest = &key[from..];
+            return if rest.iter().all(|&b| self.usable[b as usize]) {
+                rest.len() as u32
+            } else {
+                INF
+            };
         };
         let costs = self.key_tokens[node as usize]
             .get_or_init(|| o.keys.iter().map(|k| spell(vocab, k)).collect());
@@ -267,9 +359,8 @@ impl Completer {
 
     /// Symbols of key `k` of object `node` with its colon and shortest value.
     fn entry(&self, node: NodeId, o: &ObjectNode, k: u32) -> u32 {
-        let colon = u32::from(o.syntax.colon.is_some());
         add(
-            add(self.key_rest(node, o, k, 0), colon),
+            add(self.key_rest(node, o, k, 0), self.colon(o)),
             self.node_min[o.values[k as usize] as usize],
         )
     }
@@ -279,27 +370,37 @@ impl Completer {
         let m = |n: NodeId| self.node_min[n as usize];
         match &self.g.nodes[node as usize] {
             Node::Lex(l) => self.lex(*l, self.g.lexemes[*l as usize].start()),
-            Node::Object(o) if o.min_props > 0 => {
-                add(1, self.close_object(node, o, &Seen::initial(o), false, 0))
-            }
+            Node::Object(o) if o.min_props > 0 => add(
+                self.byte(o.syntax.open),
+                self.close_object(node, o, &Seen::initial(o), false, 0),
+            ),
             Node::Object(o) => {
-                let mut total = 2 + (o.required.len() as u32).saturating_sub(1);
+                let mut total = add(
+                    add(self.byte(o.syntax.open), self.byte(o.syntax.close)),
+                    self.commas((o.required.len() as u32).saturating_sub(1)),
+                );
                 for &k in &o.required {
                     total = add(total, self.entry(node, o, k));
                 }
                 total
             }
-            Node::Array(a) if a.contains.is_some() => {
-                add(1, self.rest_with_contains(a, ArrPhase::AfterOpen, 0, 0))
-            }
-            Node::Array(a) if !a.unique_strings.is_empty() => {
-                add(1, self.rest_strings(a, ArrPhase::AfterOpen, 0, None))
-            }
-            Node::Array(a) if !a.unique.is_empty() => {
-                add(1, self.rest_unique(a, ArrPhase::AfterOpen, 0, 0))
-            }
+            Node::Array(a) if a.contains.is_some() => add(
+                self.byte(a.syntax.open),
+                self.rest_with_contains(a, ArrPhase::AfterOpen, 0, 0),
+            ),
+            Node::Array(a) if !a.unique_strings.is_empty() => add(
+                self.byte(a.syntax.open),
+                self.rest_strings(a, ArrPhase::AfterOpen, 0, None),
+            ),
+            Node::Array(a) if !a.unique.is_empty() => add(
+                self.byte(a.syntax.open),
+                self.rest_unique(a, ArrPhase::AfterOpen, 0, 0),
+            ),
             Node::Array(a) => {
-                let mut total = 2 + a.min_items.saturating_sub(1);
+                let mut total = add(
+                    add(self.byte(a.syntax.open), self.byte(a.syntax.close)),
+                    self.commas(a.min_items.saturating_sub(1)),
+                );
                 for i in 0..a.min_items {
                     total = add(total, a.item(i).map_or(INF, m));
                 }
@@ -338,7 +439,8 @@ impl Completer {
         after_value: bool,
         pending: u32,
     ) -> u32 {
-        let mut total = 1;
+        let close = self.byte(o.syntax.close);
+        let mut total = close;
         let mut missing = 0u32;
         for &k in &o.required {
             if !seen.contains(k) {
@@ -365,10 +467,9 @@ impl Completer {
                     .map(|k| self.entry(node, o, k))
                     .collect();
                 if let Some((lex, _)) = o.additional {
-                    let colon = u32::from(o.syntax.colon.is_some());
                     let d = self.g.lexemes[lex as usize].start();
                     let key = self.extra_key_rest(lex, d, seen);
-                    costs.push(add(add(key, colon), self.extra_value_min(o)));
+                    costs.push(add(add(key, self.colon(o)), self.extra_value_min(o)));
                 }
                 costs.sort_unstable();
                 if costs.len() < need {
@@ -381,10 +482,13 @@ impl Completer {
             }
         }
         if missing == 0 {
-            return 1;
+            return close;
         }
         // Commas: one before each missing entry after a value, one between them otherwise.
-        add(total, if after_value { missing } else { missing - 1 })
+        add(
+            total,
+            self.commas(if after_value { missing } else { missing - 1 }),
+        )
     }
 
     /// [`Completer::rest`] of an array with `contains`: the items still needed (at least
@@ -421,7 +525,7 @@ impl Completer {
         };
         let mul = |x: u32, n: u32| x.saturating_mul(n).min(INF);
         let items = add(mul(m_cost, need_m), mul(per_extra, need - need_m));
-        items_then_close(phase, items, need)
+        self.items_then_close(&a.syntax, phase, items, need)
     }
 
     /// [`Completer::rest`] of an array with `uniqueItems` over a finite set: the cheapest of the
@@ -457,7 +561,7 @@ impl Completer {
         costs.sort_unstable();
         let items = costs[..need].iter().fold(0, |t, &c| add(t, c));
         let need = need as u32;
-        items_then_close(phase, items, need)
+        self.items_then_close(&a.syntax, phase, items, need)
     }
 
     /// Symbols that `frame` (with no child above it) still needs before it is complete.
@@ -473,7 +577,7 @@ impl Completer {
                 node, phase, seen, ..
             } => {
                 let o = g.object(*node);
-                let colon = u32::from(o.syntax.colon.is_some());
+                let colon = self.colon(o);
                 let value = |k: u32| {
                     if is_extra(k) {
                         extra_value(o, k).map_or(INF, |v| self.node_min[v as usize])
@@ -522,7 +626,7 @@ impl Completer {
                                 let key = self.key_rest(*node, o, k, depth);
                                 let with = seen.with_key(o, k);
                                 let c = add(
-                                    add(key + colon, value(k)),
+                                    add(add(key, colon), value(k)),
                                     self.close_object(*node, o, &with, true, 0),
                                 );
                                 best = best.min(c);
@@ -543,7 +647,12 @@ impl Completer {
                         best
                     }
                     ObjPhase::AfterKey(k) => {
-                        add(add(1, value(k)), self.close_object(*node, o, seen, true, 0))
+                        // The colon (a key is followed by one only in syntaxes that have it).
+                        let colon = o.syntax.colon.map_or(INF, |c| self.byte(c));
+                        add(
+                            add(colon, value(k)),
+                            self.close_object(*node, o, seen, true, 0),
+                        )
                     }
                     ObjPhase::AfterColon(k) => {
                         add(value(k), self.close_object(*node, o, seen, true, 0))
@@ -591,25 +700,12 @@ impl Completer {
                     items = add(items, a.item(i).map_or(INF, |n| self.node_min[n as usize]));
                 }
                 match phase {
-                    ArrPhase::AfterOpen => {
-                        if need == 0 {
-                            1
-                        } else {
-                            add(items, need)
-                        }
-                    }
-                    ArrPhase::InValue
-                    | ArrPhase::InMatch
-                    | ArrPhase::InString { .. }
-                    | ArrPhase::AfterValue => add(items, need + 1),
-                    ArrPhase::AfterComma => {
-                        if need == 0 {
-                            add(a.item(*count).map_or(INF, |n| self.node_min[n as usize]), 1)
-                        } else {
-                            add(items, need)
-                        }
-                    }
+                    ArrPhase::AfterComma if need == 0 => add(
+                        a.item(*count).map_or(INF, |n| self.node_min[n as usize]),
+                        self.byte(a.syntax.close),
+                    ),
                     ArrPhase::Done => 0,
+                    _ => self.items_then_close(&a.syntax, *phase, items, need),
                 }
             }
             Frame::Seq { node, idx } => g.seq(*node)[*idx as usize..]
@@ -781,8 +877,11 @@ impl Completer {
             Node::Seq(elems) => self.enter_seq(d, elems),
             Node::Union(alts) => alts.iter().map(|&a| e(a)).min().unwrap_or(INF),
             Node::Repeat { item, max, .. } if *max >= 1 => e(*item),
-            Node::Object(o) => add(1, self.enter_key(d, o, &Seen::initial(o))),
-            Node::Array(a) => add(1, a.item(0).map_or(INF, e)),
+            Node::Object(o) => add(
+                self.byte(o.syntax.open),
+                self.enter_key(d, o, &Seen::initial(o)),
+            ),
+            Node::Array(a) => add(self.byte(a.syntax.open), a.item(0).map_or(INF, e)),
             _ => INF,
         }
     }
@@ -799,14 +898,17 @@ impl Completer {
 
     /// Entering a target through a new key of `o`.
     fn enter_key(&self, d: &Dive, o: &ObjectNode, seen: &Seen) -> u32 {
-        let colon = u32::from(o.syntax.colon.is_some());
+        let colon = self.colon(o);
         (0..o.keys.len() as u32)
             .filter(|&k| !seen.contains(k))
             .map(|k| {
-                add(
-                    o.keys[k as usize].len() as u32 + colon,
-                    d.enter[o.values[k as usize] as usize],
-                )
+                let key = &o.keys[k as usize];
+                let key = if key.iter().all(|&b| self.usable[b as usize]) {
+                    key.len() as u32
+                } else {
+                    INF
+                };
+                add(add(key, colon), d.enter[o.values[k as usize] as usize])
             })
             .min()
             .unwrap_or(INF)
@@ -843,8 +945,10 @@ impl Completer {
                 };
                 match *phase {
                     ObjPhase::AfterOpen | ObjPhase::AfterComma => self.enter_key(d, o, seen),
-                    ObjPhase::AfterValue | ObjPhase::InValue => add(1, self.enter_key(d, o, seen)),
-                    ObjPhase::AfterKey(k) => add(1, value(k)),
+                    ObjPhase::AfterValue | ObjPhase::InValue => {
+                        add(self.commas(1), self.enter_key(d, o, seen))
+                    }
+                    ObjPhase::AfterKey(k) => add(self.colon(o), value(k)),
                     ObjPhase::AfterColon(k) => value(k),
                     _ => INF,
                 }
@@ -859,7 +963,7 @@ impl Completer {
                     ArrPhase::AfterValue
                     | ArrPhase::InValue
                     | ArrPhase::InMatch
-                    | ArrPhase::InString { .. } => add(1, item),
+                    | ArrPhase::InString { .. } => add(self.commas(1), item),
                     ArrPhase::Done => INF,
                 }
             }
@@ -905,6 +1009,16 @@ pub(crate) struct Dive {
     target: Vec<bool>,
 }
 
+/// Per byte: does `vocab` have a token that spells it alone (one the spelling of a completion
+/// may use: not special, not an end-of-generation token)?
+fn single_byte_tokens(vocab: &Vocab) -> [bool; 256] {
+    std::array::from_fn(|b| {
+        let mut one = false;
+        vocab.token_prefixes(&[b as u8], |k| one |= k == 1);
+        one
+    })
+}
+
 /// Per byte offset `i` of `bytes`: the fewest tokens of `vocab` that spell `bytes[i..]` (INF where
 /// none do).
 fn spell(vocab: &Vocab, bytes: &[u8]) -> Vec<u32> {
@@ -921,68 +1035,135 @@ fn spell(vocab: &Vocab, bytes: &[u8]) -> Vec<u32> {
     c
 }
 
-/// Per state of a lexeme automaton: one shortest (in bytes) way to an accepting state, and its
-/// length in symbols or tokens.
+/// Per state of a lexeme automaton: one way to an accepting state (shortest in bytes among
+/// those the completer can write: see [`LexWays::new`]), and its length in symbols or tokens.
 struct LexWays {
-    /// Fewest bytes to an accepting state (`u32::MAX`: none).
+    /// Bytes of that way (`u32::MAX`: none).
     bytes: Vec<u32>,
     /// The first byte of the way (for states with `bytes` > 0).
     way: Vec<u8>,
     /// Its length in the completer's unit: bytes, or the fewest tokens that spell it.
     cost: Vec<u32>,
+    /// Per state whose way starts with a whole token rather than with `way` (empty when no
+    /// state's does): that token's bytes and the state after it.
+    jumps: Vec<Option<(Box<[u8]>, StateId)>>,
 }
 
 impl LexWays {
     /// The ways form a tree (each state's way is one byte, then the way of the state after
     /// it), so the first token of a state's spelling leads to a state whose count is exactly
-    /// one less: the counts are consistent, as the module documentation requires. Among the
-    /// bytes one step nearer, the way takes the one whose state is spelled with the fewest
-    /// tokens (the lowest byte of its class on ties).
-    fn new(dfa: &Dfa, vocab: Option<&Vocab>) -> LexWays {
-        let bytes = dfa.distances_to_accept();
-        let n = bytes.len();
-        let mut order: Vec<usize> = (1..n).filter(|&s| bytes[s] != u32::MAX).collect();
-        order.sort_by_key(|&s| bytes[s]);
-        let reps = dfa.class_representatives();
-        let mut way = vec![0u8; n];
-        let mut cost = vec![INF; n];
-        let mut path = Vec::new();
-        let mut along = Vec::new();
+    /// one less: the counts are consistent, as the module documentation requires.
+    ///
+    /// The tree is built over the bytes `usable` allows first (those with a single-byte
+    /// token): each state's way is one of its shortest over those bytes, and among the bytes
+    /// one step nearer, the one whose state is spelled with the fewest tokens (the lowest
+    /// usable byte of its class on ties). Such a way is always spelled, one token per byte at
+    /// worst. Counting tokens, a state whose every way needs some other byte gets a way that
+    /// starts with a whole token leading to a state that has one (the cheapest such), and none
+    /// (`INF`) where no token does: its count is at least one more than that state's, so the
+    /// first token of its spelling again leaves at least one less.
+    fn new(dfa: &Dfa, vocab: Option<&Vocab>, usable: &[bool; 256]) -> LexWays {
+        let near = dfa.distances_over(usable);
+        let n = near.len();
+        let mut ways = LexWays {
+            bytes: vec![u32::MAX; n],
+            way: vec![0u8; n],
+            cost: vec![INF; n],
+            jumps: Vec::new(),
+        };
+        let mut order: Vec<usize> = (1..n).filter(|&s| near[s] != u32::MAX).collect();
+        order.sort_by_key(|&s| near[s]);
+        let reps = dfa.usable_representatives(usable);
         for s in order {
-            let d = bytes[s];
+            let d = near[s];
             if d == 0 {
-                cost[s] = 0;
+                ways.bytes[s] = 0;
+                ways.cost[s] = 0;
                 continue;
             }
             let mut best: Option<(u32, u8)> = None;
             for &b in &reps {
                 let t = dfa.next(s as StateId, b) as usize;
                 if t != Dfa::DEAD as usize
-                    && bytes[t] == d - 1
-                    && best.is_none_or(|(c, _)| cost[t] < c)
+                    && near[t] == d - 1
+                    && best.is_none_or(|(c, _)| ways.cost[t] < c)
                 {
-                    best = Some((cost[t], b));
+                    best = Some((ways.cost[t], b));
                 }
             }
             let Some((_, b)) = best else { continue };
-            way[s] = b;
-            let Some(vocab) = vocab else {
-                cost[s] = d.min(INF);
-                continue;
+            ways.cost[s] = match vocab {
+                Some(vocab) => ways.spelled(dfa, s, b, vocab),
+                None => d.min(INF),
             };
-            path.clear();
-            along.clear();
-            let mut cur = s;
-            while bytes[cur] > 0 && path.len() < LOOKAHEAD {
-                path.push(way[cur]);
-                cur = dfa.next(cur as StateId, way[cur]) as usize;
-                along.push(cur);
-            }
-            let mut c = INF;
-            vocab.token_prefixes(&path, |k| c = c.min(add(cost[along[k - 1]], 1)));
-            cost[s] = c;
+            ways.way[s] = b;
+            ways.bytes[s] = d;
         }
-        LexWays { bytes, way, cost }
+        let Some(vocab) = vocab else { return ways };
+        if usable.iter().all(|&u| u) {
+            return ways;
+        }
+        // The states whose every way needs a byte without a single-byte token: a way that
+        // starts with a whole token to a state that has one (a shortest-path relaxation, in
+        // order of distance in bytes; each new way is strictly cheaper, so the ways never form
+        // a cycle). A few passes settle any realistic lexeme; a state left without a way only
+        // makes the count less tight.
+        let all = dfa.distances_to_accept();
+        let mut rest: Vec<usize> = (1..n)
+            .filter(|&s| near[s] == u32::MAX && all[s] != u32::MAX)
+            .collect();
+        if rest.is_empty() {
+            return ways;
+        }
+        rest.sort_by_key(|&s| all[s]);
+        ways.jumps = vec![None; n];
+        for _ in 0..JUMP_PASSES {
+            let mut changed = false;
+            for &s in &rest {
+                let mut best: Option<(u32, Vec<u8>, StateId)> = None;
+                let cost = &ways.cost;
+                vocab.token_walks(
+                    s as StateId,
+                    Dfa::DEAD,
+                    |st, b| dfa.next(st, b),
+                    |bytes, t| {
+                        let c = add(cost[t as usize], 1);
+                        if c < cost[s] && best.as_ref().is_none_or(|x| c < x.0) {
+                            best = Some((c, bytes.to_vec(), t));
+                        }
+                    },
+                );
+                if let Some((c, bytes, t)) = best {
+                    ways.bytes[s] = ways.bytes[t as usize].saturating_add(bytes.len() as u32);
+                    ways.cost[s] = c;
+                    ways.jumps[s] = Some((bytes.into_boxed_slice(), t));
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        ways
+    }
+
+    /// The fewest tokens of `vocab` that spell the way from `s` that starts with byte `first`
+    /// and goes on along the way of the state after it (which has one), as far as
+    /// [`LOOKAHEAD`] bytes: one token that is a prefix of it, then the cost of the state it
+    /// leads to. `INF` when no token is such a prefix.
+    fn spelled(&self, dfa: &Dfa, s: usize, first: u8, vocab: &Vocab) -> u32 {
+        let mut path = vec![first];
+        let mut cur = dfa.next(s as StateId, first) as usize;
+        let mut along = vec![cur];
+        while self.bytes[cur] > 0 && path.len() < LOOKAHEAD {
+            let b = self.way[cur];
+            path.push(b);
+            cur = dfa.next(cur as StateId, b) as usize;
+            along.push(cur);
+        }
+        let mut c = INF;
+        vocab.token_prefixes(&path, |k| c = c.min(add(self.cost[along[k - 1]], 1)));
+        c
     }
 
     /// Appends to `out` the bytes of the way from `state`; false when there is none.
@@ -991,6 +1172,11 @@ impl LexWays {
             match self.bytes.get(state as usize) {
                 Some(0) => return true,
                 Some(&d) if d != u32::MAX => {
+                    if let Some(Some((bytes, t))) = self.jumps.get(state as usize) {
+                        out.extend_from_slice(bytes);
+                        state = *t;
+                        continue;
+                    }
                     let b = self.way[state as usize];
                     out.push(b);
                     state = dfa.next(state, b);
@@ -998,16 +1184,6 @@ impl LexWays {
                 _ => return false,
             }
         }
-    }
-}
-
-/// The rest of an array frame in `phase` once its items in progress are done: `need` more items
-/// costing `items` in all, the commas before or between them, and the close.
-fn items_then_close(phase: ArrPhase, items: u32, need: u32) -> u32 {
-    match phase {
-        ArrPhase::AfterOpen | ArrPhase::AfterComma if need == 0 => 1,
-        ArrPhase::AfterOpen | ArrPhase::AfterComma => add(items, need),
-        _ => add(items, need + 1),
     }
 }
 

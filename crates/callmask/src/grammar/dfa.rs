@@ -139,10 +139,37 @@ impl Dfa {
 
     /// Per state, the fewest bytes that lead to an accepting state (`u32::MAX`: none do).
     pub(crate) fn distances_to_accept(&self) -> Vec<u32> {
+        self.distances_over(&[true; 256])
+    }
+
+    /// The lowest byte of each byte class among the bytes `usable` allows (classes without
+    /// one are left out).
+    pub(crate) fn usable_representatives(&self, usable: &[bool; 256]) -> Vec<u8> {
+        let mut seen = vec![false; self.stride];
+        let mut reps = Vec::new();
+        for b in 0..=255u8 {
+            let c = self.classes[b as usize] as usize;
+            if usable[b as usize] && !seen[c] {
+                seen[c] = true;
+                reps.push(b);
+            }
+        }
+        reps
+    }
+
+    /// [`Dfa::distances_to_accept`] over the bytes `usable` allows only (`u32::MAX` for a state
+    /// from which every way to an accepting state needs another byte).
+    pub(crate) fn distances_over(&self, usable: &[bool; 256]) -> Vec<u32> {
         let n = self.state_count();
+        let mut class_ok = vec![false; self.stride];
+        for b in 0..256 {
+            if usable[b] {
+                class_ok[self.classes[b] as usize] = true;
+            }
+        }
         let mut reverse: Vec<Vec<StateId>> = vec![Vec::new(); n];
         for s in 1..n {
-            for c in 0..self.stride {
+            for c in (0..self.stride).filter(|&c| class_ok[c]) {
                 let t = self.trans[s * self.stride + c];
                 if t != Self::DEAD {
                     reverse[t as usize].push(s as StateId);

@@ -125,6 +125,14 @@ impl TokenSet {
         }
     }
 
+    /// True when the set holds no token.
+    pub(super) fn is_empty(&self) -> bool {
+        match self {
+            TokenSet::Sparse(ids) => ids.is_empty(),
+            TokenSet::Dense(words) => words.iter().all(|&w| w == 0),
+        }
+    }
+
     pub(super) fn or_into(&self, mask: &mut TokenMask) {
         match self {
             TokenSet::Sparse(ids) => ids.iter().for_each(|&t| mask.set(t)),

@@ -61,11 +61,16 @@ impl Matcher {
     /// model needs, and a consistent one (the first token of that spelling is always allowed
     /// and lowers the bound by one), so the mask is never empty before the end. The bound is
     /// about a third of the byte count on JSON calls with Llama 3 or Gemma 3 vocabularies.
-    /// [`Error::BudgetUnsupported`] (nothing changed) for a vocabulary in which some byte has
-    /// no single-byte token ([`TokenAutomaton::bytes_without_token`]), and
-    /// [`Error::BudgetTooSmall`] (nothing changed) when the shortest complete output from here
-    /// does not fit in `budget`. The budget goes down by one per accepted token and back up on
-    /// [`Matcher::rollback`].
+    ///
+    /// Any vocabulary takes a budget: a byte that no single-byte token spells
+    /// ([`TokenAutomaton::bytes_without_token`], e.g. `04` or `f5`-`ff` in SmolLM2's) is never
+    /// counted as one token; a way that needs it alone costs too much for any budget, so the
+    /// mask never offers it, and where a longer token spells it, that token counts. Where no
+    /// complete output from here can be spelled at all,
+    /// [`Error::BudgetUnsupported`] (nothing changed) names a byte the shortest one needs and
+    /// the text before it; [`Error::BudgetTooSmall`] (nothing changed) when the shortest
+    /// complete output from here does not fit in `budget`. The budget goes down by one per
+    /// accepted token and back up on [`Matcher::rollback`].
     ///
     /// ```
     /// # use std::sync::Arc;
@@ -91,14 +96,13 @@ impl Matcher {
             self.budget = None;
             return Ok(());
         };
-        let missing = self.auto.bytes_without_token();
-        if !missing.is_empty() {
-            return Err(Error::BudgetUnsupported {
-                missing: missing.to_vec(),
-            });
-        }
         if !self.finished {
-            let need = self.auto.completer().remaining_any(&self.states);
+            let need = self.tokens_to_end();
+            if need >= INF {
+                if let Some((byte, after)) = self.auto.unspellable(&self.states) {
+                    return Err(Error::BudgetUnsupported { byte, after });
+                }
+            }
             let need = if need >= INF {
                 usize::MAX
             } else {
@@ -134,8 +138,26 @@ impl Matcher {
         if self.finished {
             return None;
         }
-        let r = self.auto.completer().remaining_any(&self.states);
+        let r = self.tokens_to_end();
         (r < INF).then_some(r as usize + 1)
+    }
+
+    /// The fewest tokens (end-of-generation aside) that a complete output needs from here, as
+    /// the budget counts them: the completer's count, or, where that is infinite (the way it
+    /// counts needs a byte without a single-byte token, which a longer token may spell), one
+    /// more than the least count after an allowed token. Both are consistent: the first token
+    /// of the way counted is allowed and leaves one less. `INF`: none.
+    fn tokens_to_end(&self) -> u32 {
+        let r = self.auto.completer().remaining_any(&self.states);
+        if r < INF {
+            return r;
+        }
+        let costs = self.auto.state_costs(&self.states);
+        costs
+            .groups
+            .iter()
+            .find(|(c, set)| *c < INF && !set.is_empty())
+            .map_or(INF, |(c, _)| c.saturating_add(1).min(INF))
     }
 
     /// Fills `mask` under the budget where it binds (tokens the grammar allows but after which

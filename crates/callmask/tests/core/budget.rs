@@ -1,7 +1,8 @@
-//! Token budgets ([`Matcher::set_token_budget`]): every byte has a single-byte token in the real
-//! vocabularies (so a completion's bytes bound its tokens), and random walks under random budgets
-//! always end, within the budget, with an output that validates against the schemas (checked by
-//! the `jsonschema` crate, not by callmask).
+//! Token budgets ([`Matcher::set_token_budget`]): random walks under random budgets always end,
+//! within the budget, with an output that validates against the schemas (checked by the
+//! `jsonschema` crate, not by callmask), on vocabularies with every byte token (Llama 3.1, Qwen3,
+//! Gemma 3) and without some (SmolLM2's missing bytes, random subsets): a byte without a token of
+//! its own is never counted as one.
 //!
 //! `CALLMASK_BUDGET_FUZZ_SCALE` sets the fuzz counts: 2,100 outputs per (tool set, dialect,
 //! tool choice, vocabulary) times the scale, over 48 combinations (default 0.01: 1,008 outputs,
@@ -64,9 +65,25 @@ fn every_byte_has_its_own_token_in_llama_qwen_and_gemma() {
     }
 }
 
-#[test]
-fn a_vocabulary_without_some_byte_refuses_a_budget() {
-    // Every byte but 'q', and an end token.
+/// `base` with its single-byte tokens for `bytes` turned into special tokens (renamed
+/// `<|no byte XX|>`): the same vocabulary, ids unchanged, with no token for those bytes alone.
+fn without_byte_tokens(base: &Vocab, bytes: &[u8]) -> Arc<Vocab> {
+    let n = base.len() as u32;
+    let mut tokens: Vec<Vec<u8>> = (0..n)
+        .map(|i| base.token_bytes(i).unwrap_or_default().to_vec())
+        .collect();
+    let mut special: Vec<bool> = (0..n).map(|i| base.is_special(i)).collect();
+    for (t, s) in tokens.iter_mut().zip(&mut special) {
+        if !*s && t.len() == 1 && bytes.contains(&t[0]) {
+            *t = format!("<|no byte {:02x}|>", t[0]).into_bytes();
+            *s = true;
+        }
+    }
+    Arc::new(Vocab::from_parts(tokens, special, base.eos_tokens().to_vec()).unwrap())
+}
+
+/// Every byte but 'q' alone (with "qq" and `"qq` instead), and an end token.
+fn vocab_without_q() -> Arc<Vocab> {
     let mut tokens: Vec<Vec<u8>> = (0..=255u8)
         .filter(|&b| b != b'q')
         .map(|b| vec![b])
@@ -76,17 +93,115 @@ fn a_vocabulary_without_some_byte_refuses_a_budget() {
     let mut special = vec![false; tokens.len()];
     *special.last_mut().unwrap() = true;
     let eos = tokens.len() as u32 - 1;
-    let vocab = Arc::new(Vocab::from_parts(tokens, special, vec![eos]).unwrap());
-    let g =
-        Grammar::from_json_schema_str(r#"{"type": "string"}"#, &CompileOptions::default()).unwrap();
-    let a = TokenAutomaton::new(&g, vocab).unwrap();
-    assert_eq!(a.bytes_without_token(), b"q");
+    Arc::new(Vocab::from_parts(tokens, special, vec![eos]).unwrap())
+}
+
+/// Always takes the largest allowed token id under a budget of exactly the fewest tokens to
+/// the end, checking that the mask is never empty before the end: the output and its tokens.
+fn tight_walk(a: &TokenAutomaton) -> (String, usize, usize) {
     let mut m = a.matcher();
+    let need = m.min_tokens_to_end().unwrap();
+    m.set_token_budget(Some(need)).unwrap();
+    let vocab = a.vocab().clone();
+    let mut mask = TokenMask::new(vocab.len());
+    loop {
+        m.fill_mask(&mut mask);
+        let tok = mask.iter().last().expect("a dead end under the budget");
+        m.accept(tok).unwrap();
+        if vocab.is_eos(tok) {
+            break;
+        }
+        assert!(m.accepted_tokens().len() < need, "over the budget");
+    }
+    let toks = m.accepted_tokens();
+    let text = String::from_utf8(vocab.decode(&toks[..toks.len() - 1])).unwrap();
+    (text, toks.len(), need)
+}
+
+#[test]
+fn a_byte_without_its_own_token_is_never_counted_as_one() {
+    let vocab = vocab_without_q();
+    let schema = |s: &str| {
+        let g = Grammar::from_json_schema_str(s, &CompileOptions::default()).unwrap();
+        TokenAutomaton::new(&g, vocab.clone()).unwrap()
+    };
+    // A string need not hold a 'q': `""` and the end.
+    let a = schema(r#"{"type": "string"}"#);
+    assert_eq!(a.bytes_without_token(), b"q");
+    assert_eq!(a.matcher().min_tokens_to_end(), Some(3));
+    // One 'q' cannot be spelled ("qq" is the only token with a 'q'): refused, naming the byte
+    // and the text before it.
+    let mut m = schema(r#"{"const": "q"}"#).matcher();
     match m.set_token_budget(Some(100)) {
-        Err(Error::BudgetUnsupported { missing }) => assert_eq!(missing, b"q"),
+        Err(Error::BudgetUnsupported { byte, after }) => {
+            assert_eq!((byte, after.as_str()), (b'q', "\""))
+        }
         other => panic!("expected BudgetUnsupported, got {other:?}"),
     }
     assert_eq!(m.tokens_left(), None);
+    // Two can: `"`, `qq`, `"` and the end, through the longer token.
+    for s in [
+        r#"{"const": "qq"}"#,
+        r#"{"enum": ["q", "qq"]}"#,
+        r#"{"type": "string", "pattern": "^q+$"}"#,
+        r#"{"type": "string", "pattern": "^(q|qq|qqqqqq)$"}"#,
+    ] {
+        let a = schema(s);
+        assert_eq!(a.matcher().min_tokens_to_end(), Some(4), "{s}");
+        let (text, used, need) = tight_walk(&a);
+        assert_eq!((text.as_str(), used, need), ("\"qq\"", 4, 4), "{s}");
+    }
+    // A budget that fits leaves no way to a lone 'q' open: every walk ends within it.
+    let a = schema(
+        r#"{"type": "array", "items": {"type": "string", "pattern": "^q+$"}, "minItems": 2}"#,
+    );
+    let need = a.matcher().min_tokens_to_end().unwrap();
+    assert_eq!(need, 10, "[\"qq\",\"qq\"] and the end");
+    let checker = Checker::for_schema(&serde_json::json!(
+        {"type": "array", "items": {"type": "string", "pattern": "^q+$"}, "minItems": 2}
+    ))
+    .unwrap();
+    let (n, _, _) = fuzz_budget(&a, &checker, 200, 7);
+    assert_eq!(n, 200);
+}
+
+#[test]
+fn a_structural_byte_without_its_own_token_is_named_where_it_is_needed() {
+    // No ',' alone: two items need one.
+    let mut tokens: Vec<Vec<u8>> = (0..=255u8)
+        .filter(|&b| b != b',')
+        .map(|b| vec![b])
+        .collect();
+    tokens.push(b"</s>".to_vec());
+    let mut special = vec![false; tokens.len()];
+    *special.last_mut().unwrap() = true;
+    let eos = tokens.len() as u32 - 1;
+    let vocab = Arc::new(Vocab::from_parts(tokens, special, vec![eos]).unwrap());
+    let g = Grammar::from_json_schema_str(
+        r#"{"type": "array", "items": {"type": "integer"}, "minItems": 2}"#,
+        &CompileOptions::default(),
+    )
+    .unwrap();
+    let a = TokenAutomaton::new(&g, vocab.clone()).unwrap();
+    match a.matcher().set_token_budget(Some(100)) {
+        Err(Error::BudgetUnsupported { byte, after }) => {
+            assert_eq!((byte, after.as_str()), (b',', "[0"))
+        }
+        other => panic!("expected BudgetUnsupported, got {other:?}"),
+    }
+    // One item needs none: the budget holds, and never opens the way to a second item.
+    let g = Grammar::from_json_schema_str(
+        r#"{"type": "array", "items": {"type": "integer"}, "minItems": 1}"#,
+        &CompileOptions::default(),
+    )
+    .unwrap();
+    let a = TokenAutomaton::new(&g, vocab).unwrap();
+    assert_eq!(a.matcher().min_tokens_to_end(), Some(4));
+    let (text, used, need) = tight_walk(&a);
+    assert!(
+        used <= need && text.starts_with('[') && !text.contains(','),
+        "{text}"
+    );
 }
 
 /// Sets the fewest tokens a complete output needs as the budget, then always takes the largest
@@ -422,6 +537,197 @@ fn model_family_dialects_end_valid_within_random_budgets() {
         started.elapsed().as_secs_f64()
     );
     assert_eq!(total, per * combos);
+}
+
+/// The bytes SmolLM2-135M-Instruct's vocabulary has no single-byte token for (read from its
+/// GGUF: its byte-level BPE lacks 21 of the 256 byte tokens).
+const SMOLLM2_MISSING: [u8; 21] = [
+    0x04, 0x06, 0x13, 0x14, 0x16, 0x1d, 0xc0, 0xc1, 0xf1, 0xf2, 0xf5, 0xf6, 0xf7, 0xf8, 0xf9, 0xfa,
+    0xfb, 0xfc, 0xfd, 0xfe, 0xff,
+];
+
+fn budget_scale() -> f64 {
+    std::env::var("CALLMASK_BUDGET_FUZZ_SCALE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0.01)
+}
+
+/// Walks `a` under a budget of `budget` tokens, filling the whole mask at every step (never
+/// empty before the end) and taking a random allowed token (an end token where one is allowed,
+/// one time in eight): the output must end within the budget.
+fn masked_walk(a: &TokenAutomaton, budget: usize, rng: &mut rand::rngs::StdRng) {
+    use rand::Rng;
+    let mut m = a.matcher();
+    m.set_token_budget(Some(budget)).unwrap();
+    let vocab = a.vocab().clone();
+    let mut mask = TokenMask::new(vocab.len());
+    loop {
+        m.fill_mask(&mut mask);
+        let n = mask.count();
+        assert!(
+            n > 0,
+            "an empty mask before the end, {} tokens in",
+            m.accepted_tokens().len()
+        );
+        let eos = vocab
+            .eos_tokens()
+            .iter()
+            .copied()
+            .find(|&e| mask.is_allowed(e));
+        let tok = match eos {
+            Some(e) if rng.random_range(0..8) == 0 => e,
+            _ => mask.iter().nth(rng.random_range(0..n)).unwrap(),
+        };
+        m.accept(tok).unwrap();
+        assert!(
+            m.accepted_tokens().len() <= budget,
+            "over the budget of {budget}"
+        );
+        if vocab.is_eos(tok) && m.is_finished() {
+            return;
+        }
+    }
+}
+
+/// SmolLM2's vocabulary lacks 21 byte tokens, none of which a shortest output needs: on Llama
+/// 3.1 (and each family's vocabulary) without them, every dialect counts the same fewest tokens
+/// as with them, and random walks under random budgets end valid within the budget.
+#[test]
+fn smollm2_s_missing_byte_tokens_change_no_count_and_budgets_hold_in_every_dialect() {
+    use rand::Rng;
+    let per = ((200.0 * budget_scale()) as u64).max(4);
+    let smol = without_byte_tokens(&testkit::llama_vocab(), &SMOLLM2_MISSING);
+    assert_eq!(
+        TokenAutomaton::new(
+            &Grammar::from_json_schema_str(r#"{"type": "integer"}"#, &CompileOptions::default())
+                .unwrap(),
+            smol.clone()
+        )
+        .unwrap()
+        .bytes_without_token(),
+        SMOLLM2_MISSING
+    );
+    let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(44);
+    let (mut total, mut combos) = (0, 0);
+    for file in ["travel.json", "mixed.json"] {
+        let t = tools(file);
+        let checker = Checker::for_tools(&t).unwrap();
+        for &d in callmask::prompt::BUILTIN_DIALECTS {
+            if file == "mixed.json" && !ORIGINAL.contains(&d) {
+                continue;
+            }
+            for choice in [ToolChoice::Auto, ToolChoice::Required] {
+                let full = testkit::family_vocab(d);
+                let vocab = without_byte_tokens(&full, &SMOLLM2_MISSING);
+                let a = automaton(d, &t, choice.clone(), vocab);
+                let need = a.matcher().min_tokens_to_end();
+                let full_need = automaton(d, &t, choice.clone(), full)
+                    .matcher()
+                    .min_tokens_to_end();
+                assert_eq!(need, full_need, "{file} {d} {choice:?}");
+                let (n, _, _) = fuzz_budget(&a, &checker, per, combos);
+                total += n;
+                combos += 1;
+                let need = need.unwrap();
+                masked_walk(&a, need + rng.random_range(0..40), &mut rng);
+            }
+        }
+    }
+    assert_eq!(total, per * combos);
+}
+
+/// Random subsets of the single-byte tokens removed, every dialect, `auto` or `required` (in
+/// turn): three kinds of subsets. (0) Bytes that never occur in a valid output's text alone
+/// (control bytes, `c0`, `c1`, `f5`-`ff`) and (1) those and UTF-8's lead and continuation bytes
+/// (which longer tokens spell): a budget is always taken. (2) Any bytes (letters, digits,
+/// punctuation): a budget is refused only with a removed byte named. Wherever it is taken,
+/// random walks under random budgets end valid within it, with a mask never empty before the
+/// end; with (0), the fuzzer's own shortest completions (no budget) avoid the bytes removed too.
+#[test]
+fn random_byte_tokens_removed_budgets_hold_in_every_dialect() {
+    use rand::seq::SliceRandom;
+    use rand::{Rng, SeedableRng};
+    let per = ((200.0 * budget_scale()) as u64).max(4);
+    let never_in_text: Vec<u8> = (0u8..=255)
+        .filter(|&b| {
+            matches!(b, 0x00..=0x08 | 0x0b | 0x0c | 0x0e..=0x1f | 0x7f | 0xc0 | 0xc1 | 0xf5..=0xff)
+        })
+        .collect();
+    let never_alone: Vec<u8> = (0u8..=255)
+        .filter(|&b| !matches!(b, b'\t' | b'\n' | b'\r' | 0x20..=0x7e))
+        .collect();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(4401);
+    let t = tools("travel.json");
+    let checker = Checker::for_tools(&t).unwrap();
+    let (mut taken, mut refused) = (0u64, 0u64);
+    for (di, &d) in callmask::prompt::BUILTIN_DIALECTS.iter().enumerate() {
+        for kind in 0..3 {
+            let choice = if (di + kind) % 2 == 0 {
+                ToolChoice::Auto
+            } else {
+                ToolChoice::Required
+            };
+            let mut removed: Vec<u8> = if kind == 2 {
+                let mut all: Vec<u8> = (0u8..=255).collect();
+                all.shuffle(&mut rng);
+                all.truncate(rng.random_range(1..=16));
+                all
+            } else {
+                let pool = if kind == 0 {
+                    &never_in_text
+                } else {
+                    &never_alone
+                };
+                let p = rng.random_range(0.1..1.0);
+                pool.iter()
+                    .copied()
+                    .filter(|_| rng.random_bool(p))
+                    .collect()
+            };
+            removed.sort_unstable();
+            let vocab = without_byte_tokens(&testkit::family_vocab(d), &removed);
+            let a = automaton(d, &t, choice.clone(), vocab);
+            let what = format!("{d} {choice:?} without {removed:02x?}");
+            match a.matcher().set_token_budget(Some(10_000)) {
+                Ok(()) => taken += 1,
+                Err(Error::BudgetUnsupported { byte, after }) if kind == 2 => {
+                    assert!(
+                        removed.contains(&byte),
+                        "{what}: {byte:#04x} after {after:?}"
+                    );
+                    refused += 1;
+                    eprintln!("{what}: refused, {byte:#04x} after {after:?}");
+                    continue;
+                }
+                Err(e) => panic!("{what}: {e}"),
+            }
+            let seed = 1000 * taken + kind as u64;
+            let (n, _, _) = fuzz_budget(&a, &checker, per, seed);
+            assert_eq!(n, per, "{what}");
+            let need = a.matcher().min_tokens_to_end().unwrap();
+            for _ in 0..2 {
+                masked_walk(&a, need + rng.random_range(0..30), &mut rng);
+            }
+            if kind == 0 {
+                let mut o = FuzzOptions::default();
+                o.seed = seed;
+                let fuzzer = Fuzzer::new(&a, o).unwrap();
+                fuzzer.run(
+                    &checker,
+                    per,
+                    |_| (),
+                    |s, ()| {
+                        let text = String::from_utf8_lossy(&s.text);
+                        assert_eq!(s.outcome, Outcome::Valid, "{what}: {text:?}");
+                        true
+                    },
+                );
+            }
+        }
+    }
+    eprintln!("random byte tokens removed: {taken} budgets taken, {refused} refused");
+    assert!(taken > 2 * refused);
 }
 
 #[test]
