@@ -122,11 +122,7 @@ fn plan_rows(
             layout.rows, layout.width, layout.row_stride
         )));
     }
-    let bitmask_rows = if row_words == 0 {
-        0
-    } else {
-        bitmask_len / row_words
-    };
+    let bitmask_rows = bitmask_len.checked_div(row_words).unwrap_or(0);
     let mut plan = vec![None; layout.rows];
     for &(l, b) in pairs {
         if l >= layout.rows {
