@@ -201,8 +201,8 @@ def test_accept_batch_feeds_rows_until_a_placeholder_or_a_refusal(llama_vocab):
     a = callmask.TokenAutomaton(g, llama_vocab)
     digit = llama_vocab.tokenize("4")[0]
     letter = llama_vocab.tokenize("x")[0]
-    ms = [a.matcher() for _ in range(40)]  # past the parallel threshold
-    lists = [[digit, digit], [digit, -1, digit], [letter], []] * 10
+    ms = [a.matcher() for _ in range(80)]  # past the parallel threshold (64 rows)
+    lists = [[digit, digit], [digit, -1, digit], [letter], []] * 20
     out = accept_batch(ms, lists)
     assert out[:4] == [(2, None), (1, None), (0, out[2][1]), (0, None)]
     assert out[2][1] and "not allowed" in out[2][1]
