@@ -140,7 +140,16 @@ def main() -> int:
         rows: List[dict] = []
         for path in args.render:
             with open(path) as f:
-                rows.extend(json.load(f))
+                data = json.load(f)
+            if isinstance(data, dict):  # {"meta": ..., "rows": [...]}
+                meta = data.get("meta", {})
+                print(
+                    f"Measured by `vllm_bench.py --plan \"{meta.get('plan')}\" --reps "
+                    f"{meta.get('reps')} --max-tokens {meta.get('max_tokens')}` on "
+                    f"{meta.get('date')}, commit {meta.get('commit')}.\n"
+                )
+                data = data.get("rows", [])
+            rows.extend(data)
         render(rows)
         return 0
     if not args.model:
@@ -221,8 +230,21 @@ def main() -> int:
             print(json.dumps(row), file=sys.stderr, flush=True)
     render(results)
     if args.json:
+        import datetime
+        import subprocess
+
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
+        meta = {
+            "plan": args.plan,
+            "reps": args.reps,
+            "max_tokens": args.max_tokens,
+            "date": datetime.date.today().isoformat(),
+            "commit": commit,
+        }
         with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
+            json.dump({"meta": meta, "rows": results}, f, indent=1)
     return 0
 
 

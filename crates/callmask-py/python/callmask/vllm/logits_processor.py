@@ -34,14 +34,17 @@ OpenAI tool requests, or by hand / ``vllm_xargs``):
 
 from __future__ import annotations
 
+import json
 import os
+import threading
+from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Optional
 
 import numpy as np
 
 from .._callmask import Vocab, mask_logits
-from .._common import AutomatonCache, grammar_from_spec
+from .._common import AutomatonCache, grammar_from_spec, normalize_spec
 from ..bitmask import apply_token_bitmask_inplace, bitmask_words
 from ._constraint import Constraint, feed_all
 from ._spec import request_spec
@@ -114,6 +117,34 @@ def request_stop_tokens(params: Any) -> set:
     return out
 
 
+class _SpecKeys:
+    """The specs whose grammar compiled, least recently used dropped beyond ``size``: a batch
+    of requests over one tool set is validated by one compile, not one each."""
+
+    def __init__(self, size: int = 256):
+        self.size = size
+        self._lock = threading.Lock()
+        self._keys: "OrderedDict[str, None]" = OrderedDict()
+
+    def seen(self, key: str) -> bool:
+        """True when ``key`` compiled before (and still is remembered)."""
+        with self._lock:
+            if key in self._keys:
+                self._keys.move_to_end(key)
+                return True
+            return False
+
+    def add(self, key: str) -> None:
+        """Remembers that ``key`` compiled."""
+        with self._lock:
+            self._keys[key] = None
+            while len(self._keys) > self.size:
+                self._keys.popitem(last=False)
+
+
+_VALIDATED = _SpecKeys()
+
+
 class CallmaskLogitsProcessor(*_BASES):  # type: ignore[misc]
     """A vLLM logits processor constraining the requests that carry a callmask spec (V1 and V2
     model runners; see the module doc). Requests without one are left untouched."""
@@ -131,7 +162,10 @@ class CallmaskLogitsProcessor(*_BASES):  # type: ignore[misc]
                     "min_tokens is not supported on a callmask-constrained request (the grammar "
                     "decides where the output may end)"
                 )
-            grammar_from_spec(spec)
+            key = json.dumps(normalize_spec(spec), sort_keys=True)
+            if not _VALIDATED.seen(key):
+                grammar_from_spec(spec)
+                _VALIDATED.add(key)
         except Exception as e:
             raise ValueError(f"callmask: {e}") from e
 
