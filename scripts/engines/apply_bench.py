@@ -10,7 +10,7 @@ random at two densities (1% of tokens allowed, as in a JSON structure, and 90%, 
 for the kernels, real matchers' masks (hermes, 5 tools, required) for the steps. Median of
 ``--reps`` timings each, in microseconds.
 
-    python apply_bench.py QWEN3_TOKENIZER_JSON [--batches 1,16,64,256] [--reps 20]
+    python apply_bench.py QWEN3_TOKENIZER_JSON [--batches 1,16,64,256] [--reps 10]
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("tokenizer")
     ap.add_argument("--batches", default="1,16,64,256")
-    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--reps", type=int, default=10)
     args = ap.parse_args()
 
     import numpy as np
@@ -147,7 +147,7 @@ def main() -> int:
         hf(ids[:, :1], torch.zeros(batch, WIDTH))  # the prompt: one token
         scores = torch.randn(batch, WIDTH)
         hf_us = median_us(lambda: hf(ids, scores), args.reps)
-        print(f"| {batch} | {one:.0f} | {two:.0f} | {hf_us:.0f} | {one / two:.2f}x |", flush=True)
+        print(f"| {batch} | {one:.0f} | {two:.0f} | {hf_us:.0f} | {one / two:.3f}x |", flush=True)
     return 0
 
 

@@ -255,6 +255,31 @@ def test_validate_params_and_spec_decoding():
         cm_vllm.CallmaskLogitsProcessor(config(speculative=object()), None, False)
 
 
+def test_validate_params_compiles_a_tool_set_once(monkeypatch):
+    """A batch of requests over one tool set is validated by one compile; a new tool set, and a
+    bad one after a good one, still compile (and fail) on their own."""
+    from callmask.vllm import logits_processor as lp
+
+    compiled = []
+    real = lp.grammar_from_spec
+    monkeypatch.setattr(lp, "grammar_from_spec", lambda s: compiled.append(s) or real(s))
+    monkeypatch.setattr(lp, "_VALIDATED", lp._SpecKeys(size=2))
+    v = cm_vllm.CallmaskLogitsProcessor.validate_params
+    for _ in range(5):
+        v(params(spec(), 10))
+    assert len(compiled) == 1
+    v(params(spec(tool_choice="auto"), 10))
+    assert len(compiled) == 2
+    bad = {"dialect": "hermes", "tools": [{"type": "function", "function": {"name": 3}}]}
+    for _ in range(2):
+        with pytest.raises(ValueError, match="callmask"):
+            v(params(bad, 10))
+    assert len(compiled) == 4  # refused specs are never remembered
+    v(params({"json_schema": {"type": "integer"}}, 10))  # the LRU drops the oldest beyond 2
+    v(params(spec(), 10))
+    assert len(compiled) == 6
+
+
 def test_v2_interface_with_drafts(qwen_vocab):
     """The V2 model runner's call sequence: add_request per slot, the committed tokens in the
     runner's token history, one logits row per draft position under speculative decoding."""
