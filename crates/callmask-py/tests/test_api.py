@@ -290,3 +290,55 @@ def test_token_budget_ends_every_output_within_max_tokens(llama_vocab):
         assert isinstance(value["city"], str) and isinstance(value["days"], int)
         m.reset()
         assert m.tokens_left() == budget
+
+
+def test_automaton_cache_compiles_a_spec_once_for_concurrent_callers(qwen_vocab, monkeypatch):
+    """Requests over a new tool set arriving together wait for one compile; a failed compile
+    reaches every waiter and the next call tries again."""
+    import threading
+    import time
+
+    from callmask import _common
+
+    built = []
+    real = _common.TokenAutomaton
+
+    def slow(grammar, vocab):
+        built.append(1)
+        time.sleep(0.2)
+        return real(grammar, vocab)
+
+    monkeypatch.setattr(_common, "TokenAutomaton", slow)
+    cache = _common.AutomatonCache(qwen_vocab)
+    spec = {"json_schema": {"type": "integer"}}
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(cache.get(spec))) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(built) == 1 and len(got) == 6 and all(a is got[0] for a in got)
+    assert cache.get(spec) is got[0] and len(built) == 1
+
+    def failing(grammar, vocab):
+        built.append(1)
+        time.sleep(0.2)
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(_common, "TokenAutomaton", failing)
+    errors = []
+
+    def get_other():
+        try:
+            cache.get({"json_schema": {"type": "string"}})
+        except RuntimeError as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=get_other) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(errors) == 3 and len(built) == 2
+    monkeypatch.setattr(_common, "TokenAutomaton", real)
+    assert cache.get({"json_schema": {"type": "string"}}) is not None  # tried again

@@ -232,3 +232,23 @@ def test_the_engine_kernel_path_matches_the_reference():
             xgrammar.apply_token_bitmask_inplace, logits.clone(), torch.from_numpy(bm), idx, bm_rows
         )
         assert torch.equal(got, want), (rows, width, words, idx, bm_rows)
+
+
+def test_native_logits_says_which_logits_the_rust_apply_writes():
+    from callmask.bitmask import native_logits
+
+    bm = np.zeros((2, 2), dtype=np.int32)
+    f32 = np.zeros((2, 64), dtype=np.float32)
+    assert native_logits(f32, bm) is f32
+    assert native_logits(np.zeros((2, 64), dtype=np.float16), bm) is not None
+    assert native_logits(np.zeros((2, 64), dtype=np.float64), bm) is None  # numpy ops instead
+    assert native_logits(np.zeros((64, 2), dtype=np.float32).T, bm) is None  # strided elements
+    assert native_logits(f32, np.zeros((2, 4), dtype=np.int32)[:, ::2]) is None
+    ro = np.zeros((2, 64), dtype=np.float32)
+    ro.flags.writeable = False
+    assert native_logits(ro, bm) is None
+    # float64 logits still get the mask, through the reference path
+    logits = np.zeros((2, 64), dtype=np.float64)
+    bm[:] = [[1, 0], [0, -1]]
+    callmask.apply_token_bitmask_inplace(logits, bm)
+    assert np.isfinite(logits[0]).sum() == 1 and np.isfinite(logits[1]).sum() == 32

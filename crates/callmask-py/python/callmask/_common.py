@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
+from concurrent.futures import Future
 from typing import Any, Mapping, Optional, Union
 
 from ._callmask import Grammar, TokenAutomaton, ToolsError, Vocab
-from .bitmask import apply_token_bitmask_inplace, bool_mask
+from .bitmask import apply_token_bitmask_inplace
 
 Spec = Union[str, Mapping[str, Any]]
 """A request's constraint: ``{"dialect": NAME_OR_PATH, "tools": [...], "tool_choice": ...,
@@ -94,27 +95,44 @@ def grammar_from_spec(spec: Spec, vocab: Optional[Vocab] = None) -> Grammar:
 
 class AutomatonCache:
     """Automata by spec for one vocabulary (least recently used dropped beyond ``size``).
-    Thread-safe; compiling the same spec twice at once only wastes time."""
+    Thread-safe; a spec asked for while it compiles waits for that compile instead of starting
+    another (a batch of requests over a new tool set compiles it once)."""
 
     def __init__(self, vocab: Vocab, size: int = 64):
         self.vocab = vocab
         self.size = size
         self._lock = threading.Lock()
         self._cache: "OrderedDict[str, TokenAutomaton]" = OrderedDict()
+        self._compiling: "dict[str, Future[TokenAutomaton]]" = {}
 
     def get(self, spec: Spec) -> TokenAutomaton:
-        """The automaton of ``spec`` (compiled on first use)."""
+        """The automaton of ``spec`` (compiled on first use; a compile error is raised to every
+        caller that waited for it, and the next call tries again)."""
         key = json.dumps(normalize_spec(spec), sort_keys=True)
         with self._lock:
             a = self._cache.get(key)
             if a is not None:
                 self._cache.move_to_end(key)
                 return a
-        a = TokenAutomaton(grammar_from_spec(spec, self.vocab), self.vocab)
+            pending = self._compiling.get(key)
+            owner = pending is None
+            if pending is None:
+                pending = self._compiling[key] = Future()
+        if not owner:
+            return pending.result()
+        try:
+            a = TokenAutomaton(grammar_from_spec(spec, self.vocab), self.vocab)
+        except BaseException as e:
+            with self._lock:
+                del self._compiling[key]
+            pending.set_exception(e)
+            raise
         with self._lock:
+            del self._compiling[key]
             self._cache[key] = a
             while len(self._cache) > self.size:
                 self._cache.popitem(last=False)
+        pending.set_result(a)
         return a
 
 

@@ -134,6 +134,13 @@ def _native_ok(logits: Any, bitmask: Any) -> bool:
     )
 
 
+def native_logits(logits: Any, bitmask: Any) -> Optional[Any]:
+    """``logits`` when callmask's Rust writes them in place (see :func:`_native_ok`), else None:
+    what an adapter passes to :func:`callmask.mask_logits`, applying the bitmask itself (with
+    :func:`apply_token_bitmask_inplace`) when None."""
+    return logits if _native_ok(logits, bitmask) else None
+
+
 def _cuda_kernel() -> Any:
     """XGrammar's fused ``apply_token_bitmask_inplace`` (CUDA/Triton), or None."""
     global _KERNEL

@@ -42,7 +42,7 @@ from typing import Any, Mapping, Optional, Sequence, Union
 import numpy as np
 
 from ._callmask import Grammar, TokenAutomaton, Vocab, mask_logits, render_prompt
-from .bitmask import apply_token_bitmask_inplace
+from .bitmask import apply_token_bitmask_inplace, native_logits
 
 
 def vocab_from_llama(llm: Any) -> Vocab:
@@ -141,7 +141,7 @@ class LogitsProcessor:
         width = scores.shape[-1]
         if self._bitmask is None or self._bitmask.shape[-1] * 32 < width:
             self._bitmask = np.zeros((1, (width + 31) // 32), dtype=np.int32)
-        if mask_logits([self.matcher], self._bitmask, scores):
+        if mask_logits([self.matcher], self._bitmask, native_logits(scores, self._bitmask)):
             return scores  # filled and applied in one native call
         self.matcher.fill_bitmask(self._bitmask, 0)
         return apply_token_bitmask_inplace(scores, self._bitmask[0])

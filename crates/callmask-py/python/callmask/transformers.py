@@ -45,6 +45,7 @@ from transformers import LogitsProcessor
 
 from ._callmask import ForbiddenTokenError, Matcher, TokenAutomaton, mask_logits
 from ._common import apply_bitmask
+from .bitmask import native_logits
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -142,7 +143,8 @@ class CallmaskLogitsProcessor(LogitsProcessor):
             bitmask = np.zeros((len(rows), (scores.shape[-1] + 31) // 32), dtype=np.int32)
             # One native call fills and applies on CPU logits; elsewhere the filled bitmask
             # goes to the logits' device.
-            if not mask_logits([live[i] for i in rows], bitmask, scores, rows):
+            ms = [live[i] for i in rows]
+            if not mask_logits(ms, bitmask, native_logits(scores, bitmask), rows):
                 apply_bitmask(scores, bitmask, rows)
         return scores
 

@@ -45,7 +45,7 @@ import numpy as np
 
 from .._callmask import Vocab, mask_logits
 from .._common import AutomatonCache, grammar_from_spec, normalize_spec
-from ..bitmask import apply_token_bitmask_inplace, bitmask_words
+from ..bitmask import apply_token_bitmask_inplace, bitmask_words, native_logits
 from ._constraint import Constraint, feed_all
 from ._spec import request_spec
 
@@ -248,7 +248,7 @@ class CallmaskLogitsProcessor(*_BASES):  # type: ignore[misc]
         written = mask_logits(
             matchers,
             buf,
-            logits,
+            native_logits(logits, buf),
             rows,
             ends=self.vocab.eos_token_ids,
             forbidden=forbidden if any(forbidden) else None,
