@@ -141,7 +141,9 @@ pub fn resolve_model(given: &Path, progress: bool) -> Result<PathBuf> {
                 io::ErrorKind::NotFound,
                 format!(
                     "no such file, nor a model callmask knows by name ({})",
-                    MODELS.map(|m| m.name).join(", ")
+                    MODELS
+                        .map(|m| format!("{}: {}", m.name, m.description))
+                        .join("; ")
                 ),
             ),
         }),
@@ -780,10 +782,7 @@ mod tests {
 
     #[test]
     fn layout_matches_fetch_data_sh() {
-        assert_eq!(
-            GEMMA.dir_name,
-            format!("gemma-{}", GEMMA.version)
-        );
+        assert_eq!(GEMMA.dir_name, format!("gemma-{}", GEMMA.version));
         assert_eq!(
             GEMMA.path_in(Path::new("/c")),
             Path::new("/c/gemma-1.0.0/gemma-3-270m-q4_k_m.gguf")
@@ -801,7 +800,11 @@ mod tests {
         for m in MODELS {
             let size = m.size.to_string();
             for pin in [m.version, m.sha256, size.as_str()] {
-                assert!(script.contains(pin), "fetch-data.sh lacks {pin} of {}", m.name);
+                assert!(
+                    script.contains(pin),
+                    "fetch-data.sh lacks {pin} of {}",
+                    m.name
+                );
             }
         }
     }
@@ -823,7 +826,10 @@ mod tests {
         let err = resolve_model(Path::new("no-such-model.gguf"), false).expect_err("unknown");
         let text = err.to_string();
         assert!(
-            text.contains("no-such-model.gguf") && text.contains("gemma, smollm2"),
+            text.contains("no-such-model.gguf")
+                && MODELS
+                    .iter()
+                    .all(|m| text.contains(&format!("{}: ", m.name))),
             "{text}"
         );
     }
@@ -839,9 +845,7 @@ mod tests {
                 i + 1,
                 GEMMA.version
             )));
-            assert!(w
-                .member
-                .ends_with(&format!("{}.part0{i}", GEMMA.file_name)));
+            assert!(w.member.ends_with(&format!("{}.part0{i}", GEMMA.file_name)));
             assert_eq!(w.sha256.len(), 64);
         }
         assert!(META_WHEEL.url.starts_with(FILES));
@@ -858,7 +862,11 @@ mod tests {
         assert!(SMOLLM2_WHEEL.member.ends_with(SMOLLM2.file_name));
         for m in MODELS {
             assert_eq!(m.sha256.len(), 64, "{}", m.name);
-            assert!(m.sha256.bytes().all(|b| b.is_ascii_hexdigit()), "{}", m.name);
+            assert!(
+                m.sha256.bytes().all(|b| b.is_ascii_hexdigit()),
+                "{}",
+                m.name
+            );
         }
     }
 
@@ -878,13 +886,9 @@ mod tests {
     fn sums_listing() {
         let listing = format!(
             "{ABC_SHA256}  other.gguf\n{} *{}\r\nnot a line\n",
-            GEMMA.sha256,
-            GEMMA.file_name
+            GEMMA.sha256, GEMMA.file_name
         );
-        assert_eq!(
-            sum_for(&listing, GEMMA.file_name),
-            Some(GEMMA.sha256)
-        );
+        assert_eq!(sum_for(&listing, GEMMA.file_name), Some(GEMMA.sha256));
         assert_eq!(sum_for(&listing, "other.gguf"), Some(ABC_SHA256));
         assert_eq!(sum_for(&listing, "missing.gguf"), None);
         assert_eq!(sum_for("xyz  other.gguf\n", "other.gguf"), None);
@@ -1116,10 +1120,7 @@ mod tests {
         let mut listing = Vec::new();
         extract(&meta.path, &META_WHEEL, &mut listing, &meta.path).expect("SHA256SUMS");
         let listing = String::from_utf8(listing).expect("utf-8");
-        assert_eq!(
-            sum_for(&listing, GEMMA.file_name),
-            Some(GEMMA.sha256)
-        );
+        assert_eq!(sum_for(&listing, GEMMA.file_name), Some(GEMMA.sha256));
         drop(meta);
         assert!(names_in(&dir.0).is_empty());
     }

@@ -951,8 +951,9 @@ fn smollm2_renders_its_trained_tool_prompt_and_answers_only_with_the_list() {
         {"role": "user", "content": "Thanks"}
     ]))
     .unwrap();
-    let tools = Tools::from_openai_json(&json!([{"name": "get_time_utc", "description": "UTC time."}]))
-        .unwrap();
+    let tools =
+        Tools::from_openai_json(&json!([{"name": "get_time_utc", "description": "UTC time."}]))
+            .unwrap();
     let text = callmask::render(
         callmask::prompt::builtin_template("smollm2").unwrap(),
         &messages,
@@ -990,7 +991,11 @@ fn smollm2_renders_its_trained_tool_prompt_and_answers_only_with_the_list() {
     let opts = |c: ToolChoice| DialectOptions::default().tool_choice(c);
     let v = testkit::llama_vocab();
     let none = compile_with("smollm2", &testkit::mixed_tools(), &opts(ToolChoice::None));
-    let required = compile_with("smollm2", &testkit::mixed_tools(), &opts(ToolChoice::Required));
+    let required = compile_with(
+        "smollm2",
+        &testkit::mixed_tools(),
+        &opts(ToolChoice::Required),
+    );
     assert!(tokens_accept(&v, &none, "<tool_call>[]</tool_call>"));
     assert!(!tokens_accept(&v, &none, &call));
     assert!(!tokens_accept(&v, &required, "<tool_call>[]</tool_call>"));
