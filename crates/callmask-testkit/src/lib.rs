@@ -19,7 +19,7 @@ pub mod writer;
 
 pub use data::{
     cache_dir, core_dir, example_tools, gemma_gguf, llama_tokenizer, mixed_tools, require,
-    suite_dir, workspace_root, LLAMA_VERSION, SUITE_VERSION,
+    smollm2_gguf, suite_dir, workspace_root, LLAMA_VERSION, SUITE_VERSION,
 };
 pub use vocabs::{
     case_vocab, dialect_case, family_vocab, gemma_vocab, llama_vocab, npm_vocab, with_specials,

