@@ -785,51 +785,88 @@ struct MaskBuf {
     row_words: usize,
 }
 
+/// What numpy's `__array_interface__` says of an array, checked to be writable.
+struct ArrayInterface {
+    /// The type string as given (`"<i4"`).
+    typestr: String,
+    /// The type code in native byte order (`"i4"`), `None` for the other byte order.
+    dtype: Option<String>,
+    shape: Vec<usize>,
+    addr: usize,
+    /// Strides in bytes (`None`: C-contiguous).
+    strides: Option<Vec<isize>>,
+}
+
+impl ArrayInterface {
+    /// `None` when `obj` has no `__array_interface__`; errors name `what` (a malformed
+    /// interface, a read-only array).
+    fn read(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Option<ArrayInterface>> {
+        let Ok(ai) = obj.getattr("__array_interface__") else {
+            return Ok(None);
+        };
+        let bad = |m: String| BitmaskError::new_err(format!("{what}: {m}"));
+        let ai = ai
+            .cast_into::<PyDict>()
+            .map_err(|_| bad("__array_interface__ is not a dict".into()))?;
+        let get = |k: &str| -> PyResult<Bound<'_, PyAny>> {
+            ai.get_item(k)?
+                .ok_or_else(|| bad(format!("__array_interface__ has no {k:?}")))
+        };
+        let typestr: String = get("typestr")?.extract()?;
+        let (native, foreign) = if cfg!(target_endian = "little") {
+            ('<', '>')
+        } else {
+            ('>', '<')
+        };
+        let dtype = (!typestr.starts_with(foreign))
+            .then(|| typestr.trim_start_matches(['|', '=', native]).to_string());
+        let shape: Vec<usize> = get("shape")?.extract()?;
+        let (addr, readonly): (usize, bool) = get("data")?
+            .extract()
+            .map_err(|_| bad("the array's data is not a (pointer, readonly) pair".into()))?;
+        if readonly {
+            return Err(bad("the array is read-only".into()));
+        }
+        let strides = match ai.get_item("strides")? {
+            Some(s) if !s.is_none() => Some(s.extract::<Vec<isize>>()?),
+            _ => None,
+        };
+        Ok(Some(ArrayInterface {
+            typestr,
+            dtype,
+            shape,
+            addr,
+            strides,
+        }))
+    }
+}
+
 impl MaskBuf {
     /// Inspects `obj`: a numpy array (any object with `__array_interface__`) or a torch CPU
     /// tensor, 1-D (one row) or 2-D, 4-byte integers, C-contiguous, aligned and writable.
     fn of(obj: &Bound<'_, PyAny>) -> PyResult<MaskBuf> {
         let bad = |m: String| BitmaskError::new_err(format!("bitmask: {m}"));
-        let (addr, shape) = if let Ok(ai) = obj.getattr("__array_interface__") {
-            let ai = ai
-                .cast_into::<PyDict>()
-                .map_err(|_| bad("__array_interface__ is not a dict".into()))?;
-            let get = |k: &str| -> PyResult<Bound<'_, PyAny>> {
-                ai.get_item(k)?
-                    .ok_or_else(|| bad(format!("__array_interface__ has no {k:?}")))
-            };
-            let typestr: String = get("typestr")?.extract()?;
-            let native = if cfg!(target_endian = "little") {
-                '<'
-            } else {
-                '>'
-            };
-            let t = typestr.trim_start_matches(['|', '=', native]);
-            if typestr.starts_with(if native == '<' { '>' } else { '<' })
-                || (t != "i4" && t != "u4")
-            {
+        let (addr, shape) = if let Some(ai) = ArrayInterface::read(obj, "bitmask")? {
+            if !matches!(ai.dtype.as_deref(), Some("i4" | "u4")) {
                 return Err(bad(format!(
-                    "dtype must be int32 (native byte order), not {typestr:?}"
+                    "dtype must be int32 (native byte order), not {:?}",
+                    ai.typestr
                 )));
             }
-            let shape: Vec<usize> = get("shape")?.extract()?;
-            let (addr, readonly): (usize, bool) = get("data")?
-                .extract()
-                .map_err(|_| bad("the array's data is not a (pointer, readonly) pair".into()))?;
-            if readonly {
-                return Err(bad("the array is read-only".into()));
-            }
-            if let Some(strides) = ai.get_item("strides")? {
-                if !strides.is_none() {
-                    let strides: Vec<isize> = strides.extract()?;
-                    let mut want = vec![4isize; shape.len()];
-                    for i in (0..shape.len().saturating_sub(1)).rev() {
-                        want[i] = want[i + 1] * shape[i + 1] as isize;
-                    }
-                    let live = |i: usize| shape[i] > 1;
-                    if (0..shape.len()).any(|i| live(i) && strides[i] != want[i]) {
-                        return Err(bad("the array must be C-contiguous".into()));
-                    }
+            let ArrayInterface {
+                addr,
+                shape,
+                strides,
+                ..
+            } = ai;
+            if let Some(strides) = strides {
+                let mut want = vec![4isize; shape.len()];
+                for i in (0..shape.len().saturating_sub(1)).rev() {
+                    want[i] = want[i + 1] * shape[i + 1] as isize;
+                }
+                let live = |i: usize| shape[i] > 1;
+                if (0..shape.len()).any(|i| live(i) && strides.get(i) != Some(&want[i])) {
+                    return Err(bad("the array must be C-contiguous".into()));
                 }
             }
             (addr, shape)

@@ -11,10 +11,9 @@ use callmask::mask::logits::{apply_bitmask, LogitsLayout, BF16_NEG_INF, F16_NEG_
 use callmask::{Matcher, TokenId};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
 use rayon::prelude::*;
 
-use super::{err, terminated, BitmaskError, MaskBuf, PyMatcher};
+use super::{err, terminated, ArrayInterface, BitmaskError, MaskBuf, PyMatcher};
 
 /// Rows from which [`accept_batch`] feeds the rows in parallel: a token costs about 0.7 µs to
 /// accept, the hop to the thread pool about 20 µs, so the pool pays from about 60 rows on two
@@ -74,44 +73,30 @@ impl LogitsBuf {
             let strides: Vec<isize> = obj.call_method0("stride")?.extract()?;
             let addr: usize = obj.call_method0("data_ptr")?.extract()?;
             (addr, dtype, shape, strides)
-        } else if let Ok(ai) = obj.getattr("__array_interface__") {
-            let ai = ai
-                .cast_into::<PyDict>()
-                .map_err(|_| bad("__array_interface__ is not a dict".into()))?;
-            let get = |k: &str| -> PyResult<Bound<'_, PyAny>> {
-                ai.get_item(k)?
-                    .ok_or_else(|| bad(format!("__array_interface__ has no {k:?}")))
-            };
-            let typestr: String = get("typestr")?.extract()?;
-            let native = if cfg!(target_endian = "little") {
-                "<"
-            } else {
-                ">"
-            };
-            let dtype = match typestr.strip_prefix(native).unwrap_or(&typestr) {
-                "f4" => Dtype::F32,
-                "f2" => Dtype::F16,
+        } else if let Some(ai) = ArrayInterface::read(obj, "logits")? {
+            let dtype = match ai.dtype.as_deref() {
+                Some("f4") => Dtype::F32,
+                Some("f2") => Dtype::F16,
                 _ => {
                     return Err(bad(format!(
-                        "dtype must be float32 or float16 (native byte order), not {typestr:?}"
+                        "dtype must be float32 or float16 (native byte order), not {:?}",
+                        ai.typestr
                     )))
                 }
             };
-            let shape: Vec<usize> = get("shape")?.extract()?;
-            let (addr, readonly): (usize, bool) = get("data")?
-                .extract()
-                .map_err(|_| bad("the array's data is not a (pointer, readonly) pair".into()))?;
-            if readonly {
-                return Err(bad("the array is read-only".into()));
-            }
             let size = dtype.size() as isize;
-            let strides: Vec<isize> = match ai.get_item("strides")? {
-                Some(s) if !s.is_none() => s
-                    .extract::<Vec<isize>>()?
+            let ArrayInterface {
+                addr,
+                shape,
+                strides,
+                ..
+            } = ai;
+            let strides: Vec<isize> = match strides {
+                Some(s) => s
                     .into_iter()
                     .map(|b| if b % size == 0 { b / size } else { -1 })
                     .collect(),
-                _ => {
+                None => {
                     let mut want = vec![1isize; shape.len()];
                     if shape.len() == 2 {
                         want[0] = shape[1] as isize;
