@@ -243,6 +243,11 @@ def test_native_logits_says_which_logits_the_rust_apply_writes():
     assert native_logits(np.zeros((2, 64), dtype=np.float16), bm) is not None
     assert native_logits(np.zeros((2, 64), dtype=np.float64), bm) is None  # numpy ops instead
     assert native_logits(np.zeros((64, 2), dtype=np.float32).T, bm) is None  # strided elements
+    # llama-cpp-python's scores: the logit field of a record array (elements 12 bytes apart)
+    rec = np.zeros(64, dtype=[("id", np.intc), ("logit", np.single), ("p", np.single)])
+    assert native_logits(rec["logit"], bm[0]) is None
+    callmask.apply_token_bitmask_inplace(rec["logit"], np.array([1, 0], dtype=np.int32))
+    assert np.isfinite(rec["logit"]).sum() == 1 and (rec["id"] == 0).all()
     assert native_logits(f32, np.zeros((2, 4), dtype=np.int32)[:, ::2]) is None
     ro = np.zeros((2, 64), dtype=np.float32)
     ro.flags.writeable = False

@@ -113,12 +113,12 @@ def _native_ok(logits: Any, bitmask: Any) -> bool:
     if isinstance(logits, np.ndarray):
         if str(logits.dtype) not in _NATIVE_NUMPY or not logits.flags.writeable:
             return False
-        if logits.ndim == 2 and logits.shape[1] > 1 and logits.strides[1] != logits.itemsize:
-            return False
+        if logits.ndim in (1, 2) and logits.shape[-1] > 1 and logits.strides[-1] != logits.itemsize:
+            return False  # elements apart (a record array's field, a transposed view)
     elif hasattr(logits, "data_ptr"):
         if logits.device.type != "cpu" or str(logits.dtype) not in _NATIVE_TORCH:
             return False
-        if logits.dim() == 2 and logits.shape[1] > 1 and logits.stride(1) != 1:
+        if logits.dim() in (1, 2) and logits.shape[-1] > 1 and logits.stride(-1) != 1:
             return False
         if logits.dim() == 2 and logits.shape[0] > 1 and logits.stride(0) < logits.shape[1]:
             return False
