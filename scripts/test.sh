@@ -10,10 +10,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.local/bin:$PATH"
-# No debug info in CI's release build: Cargo.toml keeps `debug = 1` for profiling, which makes
-# llama.cpp a RelWithDebInfo build and the target dir several GiB larger (a CI machine ran out of
-# disk building it). Export CARGO_PROFILE_RELEASE_DEBUG=1 to get the line tables back.
-export CARGO_PROFILE_RELEASE_DEBUG=${CARGO_PROFILE_RELEASE_DEBUG:-0}
 
 scripts/setup.sh
 scripts/fetch-data.sh
