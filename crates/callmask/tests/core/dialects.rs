@@ -670,7 +670,7 @@ fn dialect_files_and_errors() {
     );
 }
 
-/// The README's examples (`examples/outputs/D.txt`) parse as the README says.
+/// The examples of docs/dialects.md (`examples/outputs/D.txt`) parse as the page says.
 #[test]
 fn readme_examples_parse() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples");

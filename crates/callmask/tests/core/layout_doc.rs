@@ -1,4 +1,4 @@
-//! The README's `## Layout` section matches the tree: every crate, every `src/**/*.rs` file of
+//! The `## Layout` section of `docs/architecture.md` matches the tree: every crate, every `src/**/*.rs` file of
 //! every crate and every entry of `scripts/` has a line, and every line names something that
 //! exists. A file added or moved without its line fails here, naming it.
 //!
@@ -20,7 +20,7 @@ fn layout_block(readme: &str) -> &str {
     let section = readme
         .split("\n## Layout\n")
         .nth(1)
-        .expect("the README has a `## Layout` section");
+        .expect("docs/architecture.md has a `## Layout` section");
     let section = section.split("\n## ").next().unwrap_or(section);
     let start = section
         .find("\n```text\n")
@@ -115,9 +115,9 @@ fn compare(
 }
 
 #[test]
-fn readme_layout_matches_the_tree() {
+fn layout_doc_matches_the_tree() {
     let root = root();
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
     let listed = listed(layout_block(&readme));
     let required = required(&root);
     assert!(
@@ -129,13 +129,13 @@ fn readme_layout_matches_the_tree() {
     let mut problems = Vec::new();
     if !missing.is_empty() {
         problems.push(format!(
-            "the README's Layout section misses (add a line each):\n  {}",
+            "docs/architecture.md's Layout section misses (add a line each):\n  {}",
             missing.join("\n  ")
         ));
     }
     if !extra.is_empty() {
         problems.push(format!(
-            "the README's Layout section lists what is not in the tree:\n  {}",
+            "docs/architecture.md's Layout section lists what is not in the tree:\n  {}",
             extra.join("\n  ")
         ));
     }
