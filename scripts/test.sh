@@ -28,6 +28,6 @@ cargo test --release --workspace
 # llama/callmask_llama.cpp on a separate llama.cpp build (about 3 minutes).
 scripts/host-llama-test.sh
 # llama.cpp's server with callmask, light: the patch applies to the pinned sources and its files
-# compile (scripts/llama-server-e2e.sh builds and runs the server; see the README).
+# compile (scripts/llama-server-e2e.sh builds and runs the server; see docs/engines.md).
 scripts/llama-server-check.sh
 scripts/python-test.sh
