@@ -902,7 +902,10 @@ fn every_dialect_flag_points_at_callmask_dialects() {
     let names = String::from_utf8_lossy(&names.stdout).into_owned();
     assert!(names.lines().count() > 20, "too few dialects:\n{names}");
     for n in ["hermes", "pythonic", "qwen3", "gpt_oss"] {
-        assert!(names.lines().any(|l| l == n), "`dialects --names` misses {n}");
+        assert!(
+            names.lines().any(|l| l == n),
+            "`dialects --names` misses {n}"
+        );
     }
     for sub in ["check", "parse", "fuzz", "generate", "bench", "prompt"] {
         let help = run(&[sub, "--help"], "");
