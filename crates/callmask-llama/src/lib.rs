@@ -31,10 +31,31 @@ mod gguf;
 
 /// The workspace README's Rust examples, compiled as this crate's doctests (this crate sees
 /// both `callmask` and `callmask_llama`, which the README uses), so that the README cannot
-/// drift from the API: `cargo test -p callmask-llama --doc`.
+/// drift from the API: `cargo test -p callmask-llama --doc`. The pages of `docs/` with Rust
+/// examples are compiled the same way, below.
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
+
+/// `docs/library.md`'s Rust examples, as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/library.md")]
+pub struct LibraryDocDoctests;
+
+/// `docs/dialects.md`'s Rust examples, as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/dialects.md")]
+pub struct DialectsDocDoctests;
+
+/// `docs/engines.md`'s Rust examples, as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/engines.md")]
+pub struct EnginesDocDoctests;
+
+/// `docs/structural-tags.md`'s Rust examples, as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/structural-tags.md")]
+pub struct StructuralTagsDocDoctests;
 
 pub use gguf::{llama_backend, vocab_from_llama_vocab};
 
