@@ -618,7 +618,8 @@ pub struct Engine {
 pub struct Generation {
     /// The generated tokens (an end-of-generation token excluded).
     pub tokens: Vec<TokenId>,
-    /// Their text (special tokens spelled out).
+    /// Their text (special tokens spelled out), decoded once from all their bytes, so that a
+    /// character spelled over several tokens is whole (bytes that are not UTF-8 become U+FFFD).
     pub text: String,
     /// Ended by an end-of-generation token, or complete with nothing allowed after it.
     pub finished: bool,
@@ -824,6 +825,7 @@ impl Engine {
         }
         let t_gen = Instant::now();
         let mut pos: Vec<usize> = prompt_toks.iter().map(Vec::len).collect();
+        let mut out_bytes: Vec<Vec<u8>> = vec![Vec::new(); n];
         loop {
             // Accept the pending tokens; finished sequences drop out.
             batch.clear();
@@ -840,7 +842,8 @@ impl Engine {
                 gens[s].tokens.push(t);
                 let bytes = self.vocab.token_bytes(t).unwrap_or_default();
                 on_text(s, bytes);
-                gens[s].text.push_str(&String::from_utf8_lossy(bytes));
+                // The text is decoded once at the end: a character may span tokens.
+                out_bytes[s].extend_from_slice(bytes);
                 if samplers[s].is_finished() {
                     gens[s].finished = true;
                     continue;
@@ -881,7 +884,8 @@ impl Engine {
             }
         }
         let gen_time = t_gen.elapsed();
-        for (g, s) in gens.iter_mut().zip(&samplers) {
+        for ((g, s), bytes) in gens.iter_mut().zip(&samplers).zip(&out_bytes) {
+            g.text = String::from_utf8_lossy(bytes).into_owned();
             g.gen_time = gen_time;
             g.stats = s.stats();
         }
