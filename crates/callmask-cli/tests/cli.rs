@@ -961,3 +961,26 @@ fn a_closed_stdout_ends_quietly() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(out.status.code(), Some(141), "{stderr}");
 }
+
+/// The same for standard error (`callmask fuzz ... 2>&1 | head -c 10`): a reader of stderr that
+/// goes before the summary is written ends the command quietly, never with a panic report.
+#[test]
+fn a_closed_stderr_ends_quietly() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_callmask"))
+        .args([
+            "fuzz",
+            "--schema",
+            &format!("{EXAMPLES}/weather.schema.json"),
+        ])
+        .arg("--tokenizer")
+        .arg(testkit::llama_tokenizer())
+        .args(["-n", "3000", "--seed", "1"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawning callmask");
+    drop(child.stderr.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(141));
+}
