@@ -25,31 +25,9 @@
 //! ([`Dfa::with_text_states`]: a dialect's `@text_matching("(?:[^{\s](?s:.)*)?")` after its
 //! first character); every other walk takes the general path.
 
-use super::walks::{ExitChildren, SubWalk, Walker};
+use super::walks::{ExitChildren, Range, SubWalk, TextChildren, Walker};
 use crate::grammar::dfa::Dfa;
 use crate::vocab::text_index::{begins_char, LONG_CHARS};
-
-/// A node range `[lo, hi)`: a subtree.
-type Range = (u32, u32);
-
-/// What a text walk needs to list its exits' children by byte: its subtree, the subtrees cut
-/// out below completed markers, and whether the subtree's root is an exit.
-#[derive(Debug)]
-pub(super) struct TextChildren {
-    from: u32,
-    end: u32,
-    cuts: Vec<Range>,
-    from_exit: bool,
-    /// The most characters an exit may have begun.
-    cap: u16,
-}
-
-impl TextChildren {
-    /// Size in 4-byte words.
-    pub(super) fn len(&self) -> usize {
-        4 + 2 * self.cuts.len()
-    }
-}
 
 /// The indices of the entries of a node-ordered `list` inside `(lo, hi)` (`lo` itself
 /// excluded).

@@ -12,7 +12,6 @@
 //! Trade-offs: a [`Walker`] is a few references, made per walk; the first steps out of the exits
 //! are memoized per stack within one walk ([`FirstSteps`]), not across walks.
 
-use super::text_walks::TextChildren;
 use crate::automaton::complete::{Completer, INF};
 use crate::automaton::{advance, Frame, Stack, Sym};
 use crate::cache::{CacheKey, Caches};
@@ -39,6 +38,28 @@ pub(super) struct SubWalk {
     /// The exits' children by byte, so that a walk out of the exits visits only the children
     /// whose byte what follows the lexeme takes.
     pub(super) children: ExitChildren,
+}
+
+/// A node range `[lo, hi)`: a subtree.
+pub(super) type Range = (u32, u32);
+
+/// What a text walk needs to list its exits' children by byte: its subtree, the subtrees cut
+/// out below completed markers, and whether the subtree's root is an exit.
+#[derive(Debug)]
+pub(super) struct TextChildren {
+    pub(super) from: u32,
+    pub(super) end: u32,
+    pub(super) cuts: Vec<Range>,
+    pub(super) from_exit: bool,
+    /// The most characters an exit may have begun.
+    pub(super) cap: u16,
+}
+
+impl TextChildren {
+    /// Size in 4-byte words.
+    pub(super) fn len(&self) -> usize {
+        4 + 2 * self.cuts.len()
+    }
 }
 
 /// The children of a lexeme walk's exits, by byte.

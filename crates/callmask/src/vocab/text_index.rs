@@ -10,7 +10,23 @@
 //! Trade-offs: up to 14 bytes per trie node, 8 per token, and one pass over the trie when a
 //! vocabulary's trie is built, for every vocabulary, used or not by a text-first dialect.
 
-use super::trie::{TokenTrie, NO_TOKEN};
+use super::TokenId;
+
+/// What the index reads of a token trie (implemented by `trie::TokenTrie`, which builds the
+/// index with itself; the trait keeps this module below the trie's).
+pub(crate) trait TrieNodes {
+    /// Number of nodes (node 0 is the root).
+    fn node_count(&self) -> usize;
+    /// The longest token's length in bytes.
+    fn max_depth(&self) -> usize;
+    /// Node `i`'s depth, the byte into it, the node after its subtree, and whether a token ends
+    /// there.
+    fn node(&self, i: usize) -> (u16, u8, u32, bool);
+    /// True when node `i` has children.
+    fn has_children(&self, i: usize) -> bool;
+    /// Appends the tokens that end at node `i`.
+    fn push_tokens(&self, i: usize, out: &mut Vec<TokenId>);
+}
 
 /// See the module documentation.
 #[derive(Debug, Default)]
@@ -55,8 +71,8 @@ enum Utf8Prefix {
 
 impl TextIndex {
     /// Builds the index of `trie`, one pass over its nodes.
-    pub(crate) fn new(trie: &TokenTrie) -> TextIndex {
-        let n = trie.nodes.len();
+    pub(crate) fn new(trie: &impl TrieNodes) -> TextIndex {
+        let n = trie.node_count();
         let mut x = TextIndex {
             token_nodes: Vec::new(),
             token_ids: Vec::new(),
@@ -68,23 +84,23 @@ impl TextIndex {
             long_inner: Vec::new(),
         };
         // Per depth: the bytes from the root, where they stand, and the characters begun.
-        let mut path = vec![0u8; trie.max_depth + 2];
-        let mut prefix = vec![Utf8Prefix::Valid { boundary: 0 }; trie.max_depth + 2];
-        let mut counts = vec![0u16; trie.max_depth + 2];
+        let mut path = vec![0u8; trie.max_depth() + 2];
+        let mut prefix = vec![Utf8Prefix::Valid { boundary: 0 }; trie.max_depth() + 2];
+        let mut counts = vec![0u16; trie.max_depth() + 2];
         let mut i = 1;
         while i < n {
-            let node = trie.nodes[i];
-            let d = node.depth as usize;
-            x.chars[i] = counts[d - 1].saturating_add(u16::from(begins_char(node.byte)));
+            let (depth, byte, next, token) = trie.node(i);
+            let d = depth as usize;
+            x.chars[i] = counts[d - 1].saturating_add(u16::from(begins_char(byte)));
             counts[d] = x.chars[i];
             let Utf8Prefix::Valid { boundary } = prefix[d - 1] else {
                 unreachable!("a subtree below an invalid prefix is skipped")
             };
             if boundary == d - 1 {
                 // Listed whatever the byte: what follows the text decides.
-                x.by_byte[node.byte as usize].push(i as u32);
+                x.by_byte[byte as usize].push(i as u32);
             }
-            path[d] = node.byte;
+            path[d] = byte;
             prefix[d] = match std::str::from_utf8(&path[boundary + 1..=d]) {
                 Ok(_) => Utf8Prefix::Valid { boundary: d },
                 // The last character is begun and not finished.
@@ -92,11 +108,11 @@ impl TextIndex {
                 Err(_) => Utf8Prefix::Invalid,
             };
             let Utf8Prefix::Valid { boundary } = prefix[d] else {
-                i = node.next as usize;
+                i = next as usize;
                 continue;
             };
             let long = x.chars[i] > LONG_CHARS;
-            if node.tok != NO_TOKEN {
+            if token {
                 if long {
                     x.long_tokens.push(x.token_nodes.len() as u32);
                 }

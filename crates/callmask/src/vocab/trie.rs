@@ -13,7 +13,7 @@
 //! and whether more tokens share its bytes), about twice the vocabulary's bytes in nodes; tokens
 //! longer than `u16::MAX` bytes are left out (no real vocabulary has one).
 
-use super::text_index::TextIndex;
+use super::text_index::{TextIndex, TrieNodes};
 use super::{TokenId, Vocab};
 
 /// No token ends at a trie node.
@@ -215,5 +215,28 @@ impl TokenTrie {
             }
             i += 1;
         }
+    }
+}
+
+impl TrieNodes for TokenTrie {
+    fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    fn max_depth(&self) -> usize {
+        self.max_depth
+    }
+
+    fn node(&self, i: usize) -> (u16, u8, u32, bool) {
+        let n = self.nodes[i];
+        (n.depth, n.byte, n.next, n.tok != NO_TOKEN)
+    }
+
+    fn has_children(&self, i: usize) -> bool {
+        TokenTrie::has_children(self, i)
+    }
+
+    fn push_tokens(&self, i: usize, out: &mut Vec<TokenId>) {
+        TokenTrie::push_tokens(self, i, out)
     }
 }

@@ -126,3 +126,98 @@ fn the_scan_sees_an_upward_import() {
     );
     assert_eq!(paths, ["mask", "<root>"]);
 }
+
+/// The sibling modules (files of one folder) that `text` imports: `super::NAME` and
+/// `crate::<folder>::NAME` paths whose `NAME` is one of `siblings` (comments skipped).
+fn sibling_imports(text: &str, folder: &str, siblings: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let code = line.trim_start();
+        if code.starts_with("//") {
+            continue;
+        }
+        let code = code.split("//").next().unwrap_or("");
+        for prefix in ["super::".to_string(), format!("crate::{folder}::")] {
+            for (i, _) in code.match_indices(&prefix) {
+                let rest = &code[i + prefix.len()..];
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if siblings.contains(&name) && !out.contains(&name) {
+                    out.push(name);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Sibling modules that import each other, directly or through others, in one folder.
+fn sibling_circles(dir: &Path) -> Vec<String> {
+    let mut stems: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| {
+            let p = e.ok()?.path();
+            (p.extension()? == "rs").then(|| p.file_stem()?.to_str().map(str::to_owned))?
+        })
+        .collect();
+    stems.sort();
+    let folder = dir.file_name().unwrap().to_str().unwrap().to_owned();
+    let edges: Vec<Vec<usize>> = stems
+        .iter()
+        .map(|s| {
+            let text = std::fs::read_to_string(dir.join(format!("{s}.rs"))).unwrap();
+            sibling_imports(&text, &folder, &stems)
+                .iter()
+                .filter(|n| *n != s)
+                .filter_map(|n| stems.iter().position(|x| x == n))
+                .collect()
+        })
+        .collect();
+    // Each module that reaches itself again.
+    let mut circles = Vec::new();
+    for start in 0..stems.len() {
+        let mut seen = vec![false; stems.len()];
+        let mut todo = edges[start].clone();
+        while let Some(m) = todo.pop() {
+            if m == start {
+                circles.push(format!("{folder}/{}.rs", stems[start]));
+                break;
+            }
+            if !std::mem::replace(&mut seen[m], true) {
+                todo.extend(&edges[m]);
+            }
+        }
+    }
+    circles
+}
+
+#[test]
+fn no_two_sibling_modules_import_each_other() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut dirs = vec![src.clone()];
+    let mut circles = Vec::new();
+    while let Some(dir) = dirs.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            }
+        }
+        if dir != src {
+            circles.extend(sibling_circles(&dir));
+        }
+    }
+    assert!(circles.is_empty(), "in an import circle: {circles:?}");
+    // The scan sees a circle.
+    let tmp = std::env::temp_dir().join(format!("callmask-circle-{}", std::process::id()));
+    let dir = tmp.join("m");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("a.rs"), "use super::b::B;\n").unwrap();
+    std::fs::write(dir.join("b.rs"), "use crate::m::a::A;\n").unwrap();
+    std::fs::write(dir.join("c.rs"), "// use super::a::A;\n").unwrap();
+    let found = sibling_circles(&dir);
+    std::fs::remove_dir_all(&tmp).ok();
+    assert_eq!(found, ["m/a.rs", "m/b.rs"]);
+}
