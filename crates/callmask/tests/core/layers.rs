@@ -27,16 +27,19 @@ fn layer(module: &str) -> Option<u8> {
     LAYERS.iter().find(|(m, _)| *m == module).map(|(_, l)| *l)
 }
 
+/// The code of each line of a source file, comments cut off.
+fn code_lines(text: &str) -> impl Iterator<Item = &str> {
+    text.lines()
+        .map(str::trim_start)
+        .filter(|code| !code.starts_with("//"))
+        .map(|code| code.split("//").next().unwrap_or(""))
+}
+
 /// The `crate::` paths a source file uses (comments skipped), by first segment; `"<root>"` for
 /// root re-exports (`crate::{..}`, `crate::Name`).
 fn crate_paths(text: &str) -> Vec<String> {
     let mut out = Vec::new();
-    for line in text.lines() {
-        let code = line.trim_start();
-        if code.starts_with("//") {
-            continue;
-        }
-        let code = code.split("//").next().unwrap_or("");
+    for code in code_lines(text) {
         let mut rest = code;
         while let Some(i) = rest.find("crate::") {
             let after = &rest[i + "crate::".len()..];
@@ -131,12 +134,7 @@ fn the_scan_sees_an_upward_import() {
 /// `crate::<folder>::NAME` paths whose `NAME` is one of `siblings` (comments skipped).
 fn sibling_imports(text: &str, folder: &str, siblings: &[String]) -> Vec<String> {
     let mut out = Vec::new();
-    for line in text.lines() {
-        let code = line.trim_start();
-        if code.starts_with("//") {
-            continue;
-        }
-        let code = code.split("//").next().unwrap_or("");
+    for code in code_lines(text) {
         for prefix in ["super::".to_string(), format!("crate::{folder}::")] {
             for (i, _) in code.match_indices(&prefix) {
                 let rest = &code[i + prefix.len()..];
