@@ -588,8 +588,12 @@ impl Fuzzer {
                 m.fill_mask(mask);
                 mask.is_allowed(t)
             };
-            if !allowed && m.tokens_left().is_some() && m.is_allowed_by_grammar(t) {
-                // The budget no longer leaves room for this path: walk on at random.
+            if !allowed
+                && (m.tokens_left().is_some() || m.distinct_calls())
+                && m.is_allowed_by_grammar(t)
+            {
+                // The budget no longer leaves room for this path, or it repeats a call: walk
+                // on at random.
                 return true;
             }
             if !allowed {

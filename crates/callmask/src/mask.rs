@@ -33,6 +33,7 @@ use rustc_hash::FxHashMap;
 use std::sync::{Arc, OnceLock, RwLock};
 
 mod bitset;
+mod distinct;
 pub mod logits;
 mod matcher;
 mod text_walks;
@@ -40,6 +41,7 @@ mod walks;
 
 pub use bitset::TokenMask;
 use bitset::TokenSet;
+pub(crate) use distinct::json_eq;
 pub use matcher::{fill_u32_rows, Matcher};
 use walks::{ExitChildren, FirstSteps, Walker};
 
@@ -123,6 +125,12 @@ struct Shared {
     completer: OnceLock<Completer>,
     /// Per matcher state: its allowed tokens by completion cost (bounded like `full`).
     budget_costs: RwLock<FxHashMap<Vec<Stack>, Arc<Costs>>>,
+    /// Shortest completions that start no new call (the distinct-calls rule), built when
+    /// first needed.
+    no_calls: OnceLock<Completer>,
+    /// Shortest completions in bytes, and the longest token's length in bytes (the
+    /// distinct-calls rule's quick exit), computed when first needed.
+    symbols: OnceLock<(Completer, u32)>,
 }
 
 /// A compiled grammar bound to a vocabulary: the shared token-level automaton.
@@ -196,6 +204,8 @@ impl TokenAutomaton {
                 missing_bytes: OnceLock::new(),
                 completer: OnceLock::new(),
                 budget_costs: RwLock::new(FxHashMap::default()),
+                no_calls: OnceLock::new(),
+                symbols: OnceLock::new(),
             }),
         })
     }
@@ -297,6 +307,44 @@ impl TokenAutomaton {
                 self.shared.vocab.clone(),
             )
         })
+    }
+
+    /// The completer of [`Completer::without_calls`] (built on first use).
+    fn no_calls_completer(&self) -> &Completer {
+        self.shared.no_calls.get_or_init(|| {
+            let ok = self.shared.specials.iter().map(Option::is_some).collect();
+            Completer::without_calls(
+                self.shared.grammar.inner.clone(),
+                ok,
+                self.shared.vocab.clone(),
+            )
+        })
+    }
+
+    /// Shortest completions in symbols (bytes), and the longest token's length in bytes.
+    fn symbols(&self) -> &(Completer, u32) {
+        self.shared.symbols.get_or_init(|| {
+            let ok = self.shared.specials.iter().map(Option::is_some).collect();
+            let v = &self.shared.vocab;
+            let longest = (0..v.len() as TokenId)
+                .map(|t| v.token_bytes(t).map_or(0, <[u8]>::len))
+                .max()
+                .unwrap_or(0);
+            (
+                Completer::with_specials(self.shared.grammar.inner.clone(), ok),
+                longest as u32,
+            )
+        })
+    }
+
+    /// See [`TokenAutomaton::symbols`].
+    fn symbol_completer(&self) -> &Completer {
+        &self.symbols().0
+    }
+
+    /// The longest token's length in bytes.
+    fn longest_token(&self) -> u32 {
+        self.symbols().1
     }
 
     /// Local tokens of `frame` by cost (see [`Costs`]).

@@ -122,10 +122,28 @@ impl Checker {
                     };
                     calls.push((i, args));
                 }
+                // No two calls equal (the matcher's distinct-calls rule, on by default).
+                for (j, b) in parsed.tool_calls.iter().enumerate() {
+                    for a in &parsed.tool_calls[..j] {
+                        if a.function.name == b.function.name
+                            && crate::mask::json_eq(&calls_value(a), &calls_value(b))
+                        {
+                            return Err(format!(
+                                "calls {} and {} are equal: {}({})",
+                                a.id, b.id, b.function.name, b.function.arguments
+                            ));
+                        }
+                    }
+                }
                 Ok(Checked::Calls(calls))
             }
         }
     }
+}
+
+/// A call's arguments as a JSON value (`{}` when empty or unreadable).
+fn calls_value(c: &crate::tools::ToolCall) -> Value {
+    serde_json::from_str(&c.function.arguments).unwrap_or_else(|_| Value::Object(Default::default()))
 }
 
 /// Parses JSON text into a [`Value`], refusing duplicate object keys (which `serde_json` would

@@ -5,6 +5,7 @@
 //! them per accepted token for rollback, bounded by [`Matcher::set_max_rollback`]; everything
 //! that can be shared (walks, whole masks, completion costs) lives in the automaton.
 
+use super::distinct::{CallLog, Ctx};
 use super::{read, TokenAutomaton, TokenMask, DEFAULT_MAX_ROLLBACK, FULL_CACHE_ENTRIES};
 use crate::automaton::complete::INF;
 use crate::automaton::{advance, Stack, Sym, SPECIAL};
@@ -31,6 +32,12 @@ pub struct Matcher {
     budget: Option<(usize, usize)>,
     /// Masks in which the budget removed tokens the grammar alone allows.
     steered: u64,
+    /// No call may repeat an earlier one ([`Matcher::set_distinct_calls`]).
+    distinct: bool,
+    /// The calls so far, for `distinct` (built lazily; dropped on rollback).
+    log: Option<Box<CallLog>>,
+    /// Masks the distinct-calls rule would have emptied and left to the grammar.
+    distinct_gave_up: u64,
 }
 
 impl Matcher {
@@ -46,6 +53,82 @@ impl Matcher {
             finished: false,
             budget: None,
             steered: 0,
+            distinct: true,
+            log: None,
+            distinct_gave_up: 0,
+        }
+    }
+
+    /// Whether a call may not repeat an earlier call of the output (same function, arguments
+    /// equal as JSON values: key order, spelling and number form aside). On by default; off,
+    /// the mask is the grammar's (and the budget's) alone. See the `distinct` module notes in
+    /// [`crate::mask`]: where the bounded check cannot tell, a token is removed, and the mask
+    /// is never emptied by this rule ([`Matcher::distinct_gave_up`]).
+    pub fn set_distinct_calls(&mut self, on: bool) {
+        self.distinct = on;
+    }
+
+    /// Whether calls must be distinct ([`Matcher::set_distinct_calls`]).
+    pub fn distinct_calls(&self) -> bool {
+        self.distinct
+    }
+
+    /// How many masks the distinct-calls rule would have emptied (its bounded search found no
+    /// way on): those masks were left as the grammar and budget make them. 0 in every fuzzed
+    /// output so far.
+    pub fn distinct_gave_up(&self) -> u64 {
+        self.distinct_gave_up
+    }
+
+    /// The log of calls, fed up to the accepted tokens; `None` when the rule cannot apply
+    /// (off, or a grammar without calls).
+    fn sync_log(&mut self) -> Option<&CallLog> {
+        if !self.distinct || self.auto.g().functions.is_empty() {
+            return None;
+        }
+        let log = self
+            .log
+            .get_or_insert_with(|| Box::new(CallLog::new(self.auto.grammar())));
+        let vocab = self.auto.shared.vocab.clone();
+        while log.fed < self.tokens.len() {
+            let t = self.tokens[log.fed];
+            log.push_token(&vocab, t);
+        }
+        Some(&**log)
+    }
+
+    /// The limit on a completion's tokens after the next token (end-of-generation aside).
+    fn distinct_limit(&self) -> u32 {
+        match self.tokens_left() {
+            Some(left) if left >= 2 => (left - 2).min(INF as usize - 1) as u32,
+            Some(_) => 0,
+            None => INF - 1,
+        }
+    }
+
+    /// Removes from `mask` the tokens after which no output with distinct calls fits.
+    fn filter_distinct(&mut self, mask: &mut TokenMask) {
+        if self.finished {
+            return;
+        }
+        let limit = self.distinct_limit();
+        if self.sync_log().is_none_or(|l| !l.has_calls()) {
+            return;
+        }
+        let before = mask.clone();
+        let Some(log) = self.log.as_deref() else {
+            return;
+        };
+        let ctx = Ctx {
+            auto: &self.auto,
+            log,
+            limit,
+        };
+        let next = |t: TokenId| self.next_states(t).ok();
+        ctx.filter(&self.states, mask, &next);
+        if mask.count() == 0 && before.count() > 0 {
+            *mask = before;
+            self.distinct_gave_up += 1;
         }
     }
 
@@ -220,12 +303,16 @@ impl Matcher {
     /// Sets `mask` to the tokens allowed next (end-of-generation tokens only where the output
     /// may end; nothing once finished).
     pub fn fill_mask(&mut self, mask: &mut TokenMask) {
-        if let Some(left) = self.tokens_left() {
-            if !self.finished && self.fill_budget_mask(left, mask) {
-                return;
-            }
+        let budgeted = match self.tokens_left() {
+            Some(left) => !self.finished && self.fill_budget_mask(left, mask),
+            None => false,
+        };
+        if !budgeted {
+            self.fill_grammar_mask(mask);
         }
-        self.fill_grammar_mask(mask);
+        if self.distinct {
+            self.filter_distinct(mask);
+        }
     }
 
     /// [`Matcher::fill_mask`] without the budget.
@@ -407,6 +494,28 @@ impl Matcher {
     /// Accepts `token`, or returns a typed error (and changes nothing) when it is not allowed.
     pub fn accept(&mut self, token: TokenId) -> Result<()> {
         let next = self.next_states(token)?;
+        if !self.finished && self.sync_log().is_some_and(CallLog::has_calls) {
+            // A token that completes a call equal to an earlier one (or ends the output on
+            // one) is refused whatever the mask was.
+            if let Some(log) = self.log.as_deref() {
+                let ok = match &next {
+                    None => log.may_end(),
+                    Some(_) => {
+                        let mut l = log.clone();
+                        l.push_token(&self.auto.shared.vocab, token);
+                        !l.broken
+                    }
+                };
+                if !ok {
+                    let vocab = &self.auto.shared.vocab;
+                    return Err(Error::TokenForbidden {
+                        token,
+                        text: String::from_utf8_lossy(vocab.token_bytes(token).unwrap_or_default())
+                            .into_owned(),
+                    });
+                }
+            }
+        }
         let prev = match next {
             Some(s) => std::mem::replace(&mut self.states, s),
             None => {
@@ -477,6 +586,7 @@ impl Matcher {
         self.history.truncate(keep);
         self.tokens.truncate(self.tokens.len() - n);
         self.finished = false;
+        self.log = None;
         Ok(())
     }
 

@@ -1,0 +1,486 @@
+//! Distinct calls: no call of one output repeats an earlier call of the same function with
+//! equal arguments ([`crate::Matcher::set_distinct_calls`], on by default).
+//!
+//! Equality is decided on the calls as the output parser reads them ([`StreamParser`]): the
+//! function's name, and the arguments converted to JSON by `parse::convert` whatever their
+//! encoding (a JSON object, JSON inside a JSON string, Python keywords, tagged fields), then
+//! compared as JSON values: objects whatever their key order, numbers by value (`1`, `1.0`
+//! and `1e0` are equal), strings decoded. The matcher keeps the calls completed so far in a
+//! [`CallLog`] (the parser fed with the accepted tokens, rebuilt lazily after a rollback).
+//!
+//! The rule on the mask: a token is allowed only if, after it, the output can still end, within
+//! the token budget when one is set, with every call different from the earlier ones. Each
+//! allowed token is checked in one of three ways, cheapest first:
+//! - **Outside any call, or inside a call of a function not called yet** (the common case), a
+//!   token that stays in the top frame of a stack keeps it there: the call it is in is new
+//!   whatever it becomes. Such tokens are allowed, a whole cost group at a time, when the
+//!   cost of ending without starting another call fits ([`Completer::without_calls`]). When
+//!   the call in progress cannot end within the longest token, no token can leave it, and the
+//!   mask is the grammar's (no work at all).
+//! - **Inside a value lexeme of a call of a function already called**: a token is allowed when,
+//!   after it, the lexeme can still take more distinct next characters (letters that are no
+//!   escape letter, or digits) than there are earlier calls of the function, each without
+//!   raising the lexeme's cost: one of them makes the call new, at one token more than the
+//!   shortest completion, which must fit.
+//! - **Otherwise** (tokens that close values, keys, calls, or start calls): a bounded
+//!   depth-first search over single bytes from the state after the token, shortest completion
+//!   first ([`SEARCH_NODES`] states at most), for a position where the calls completed are all
+//!   different and no call of an already-called function is in progress, and from which the
+//!   output ends without a new call within the budget (each searched byte counting one token).
+//!
+//! Trade-offs: the checks are exact where they say yes (each names a real completion); where
+//! a bound is hit, or the cheap rules do not apply and the search finds nothing, the token is
+//! removed. That is conservative: it may remove a token that had a fresh completion the search
+//! missed (a search counts bytes where the budget counts tokens, so under a tight budget it can
+//! miss completions that need many-byte tokens). Dead-end freedom then rests on the shortest
+//! fresh completion's first byte passing the same check one step later, which the search finds
+//! first; the fuzzer checks it on every dialect with and without budgets.
+
+use super::{TokenAutomaton, TokenMask};
+use crate::automaton::complete::INF;
+use crate::automaton::{advance, Frame, Stack, Sym};
+use crate::grammar::{Capture, Grammar, GrammarInner, Node};
+use crate::parse::{Event, StreamParser};
+use crate::vocab::{TokenId, Vocab};
+use serde_json::Value;
+
+/// Most states one search expands before it gives up (the token is then removed).
+pub(crate) const SEARCH_NODES: usize = 2048;
+
+/// Longest completion (in bytes) a search follows.
+const SEARCH_DEPTH: usize = 384;
+
+/// Letters that are never an escape letter or a hex digit in any string encoding the grammars
+/// use, and digits: each, written after complete characters, is a character of its own.
+const PLAIN: &[u8] = b"ghijklmopqswyz0123456789";
+
+/// Symbols tried first by the search (they close and open most things).
+const FIRST: &[u8] = b"\"}]),:[({' ";
+
+/// The calls of an output so far, as the parser reads them.
+#[derive(Clone, Debug)]
+pub(crate) struct CallLog {
+    parser: StreamParser,
+    /// Tokens fed to the parser.
+    pub(crate) fed: usize,
+    calls: Vec<Rec>,
+    /// Completed calls: function name and arguments.
+    done: Vec<(String, Value)>,
+    /// A completed call repeats an earlier one, or the parser refused the output.
+    pub(crate) broken: bool,
+}
+
+/// One call as it streams.
+#[derive(Clone, Debug, Default)]
+struct Rec {
+    name: String,
+    args: String,
+    ended: bool,
+}
+
+impl CallLog {
+    /// The log at the start of an output of `g`.
+    pub(crate) fn new(g: &Grammar) -> CallLog {
+        CallLog {
+            parser: StreamParser::new(g),
+            fed: 0,
+            calls: Vec::new(),
+            done: Vec::new(),
+            broken: false,
+        }
+    }
+
+    fn rec(&mut self, index: usize) -> &mut Rec {
+        if self.calls.len() <= index {
+            self.calls.resize(index + 1, Rec::default());
+        }
+        &mut self.calls[index]
+    }
+
+    fn apply(&mut self, events: Vec<Event>) {
+        for e in events {
+            match e {
+                Event::CallStart { index, name, .. } => self.rec(index).name = name,
+                Event::Arguments { index, delta } => self.rec(index).args.push_str(&delta),
+                Event::CallEnd { index } => {
+                    let r = self.rec(index);
+                    r.ended = true;
+                    let name = r.name.clone();
+                    let text = r.args.trim();
+                    let value = if text.is_empty() {
+                        Ok(Value::Object(Default::default()))
+                    } else {
+                        serde_json::from_str::<Value>(text)
+                    };
+                    match value {
+                        Ok(v) => {
+                            if self.done.iter().any(|(n, w)| *n == name && json_eq(w, &v)) {
+                                self.broken = true;
+                            }
+                            self.done.push((name, v));
+                        }
+                        Err(_) => self.broken = true,
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Feeds one accepted token.
+    pub(crate) fn push_token(&mut self, vocab: &Vocab, token: TokenId) {
+        match self.parser.push_token(vocab, token) {
+            Ok(ev) => self.apply(ev),
+            Err(_) => self.broken = true,
+        }
+        self.fed += 1;
+    }
+
+    /// Feeds one symbol (a search step).
+    fn push_sym(&mut self, sym: Sym) {
+        match self.parser.push_sym(sym) {
+            Ok(ev) => self.apply(ev),
+            Err(_) => self.broken = true,
+        }
+    }
+
+    /// True when the output may end here as far as distinct calls go: the calls that the end
+    /// completes are new too.
+    pub(crate) fn may_end(&self) -> bool {
+        let mut c = self.clone();
+        match c.parser.finish() {
+            Ok(ev) => {
+                c.apply(ev);
+                !c.broken
+            }
+            // The grammar took the output as complete; the parser's view is not needed.
+            Err(_) => !self.broken,
+        }
+    }
+
+    /// True when some call is complete.
+    pub(crate) fn has_calls(&self) -> bool {
+        !self.done.is_empty()
+    }
+
+    /// How many completed calls have function `name`.
+    fn count(&self, name: &str) -> usize {
+        self.done.iter().filter(|(n, _)| n == name).count()
+    }
+
+    /// The function of the call in progress, when the parser knows it.
+    fn open_name(&self) -> Option<&str> {
+        self.calls
+            .iter()
+            .rev()
+            .find(|r| !r.ended && !r.name.is_empty())
+            .map(|r| r.name.as_str())
+    }
+}
+
+/// JSON values equal as values: objects whatever their key order, numbers by value.
+pub(crate) fn json_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            let int = |n: &serde_json::Number| {
+                n.as_i64()
+                    .map(i128::from)
+                    .or_else(|| n.as_u64().map(i128::from))
+            };
+            match (int(x), int(y)) {
+                (Some(i), Some(j)) => i == j,
+                _ => match (x.as_f64(), y.as_f64()) {
+                    (Some(f), Some(g)) => f == g,
+                    _ => false,
+                },
+            }
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_eq(p, q))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x
+                    .iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// The innermost call in progress on `stack`: its frame's index and function.
+fn open_call(g: &GrammarInner, stack: &[Frame]) -> Option<(usize, u32)> {
+    stack.iter().enumerate().rev().find_map(|(k, f)| match f {
+        Frame::Cap { node, done: false } => match &g.nodes[*node as usize] {
+            Node::Capture(Capture::Call(i), _) => Some((k, *i)),
+            _ => None,
+        },
+        _ => None,
+    })
+}
+
+/// True when one of `frames` is a call's arguments capture (a value below it is an argument's).
+fn in_args(g: &GrammarInner, frames: &[Frame]) -> bool {
+    frames.iter().any(|f| match f {
+        Frame::Cap { node, .. } => {
+            matches!(&g.nodes[*node as usize], Node::Capture(c, _) if c.is_arguments())
+        }
+        _ => false,
+    })
+}
+
+/// What the filter needs to know about the output so far.
+pub(crate) struct Ctx<'a> {
+    pub(crate) auto: &'a TokenAutomaton,
+    pub(crate) log: &'a CallLog,
+    /// Most tokens a completion may take after the token checked (end-of-generation aside).
+    pub(crate) limit: u32,
+}
+
+impl Ctx<'_> {
+    /// Earlier calls of function `i`.
+    fn calls_of(&self, i: u32) -> usize {
+        self.auto
+            .g()
+            .functions
+            .get(i as usize)
+            .map_or(0, |n| self.log.count(n))
+    }
+
+    /// True when the call in progress on `stack` (if any) is of a function called before.
+    fn in_risky_call(&self, stack: &[Frame]) -> bool {
+        open_call(self.auto.g(), stack).is_some_and(|(_, i)| self.calls_of(i) > 0)
+    }
+
+    /// True when `log` (the log after some symbols) and a stack of `states` show a position
+    /// from which the output ends, starting no call, within `limit - used` tokens, with every
+    /// call distinct.
+    fn goal(&self, states: &[Stack], log: &CallLog, used: u32) -> bool {
+        if log.broken || log.open_name().is_some_and(|n| log.count(n) > 0) {
+            return false;
+        }
+        let nc = self.auto.no_calls_completer();
+        states.iter().any(|s| {
+            !self.in_risky_call(s) && {
+                let r = nc.remaining(s);
+                r < INF && used.saturating_add(r) <= self.limit
+            }
+        })
+    }
+
+    /// True when, after `token` (whose states are `next`, `None` for the end), the output can
+    /// end with distinct calls within the limit, as found by the bounded search.
+    pub(crate) fn token_ok(&self, token: TokenId, next: Option<&[Stack]>) -> bool {
+        let mut log = self.log.clone();
+        let Some(next) = next else {
+            return self.log.may_end();
+        };
+        log.push_token(&self.auto.shared.vocab, token);
+        if log.broken {
+            return false;
+        }
+        self.search(next, log)
+    }
+
+    /// Depth-first search over single bytes (and special tokens) for a [`Ctx::goal`], shortest
+    /// completion first.
+    fn search(&self, states: &[Stack], log: CallLog) -> bool {
+        if self.goal(states, &log, 0) {
+            return true;
+        }
+        let g = self.auto.g();
+        let comp = self.auto.completer();
+        let usable = |s: Sym| s < 256 && comp.usable(s as u8);
+        let syms = 256usize;
+        // Per level: states, log, candidates not tried yet (sorted by cost, best last).
+        let h0 = comp.remaining_any(states);
+        if h0 >= INF || h0 > self.limit {
+            return false;
+        }
+        let mut expanded = 0usize;
+        let mut stack: Vec<Vec<(u32, Sym, Vec<Stack>)>> = Vec::new();
+        let mut logs: Vec<CallLog> = vec![log];
+        let mut cur: Vec<Stack> = states.to_vec();
+        let mut out = Vec::new();
+        loop {
+            // Expand `cur`.
+            if expanded < SEARCH_NODES && stack.len() < SEARCH_DEPTH {
+                expanded += 1;
+                let depth = stack.len() as u32 + 1;
+                let mut cands: Vec<(u32, Sym, Vec<Stack>)> = Vec::new();
+                let mut seen = [false; 256];
+                let order = FIRST.iter().map(|&b| b as Sym).chain(0..syms as Sym);
+                for sym in order {
+                    if !usable(sym) || std::mem::replace(&mut seen[sym as usize], true) {
+                        continue;
+                    }
+                    advance(g, &cur, sym, &mut out);
+                    if out.is_empty() {
+                        continue;
+                    }
+                    let h = comp.remaining_any(&out);
+                    if h < INF && depth.saturating_add(h) <= self.limit {
+                        cands.push((h, sym, std::mem::take(&mut out)));
+                    }
+                }
+                // Best (lowest cost, then earliest in the order) last.
+                cands.reverse();
+                cands.sort_by(|a, b| b.0.cmp(&a.0));
+                stack.push(cands);
+            }
+            // Take the next candidate, backtracking over exhausted levels.
+            loop {
+                let Some(level) = stack.last_mut() else {
+                    return false;
+                };
+                if let Some((_, sym, st)) = level.pop() {
+                    let mut l = logs[stack.len() - 1].clone();
+                    l.push_sym(sym);
+                    if l.broken {
+                        continue;
+                    }
+                    let used = stack.len() as u32;
+                    if self.goal(&st, &l, used) {
+                        return true;
+                    }
+                    logs.truncate(stack.len());
+                    logs.push(l);
+                    cur = st;
+                    if expanded >= SEARCH_NODES {
+                        return false;
+                    }
+                    break;
+                }
+                stack.pop();
+                logs.truncate(stack.len().max(1));
+            }
+        }
+    }
+
+    /// Filters `mask` (the grammar's mask, under the budget) for the states `states`:
+    /// removes the tokens after which no output with distinct calls fits. `next` gives a
+    /// token's states (`Err` when refused, `Ok(None)` for the end).
+    pub(crate) fn filter(
+        &self,
+        states: &[Stack],
+        mask: &mut TokenMask,
+        next: &dyn Fn(TokenId) -> Option<Option<Vec<Stack>>>,
+    ) {
+        let g = self.auto.g();
+        let vocab = &self.auto.shared.vocab;
+        let nc = self.auto.no_calls_completer();
+        // No token can leave a new call that cannot end within the longest token.
+        let longest = self.auto.longest_token();
+        let sym = self.auto.symbol_completer();
+        if self.log.open_name().is_none_or(|n| self.log.count(n) == 0)
+            && states.iter().all(|s| match open_call(g, s) {
+                Some((k, i)) => {
+                    k + 1 < s.len()
+                        && self.calls_of(i) == 0
+                        && sym.remaining(&s[k + 1..]) > longest
+                }
+                None => false,
+            })
+        {
+            return;
+        }
+        // Tokens accepted by the cheap rules.
+        let n = mask.len();
+        let mut ok = TokenMask::new(n);
+        let mut scratch = TokenMask::new(n);
+        let open_risky = self.log.open_name().is_some_and(|n| self.log.count(n) > 0);
+        for s in states {
+            let top = &s[s.len() - 1];
+            let call = open_call(g, s);
+            let Some((k, i)) = call else { continue };
+            if k + 1 >= s.len() {
+                continue;
+            }
+            let local = self.auto.local(top);
+            let below = nc.remaining_below(s);
+            if below >= INF {
+                continue;
+            }
+            if self.calls_of(i) == 0 && !open_risky {
+                // A new call: the local tokens whose cost fits.
+                for (c, set) in &self.auto.local_costs(top, &local).groups {
+                    if c.saturating_add(below) <= self.limit {
+                        set.or_into(&mut ok);
+                    }
+                }
+            } else if let (Frame::Lex { lex, .. }, true) = (top, in_args(g, &s[k + 1..])) {
+                // A value of a call made before: tokens after which the lexeme keeps more
+                // distinct plain next characters than there are earlier calls.
+                let need = self.calls_of(i) + 1;
+                if need > PLAIN.len() {
+                    continue;
+                }
+                scratch.clear();
+                local.allowed.or_into(&mut scratch);
+                let dfa = &g.lexemes[*lex as usize];
+                let Frame::Lex { state, .. } = top else {
+                    continue;
+                };
+                let comp = self.auto.completer();
+                let mut memo: rustc_hash::FxHashMap<u32, bool> = Default::default();
+                for t in scratch.iter() {
+                    if !mask.is_allowed(t) || ok.is_allowed(t) {
+                        continue;
+                    }
+                    let Some(bytes) = vocab.token_bytes(t) else {
+                        continue;
+                    };
+                    let mut st = *state;
+                    for &b in bytes {
+                        st = dfa.next(st, b);
+                        if st == crate::grammar::dfa::Dfa::DEAD {
+                            break;
+                        }
+                    }
+                    if st == crate::grammar::dfa::Dfa::DEAD {
+                        continue;
+                    }
+                    let good = *memo.entry(st).or_insert_with(|| {
+                        let here = comp.lex_rest(*lex, st);
+                        if here >= INF
+                            || here.saturating_add(1).saturating_add(below) > self.limit
+                        {
+                            return false;
+                        }
+                        let spare = PLAIN
+                            .iter()
+                            .filter(|&&c| {
+                                comp.usable(c) && {
+                                    let n = dfa.next(st, c);
+                                    n != crate::grammar::dfa::Dfa::DEAD
+                                        && comp.lex_rest(*lex, n) <= here
+                                }
+                            })
+                            .count();
+                        spare >= need
+                    });
+                    if good {
+                        ok.set(t);
+                    }
+                }
+            }
+        }
+        let vocab_len = vocab.len();
+        let mut remove = Vec::new();
+        for t in mask.iter() {
+            if (t as usize) < vocab_len && ok.is_allowed(t) {
+                continue;
+            }
+            let good = match next(t) {
+                None => false,
+                Some(nx) => self.token_ok(t, nx.as_deref()),
+            };
+            if !good {
+                remove.push(t);
+            }
+        }
+        for t in remove {
+            mask.words[t as usize / 64] &= !(1u64 << (t % 64));
+        }
+    }
+}
