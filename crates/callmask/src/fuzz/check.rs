@@ -143,7 +143,8 @@ impl Checker {
 
 /// A call's arguments as a JSON value (`{}` when empty or unreadable).
 fn calls_value(c: &crate::tools::ToolCall) -> Value {
-    serde_json::from_str(&c.function.arguments).unwrap_or_else(|_| Value::Object(Default::default()))
+    serde_json::from_str(&c.function.arguments)
+        .unwrap_or_else(|_| Value::Object(Default::default()))
 }
 
 /// Parses JSON text into a [`Value`], refusing duplicate object keys (which `serde_json` would

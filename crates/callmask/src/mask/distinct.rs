@@ -200,8 +200,7 @@ pub(crate) fn json_eq(a: &Value, b: &Value) -> bool {
         }
         (Value::Object(x), Value::Object(y)) => {
             x.len() == y.len()
-                && x
-                    .iter()
+                && x.iter()
                     .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
         }
         _ => a == b,
@@ -375,9 +374,7 @@ impl Ctx<'_> {
         if self.log.open_name().is_none_or(|n| self.log.count(n) == 0)
             && states.iter().all(|s| match open_call(g, s) {
                 Some((k, i)) => {
-                    k + 1 < s.len()
-                        && self.calls_of(i) == 0
-                        && sym.remaining(&s[k + 1..]) > longest
+                    k + 1 < s.len() && self.calls_of(i) == 0 && sym.remaining(&s[k + 1..]) > longest
                 }
                 None => false,
             })
@@ -442,8 +439,7 @@ impl Ctx<'_> {
                     }
                     let good = *memo.entry(st).or_insert_with(|| {
                         let here = comp.lex_rest(*lex, st);
-                        if here >= INF
-                            || here.saturating_add(1).saturating_add(below) > self.limit
+                        if here >= INF || here.saturating_add(1).saturating_add(below) > self.limit
                         {
                             return false;
                         }
