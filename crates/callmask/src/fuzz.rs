@@ -382,7 +382,7 @@ impl Fuzzer {
             |st| c.to_enter_any(d, st) == 0,
             |st| c.to_enter_any(d, st),
         ) {
-            Some(syms) => self.feed(&mut w.m, &mut w.mask, &syms, &mut w.s),
+            Some(syms) => self.feed(&mut w.m, &mut w.mask, &syms, &mut w.s) != Fed::Violation,
             None => true,
         }
     }
@@ -529,15 +529,62 @@ impl Fuzzer {
     ) {
         let o = &self.options;
         let vocab = self.automaton.vocab();
-        let limit = o.max_tokens.saturating_sub(s.tokens.len());
-        let start = rng.random_range(0..self.symbol_tokens.len());
         let usable = |sym: Sym| self.symbol_tokens[sym as usize].is_some();
-        let Some(syms) = self.completer.complete(m.states(), usable, start, limit) else {
-            s.outcome = Outcome::Unfinished;
-            return;
-        };
-        if !self.feed(m, mask, &syms, s) {
-            return;
+        loop {
+            let limit = o.max_tokens.saturating_sub(s.tokens.len());
+            let start = rng.random_range(0..self.symbol_tokens.len());
+            let Some(syms) = self.completer.complete(m.states(), usable, start, limit) else {
+                s.outcome = Outcome::Unfinished;
+                return;
+            };
+            match self.feed(m, mask, &syms, s) {
+                Fed::Violation => return,
+                Fed::All => break,
+                Fed::Refused => {
+                    // The shortest completion repeats a call (or no longer fits the budget):
+                    // one allowed token that leaves the least to the end, then again.
+                    if s.tokens.len() >= o.max_tokens {
+                        s.outcome = Outcome::Unfinished;
+                        return;
+                    }
+                    m.fill_mask(mask);
+                    if let Some(e) = vocab
+                        .eos_tokens()
+                        .iter()
+                        .copied()
+                        .find(|&e| mask.is_allowed(e))
+                    {
+                        if m.accept(e).is_ok() {
+                            s.eos = Some(e);
+                        }
+                        return;
+                    }
+                    let comp = &self.completer;
+                    let best = mask
+                        .iter()
+                        .filter_map(|t| match m.next_states(t) {
+                            Ok(Some(st)) => Some((comp.remaining_any(&st), t)),
+                            _ => None,
+                        })
+                        .min();
+                    let Some((_, t)) = best else {
+                        if !m.can_end() {
+                            s.outcome = Outcome::Violation(
+                                "dead end: no token is allowed, yet the output may not end here"
+                                    .into(),
+                            );
+                        }
+                        return;
+                    };
+                    if let Err(e) = m.accept(t) {
+                        s.outcome = Outcome::Violation(format!(
+                            "the matcher refuses token {t}, which its mask allowed: {e}"
+                        ));
+                        return;
+                    }
+                    s.tokens.push(t);
+                }
+            }
         }
         if m.is_finished() {
             return;
@@ -568,15 +615,17 @@ impl Fuzzer {
         }
     }
 
-    /// Feeds steered symbols to `m` as their tokens, each checked against the mask; false (and
-    /// a violation recorded) when the mask or the matcher refuses one.
+    /// Feeds steered symbols to `m` as their tokens, each checked against the mask:
+    /// [`Fed::Violation`] (recorded) when the mask or the matcher refuses one the grammar
+    /// takes wrongly, [`Fed::Refused`] when the path stops where the budget or the
+    /// distinct-calls rule no longer allows it.
     fn feed(
         &self,
         m: &mut crate::Matcher,
         mask: &mut TokenMask,
         syms: &[Sym],
         s: &mut Sample,
-    ) -> bool {
+    ) -> Fed {
         let vocab = self.automaton.vocab();
         for &sym in syms {
             let t = self.symbol_tokens[sym as usize].unwrap_or_default();
@@ -594,30 +643,30 @@ impl Fuzzer {
             {
                 // The budget no longer leaves room for this path, or it repeats a call: walk
                 // on at random.
-                return true;
+                return Fed::Refused;
             }
             if !allowed {
                 s.outcome = Outcome::Violation(format!(
                     "the mask forbids token {t} ({:?}), which the grammar allows here",
                     String::from_utf8_lossy(&vocab.decode(&[t]))
                 ));
-                return false;
+                return Fed::Violation;
             }
             if vocab.is_eos(t) && matches!(m.next_states(t), Ok(None)) {
                 // An end-of-generation token that is also the special token of this path ends
                 // the output here (the budget leaves no room to go on): walk on at random.
-                return true;
+                return Fed::Refused;
             }
             if let Err(e) = m.accept(t) {
                 s.outcome = Outcome::Violation(format!(
                     "the matcher refuses token {t}, which its mask allowed: {e}"
                 ));
-                return false;
+                return Fed::Violation;
             }
             s.tokens.push(t);
             s.steered += 1;
         }
-        true
+        Fed::All
     }
 
     /// Checks a drawn sample with `checker` (only samples still `Valid` are checked).
@@ -712,4 +761,15 @@ impl Fuzzer {
         }
         cur
     }
+}
+
+/// How far [`Fuzzer`]'s steered symbols were fed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fed {
+    /// All of them.
+    All,
+    /// Up to one the budget or the distinct-calls rule removed (the walk goes on at random).
+    Refused,
+    /// Up to a violation (recorded).
+    Violation,
 }

@@ -278,14 +278,15 @@ impl Ctx<'_> {
         if log.broken {
             return false;
         }
-        self.search(next, log)
+        self.search(next, log).is_some()
     }
 
-    /// Depth-first search over single bytes (and special tokens) for a [`Ctx::goal`], shortest
-    /// completion first.
-    fn search(&self, states: &[Stack], log: CallLog) -> bool {
+    /// Depth-first search over single bytes for a [`Ctx::goal`], shortest completion first:
+    /// the bytes to it (none where `states` are one), every prefix of them leaving the calls
+    /// distinct.
+    pub(crate) fn search(&self, states: &[Stack], log: CallLog) -> Option<Vec<Sym>> {
         if self.goal(states, &log, 0) {
-            return true;
+            return Some(Vec::new());
         }
         let g = self.auto.g();
         let comp = self.auto.completer();
@@ -294,8 +295,9 @@ impl Ctx<'_> {
         // Per level: states, log, candidates not tried yet (sorted by cost, best last).
         let h0 = comp.remaining_any(states);
         if h0 >= INF || h0 > self.limit {
-            return false;
+            return None;
         }
+        let mut path: Vec<Sym> = Vec::new();
         let mut expanded = 0usize;
         let mut stack: Vec<Vec<(u32, Sym, Vec<Stack>)>> = Vec::new();
         let mut logs: Vec<CallLog> = vec![log];
@@ -330,7 +332,7 @@ impl Ctx<'_> {
             // Take the next candidate, backtracking over exhausted levels.
             loop {
                 let Some(level) = stack.last_mut() else {
-                    return false;
+                    return None;
                 };
                 if let Some((_, sym, st)) = level.pop() {
                     let mut l = logs[stack.len() - 1].clone();
@@ -339,14 +341,16 @@ impl Ctx<'_> {
                         continue;
                     }
                     let used = stack.len() as u32;
+                    path.truncate(stack.len() - 1);
+                    path.push(sym);
                     if self.goal(&st, &l, used) {
-                        return true;
+                        return Some(path);
                     }
                     logs.truncate(stack.len());
                     logs.push(l);
                     cur = st;
                     if expanded >= SEARCH_NODES {
-                        return false;
+                        return None;
                     }
                     break;
                 }

@@ -36,7 +36,7 @@ pub struct Matcher {
     distinct: bool,
     /// The calls so far, for `distinct` (built lazily; dropped on rollback).
     log: Option<Box<CallLog>>,
-    /// Masks the distinct-calls rule would have emptied and left to the grammar.
+    /// Masks the distinct-calls rule emptied (dead ends; see `distinct_gave_up`).
     distinct_gave_up: u64,
 }
 
@@ -62,8 +62,9 @@ impl Matcher {
     /// Whether a call may not repeat an earlier call of the output (same function, arguments
     /// equal as JSON values: key order, spelling and number form aside). On by default; off,
     /// the mask is the grammar's (and the budget's) alone. See the `distinct` module notes in
-    /// [`crate::mask`]: where the bounded check cannot tell, a token is removed, and the mask
-    /// is never emptied by this rule ([`Matcher::distinct_gave_up`]).
+    /// [`crate::mask`]: where the bounded check cannot tell, a token is removed; where that
+    /// would empty the mask, the tokens along the completion that admitted the last token
+    /// are allowed ([`Matcher::distinct_gave_up`]). A repeated call is never allowed.
     pub fn set_distinct_calls(&mut self, on: bool) {
         self.distinct = on;
     }
@@ -73,9 +74,9 @@ impl Matcher {
         self.distinct
     }
 
-    /// How many masks the distinct-calls rule would have emptied (its bounded search found no
-    /// way on): those masks were left as the grammar and budget make them. 0 in every fuzzed
-    /// output so far.
+    /// How many masks the distinct-calls rule emptied before the output could end (its bounded
+    /// search found no way on, not even the completion that admitted the last token): a dead
+    /// end. 0 in every fuzzed output so far.
     pub fn distinct_gave_up(&self) -> u64 {
         self.distinct_gave_up
     }
@@ -127,8 +128,34 @@ impl Matcher {
         let next = |t: TokenId| self.next_states(t).ok();
         ctx.filter(&self.states, mask, &next);
         if mask.count() == 0 && before.count() > 0 {
-            *mask = before;
-            self.distinct_gave_up += 1;
+            // The witness: the completion that admitted the last token (the same search from
+            // here, one token more, finds it again). The tokens that spell a prefix of it are
+            // allowed: after each the rest of it ends the output with distinct calls, within
+            // the budget. Where it is not found (a bound hit), the mask stays empty.
+            let wide = Ctx {
+                auto: &self.auto,
+                log,
+                limit: limit.saturating_add(1).min(INF - 1),
+            };
+            let vocab = &self.auto.shared.vocab;
+            match wide.search(&self.states, log.clone()) {
+                Some(path) if !path.is_empty() => {
+                    let bytes: Vec<u8> = path.iter().map(|&b| b as u8).collect();
+                    for t in before.iter() {
+                        if vocab.is_special(t) || vocab.eos_tokens().contains(&t) {
+                            continue;
+                        }
+                        match vocab.token_bytes(t) {
+                            Some(tb) if !tb.is_empty() && bytes.starts_with(tb) => mask.set(t),
+                            _ => {}
+                        }
+                    }
+                }
+                _ => {}
+            }
+            if mask.count() == 0 {
+                self.distinct_gave_up += 1;
+            }
         }
     }
 
