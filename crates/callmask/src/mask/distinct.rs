@@ -326,14 +326,12 @@ impl Ctx<'_> {
                 }
                 // Best (lowest cost, then earliest in the order) last.
                 cands.reverse();
-                cands.sort_by(|a, b| b.0.cmp(&a.0));
+                cands.sort_by_key(|c| std::cmp::Reverse(c.0));
                 stack.push(cands);
             }
             // Take the next candidate, backtracking over exhausted levels.
             loop {
-                let Some(level) = stack.last_mut() else {
-                    return None;
-                };
+                let level = stack.last_mut()?;
                 if let Some((_, sym, st)) = level.pop() {
                     let mut l = logs[stack.len() - 1].clone();
                     l.push_sym(sym);

@@ -40,7 +40,11 @@ fn walk_to_end(m: &mut callmask::Matcher, mask: &mut TokenMask, first: &[u8]) ->
     let mut out = Vec::new();
     for step in 0..600 {
         m.fill_mask(mask);
-        assert!(mask.count() > 0, "dead end after {:?}", String::from_utf8_lossy(&out));
+        assert!(
+            mask.count() > 0,
+            "dead end after {:?}",
+            String::from_utf8_lossy(&out)
+        );
         if mask.is_allowed(256) {
             m.accept(256).unwrap();
             return String::from_utf8(out).unwrap();
@@ -65,7 +69,10 @@ fn walk_to_end(m: &mut callmask::Matcher, mask: &mut TokenMask, first: &[u8]) ->
         m.accept(t).unwrap();
         out.push(t as u8);
     }
-    panic!("no end after 600 tokens: {:?}", String::from_utf8_lossy(&out));
+    panic!(
+        "no end after 600 tokens: {:?}",
+        String::from_utf8_lossy(&out)
+    );
 }
 
 #[test]
