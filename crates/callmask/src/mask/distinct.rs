@@ -32,9 +32,15 @@
 //! a bound is hit, or the cheap rules do not apply and the search finds nothing, the token is
 //! removed. That is conservative: it may remove a token that had a fresh completion the search
 //! missed (a search counts bytes where the budget counts tokens, so under a tight budget it can
-//! miss completions that need many-byte tokens). Dead-end freedom then rests on the shortest
-//! fresh completion's first byte passing the same check one step later, which the search finds
-//! first; the fuzzer checks it on every dialect with and without budgets.
+//! miss completions that need many-byte tokens). Dead-end freedom rests on a witness: where the
+//! rule would empty the mask, the matcher runs the search from the current position with one
+//! token more of room, which is the very search that admitted the last token (same states, same
+//! log, same limit), so it finds that completion again, and the tokens spelling a prefix of it
+//! are allowed (each leaves the rest of it, which ends the output with distinct calls within
+//! the budget). Only a token admitted by a cheap rule, whose completion the search from the
+//! next position does not find within its bound, could still leave an empty mask: counted by
+//! `Matcher::distinct_gave_up`, never filled with the grammar's tokens (a repeat never passes).
+//! The fuzzer checks both properties on every dialect with and without budgets.
 
 use super::{TokenAutomaton, TokenMask};
 use crate::automaton::complete::INF;
