@@ -413,7 +413,8 @@ impl Fuzzer {
         // `is_allowed` applies the same budget, and most positions have dense masks. That
         // keeps budgeted walks fast enough to run at scale; the masks that are filled are
         // still checked for dead ends.
-        let filled = self.options.budget_slack.is_none();
+        // Masks too once the distinct-calls rule applies (`is_allowed` does not apply it).
+        let filled = self.options.budget_slack.is_none() || w.m.distinct_active();
         let mut p = Picker {
             n: self.automaton.vocab().len() as TokenId,
             // More random tries before filling a mask under a budget: `is_allowed` costs
@@ -631,7 +632,7 @@ impl Fuzzer {
             let t = self.symbol_tokens[sym as usize].unwrap_or_default();
             // Under a budget, `is_allowed` (the same budget, no mask walk) keeps budgeted walks
             // fast; without one, the mask itself is checked against the grammar.
-            let allowed = if m.tokens_left().is_some() {
+            let allowed = if m.tokens_left().is_some() && !m.distinct_active() {
                 m.is_allowed(t)
             } else {
                 m.fill_mask(mask);

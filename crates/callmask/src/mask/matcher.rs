@@ -81,6 +81,12 @@ impl Matcher {
         self.distinct_gave_up
     }
 
+    /// True when the distinct-calls rule can remove tokens here (on, and some call is
+    /// complete): [`Matcher::is_allowed`] does not apply it, only masks do.
+    pub(crate) fn distinct_active(&mut self) -> bool {
+        !self.finished && self.sync_log().is_some_and(CallLog::has_calls)
+    }
+
     /// The log of calls, fed up to the accepted tokens; `None` when the rule cannot apply
     /// (off, or a grammar without calls).
     fn sync_log(&mut self) -> Option<&CallLog> {
@@ -421,7 +427,9 @@ impl Matcher {
         scratch.write_u32_words(out)
     }
 
-    /// True when `token` may come next (checks that one token only: cheaper than a mask).
+    /// True when `token` may come next (checks that one token only: cheaper than a mask). The
+    /// grammar and the budget only: the distinct-calls rule is applied by masks, and by
+    /// [`Matcher::accept`] where a token completes a repeated call.
     pub fn is_allowed(&self, token: TokenId) -> bool {
         self.next_states(token).is_ok()
     }
