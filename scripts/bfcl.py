@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Accuracy of callmask's tool calls on BFCL v4 (Berkeley Function-Calling Leaderboard).
 
-    scripts/bfcl.py [--categories simple,multiple,...] [--limit 20] [--dialect hermes]
+    scripts/bfcl.py [--categories simple,multiple,...] [--limit 20] [--dialect smollm2]
                     [--max-tokens 256] [--threads 2] [--timeout 300] [--out target/bfcl]
                     [--modes constrained,unconstrained] [--callmask BIN] [--model GGUF]
                     [--generate-args='--no-parallel-calls'] [--resume] [--max-minutes M]
@@ -488,7 +488,13 @@ def run_one(q: Question, mode: str, s: Settings, inputs: Path) -> dict[str, Any]
     }
     start = time.monotonic()
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=s.timeout)
+        p = subprocess.run(
+            cmd,
+            capture_output=True,
+            timeout=s.timeout,
+            encoding="utf-8",
+            errors="replace",  # a model may write bytes that are not UTF-8
+        )
     except subprocess.TimeoutExpired as e:
         rec.update(status="timeout", wall_seconds=round(time.monotonic() - start, 2))
         err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else e.stderr
@@ -784,7 +790,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--categories", default=",".join(CATEGORIES))
     ap.add_argument("--limit", type=int, default=20, help="first N questions per category")
-    ap.add_argument("--dialect", default="hermes")
+    ap.add_argument("--dialect", default="smollm2")
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=300, help="seconds per generation")
@@ -899,7 +905,7 @@ def main() -> None:
         "threads": s.threads,
         "limit": a.limit,
         "not_run": stopped,
-        "model": s.model or "Gemma 3 270M Q4_K_M (callmask's default)",
+        "model": s.model or "SmolLM2-135M-Instruct Q4_1 (callmask's default)",
         "generate_args": extra,
     }
     (a.out / "run.json").write_text(json.dumps(meta, indent=1) + "\n")

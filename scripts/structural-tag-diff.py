@@ -3,7 +3,7 @@
 For each case of examples/structural_tags/differential.json (a structural tag and texts), asks
 XGrammar (the venv of scripts/bench.sh, `.cache/venv-xgrammar`) whether the whole text is
 accepted and may end, and `callmask parse --structural-tag` the same, and prints every text on
-which they disagree. Expected disagreements (documented in the README): callmask lets object
+which they disagree. Expected disagreements (documented in docs/structural-tags.md): callmask lets object
 properties come in any order (XGrammar keeps the declared order), and callmask's default
 whitespace policy refuses blank lines inside JSON (XGrammar allows any whitespace).
 

@@ -10,10 +10,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.local/bin:$PATH"
-# No debug info in CI's release build: Cargo.toml keeps `debug = 1` for profiling, which makes
-# llama.cpp a RelWithDebInfo build and the target dir several GiB larger (a CI machine ran out of
-# disk building it). Export CARGO_PROFILE_RELEASE_DEBUG=1 to get the line tables back.
-export CARGO_PROFILE_RELEASE_DEBUG=${CARGO_PROFILE_RELEASE_DEBUG:-0}
 
 scripts/setup.sh
 scripts/fetch-data.sh
@@ -32,6 +28,6 @@ cargo test --release --workspace
 # llama/callmask_llama.cpp on a separate llama.cpp build (about 3 minutes).
 scripts/host-llama-test.sh
 # llama.cpp's server with callmask, light: the patch applies to the pinned sources and its files
-# compile (scripts/llama-server-e2e.sh builds and runs the server; see the README).
+# compile (scripts/llama-server-e2e.sh builds and runs the server; see docs/engines.md).
 scripts/llama-server-check.sh
 scripts/python-test.sh

@@ -1,6 +1,6 @@
 //! `callmask dialects`: the table of built-in dialects (names, families, output shapes,
-//! detection markers, sources), as text, as names only, or as the Markdown table the README
-//! carries.
+//! detection markers, sources), as text, as names only, or as the Markdown table
+//! `docs/dialects.md` carries.
 
 use std::process::ExitCode;
 
@@ -15,27 +15,28 @@ pub(crate) struct DialectsArgs {
     /// Print the names only, one per line.
     #[arg(long, conflicts_with = "markdown")]
     names: bool,
-    /// Print the Markdown table of `grammars/README.md`.
+    /// Print the Markdown table of `docs/dialects.md`.
     #[arg(long)]
     markdown: bool,
 }
 
-/// The `--dialect` help: the built-in names, from the dialect table.
+/// The `--dialect` help: the number of built-in dialects, from the dialect table, and where
+/// their names are (`callmask dialects`), not the names themselves.
 pub(crate) fn dialect_help() -> String {
     format!(
-        "Tool-call dialect: one of the {} built-in ones (`callmask dialects` describes them: {}), \
-         the path of a grammar file, or (`generate`) `auto`: the one the model's chat template shows",
+        "Tool-call dialect: one of the {} built-in ones (`callmask dialects` lists and describes \
+         them), the path of a grammar file, or (`generate`) `auto`: the one the model's chat \
+         template shows",
         Dialect::table().len(),
-        Dialect::builtin_names().join(", ")
     )
 }
 
-/// `callmask prompt --dialect` help: the built-in names, from the dialect table.
+/// `callmask prompt --dialect` help, as [`dialect_help`].
 pub(crate) fn prompt_dialect_help() -> String {
     format!(
-        "Dialect whose built-in prompt template to render: one of the {} built-in ones ({})",
+        "Dialect whose built-in prompt template to render: one of the {} built-in ones \
+         (`callmask dialects` lists them)",
         Dialect::table().len(),
-        Dialect::builtin_names().join(", ")
     )
 }
 

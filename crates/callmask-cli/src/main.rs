@@ -105,11 +105,13 @@ impl From<Error> for BadInput {
     }
 }
 
-/// Exit status of a command whose reader closed its standard output early (`| head`): the
+/// Exit status of a command whose reader closed its standard output or error early (`| head`,
+/// `2>&1 | head`): the
 /// shell's 128 + SIGPIPE, as a process killed by the signal reports it.
 const BROKEN_PIPE_EXIT: i32 = 141;
 
-/// Ends the process quietly (status [`BROKEN_PIPE_EXIT`]) when printing to stdout fails because
+/// Ends the process quietly (status [`BROKEN_PIPE_EXIT`]) when printing to stdout or stderr fails
+/// because
 /// the reader went away, as Unix tools do; any other panic keeps the default report.
 fn exit_quietly_on_broken_pipe() {
     let default = std::panic::take_hook();
@@ -120,7 +122,9 @@ fn exit_quietly_on_broken_pipe() {
             .map(String::as_str)
             .or_else(|| info.payload().downcast_ref::<&str>().copied())
             .unwrap_or("");
-        if payload.starts_with("failed printing to stdout") && payload.contains("Broken pipe") {
+        let printing = payload.starts_with("failed printing to stdout")
+            || payload.starts_with("failed printing to stderr");
+        if printing && payload.contains("Broken pipe") {
             std::process::exit(BROKEN_PIPE_EXIT);
         }
         default(info);

@@ -31,10 +31,31 @@ mod gguf;
 
 /// The workspace README's Rust examples, compiled as this crate's doctests (this crate sees
 /// both `callmask` and `callmask_llama`, which the README uses), so that the README cannot
-/// drift from the API: `cargo test -p callmask-llama --doc`.
+/// drift from the API: `cargo test -p callmask-llama --doc`. The pages of `docs/` with Rust
+/// examples are compiled the same way, below.
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
+
+/// `docs/library.md`'s Rust examples, as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/library.md")]
+pub struct LibraryDocDoctests;
+
+/// `docs/dialects.md`'s Rust examples, as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/dialects.md")]
+pub struct DialectsDocDoctests;
+
+/// `docs/engines.md`'s Rust examples, as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/engines.md")]
+pub struct EnginesDocDoctests;
+
+/// `docs/structural-tags.md`'s Rust examples, as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/structural-tags.md")]
+pub struct StructuralTagsDocDoctests;
 
 pub use gguf::{llama_backend, vocab_from_llama_vocab};
 
@@ -597,7 +618,8 @@ pub struct Engine {
 pub struct Generation {
     /// The generated tokens (an end-of-generation token excluded).
     pub tokens: Vec<TokenId>,
-    /// Their text (special tokens spelled out).
+    /// Their text (special tokens spelled out), decoded once from all their bytes, so that a
+    /// character spelled over several tokens is whole (bytes that are not UTF-8 become U+FFFD).
     pub text: String,
     /// Ended by an end-of-generation token, or complete with nothing allowed after it.
     pub finished: bool,
@@ -803,6 +825,7 @@ impl Engine {
         }
         let t_gen = Instant::now();
         let mut pos: Vec<usize> = prompt_toks.iter().map(Vec::len).collect();
+        let mut out_bytes: Vec<Vec<u8>> = vec![Vec::new(); n];
         loop {
             // Accept the pending tokens; finished sequences drop out.
             batch.clear();
@@ -819,7 +842,8 @@ impl Engine {
                 gens[s].tokens.push(t);
                 let bytes = self.vocab.token_bytes(t).unwrap_or_default();
                 on_text(s, bytes);
-                gens[s].text.push_str(&String::from_utf8_lossy(bytes));
+                // The text is decoded once at the end: a character may span tokens.
+                out_bytes[s].extend_from_slice(bytes);
                 if samplers[s].is_finished() {
                     gens[s].finished = true;
                     continue;
@@ -860,7 +884,8 @@ impl Engine {
             }
         }
         let gen_time = t_gen.elapsed();
-        for (g, s) in gens.iter_mut().zip(&samplers) {
+        for ((g, s), bytes) in gens.iter_mut().zip(&samplers).zip(&out_bytes) {
+            g.text = String::from_utf8_lossy(bytes).into_owned();
             g.gen_time = gen_time;
             g.stats = s.stats();
         }

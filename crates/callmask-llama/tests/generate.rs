@@ -253,3 +253,40 @@ fn parallel_sampling_equals_serial() {
     assert_eq!(a, b);
     assert!(a.iter().all(|o| !o.is_empty()));
 }
+
+/// A character the vocabulary spells only over several tokens (a Gothic letter: byte tokens)
+/// comes out whole in the generation's text: the text is decoded from all the bytes, not token
+/// by token (which turned each piece into U+FFFD and made a constrained output unparseable).
+#[test]
+fn characters_split_over_tokens_are_whole() {
+    let e = engine();
+    let text = "\u{10348}\u{10348} and 다용도실";
+    // A dialect whose whole output is that text, raw (no JSON escapes to choose instead).
+    let dialect = Dialect::parse("raw", &format!("root ::= \"{text}\"")).unwrap();
+    let options = callmask::DialectOptions::default().tool_choice(callmask::ToolChoice::Auto);
+    let grammar = dialect.compile(&Tools::default(), &options).unwrap();
+    let auto = TokenAutomaton::new(&grammar, e.vocab().clone()).unwrap();
+    let mut streamed = Vec::new();
+    let g = e
+        .generate(
+            "Write a string:",
+            Some(&auto),
+            &SamplingParams::default(),
+            64,
+            &mut |b| streamed.extend_from_slice(b),
+        )
+        .unwrap();
+    assert_eq!(g.text, text);
+    assert_eq!(String::from_utf8(streamed).unwrap(), g.text);
+    let split = g
+        .tokens
+        .iter()
+        .filter(|&&t| std::str::from_utf8(e.vocab().token_bytes(t).unwrap_or_default()).is_err())
+        .count();
+    assert!(
+        split > 0,
+        "the test needs a character spelled over tokens: {:?} {:?}",
+        g.text,
+        g.tokens
+    );
+}

@@ -1,6 +1,6 @@
 //! The table of built-in dialects (formats): one row per model family, from which every list derives
 //! (`Dialect::by_name`, `Dialect::detect`, the prompt templates and call writers of
-//! [`crate::prompt`], the CLI's help, the README's tables, the fuzz campaigns).
+//! [`crate::prompt`], the CLI's help, docs/dialects.md's tables, the fuzz campaigns).
 //!
 //! A row holds the family's grammar file, prompt template and call writer (all under
 //! `grammars/`), the chat-template markers that select it in `--dialect auto`, and the sources

@@ -74,7 +74,7 @@
 //!   counter fails).
 //! - **A tool-call format (dialect)**: a grammar file, a prompt template and a call writer under
 //!   `grammars/`, and one row in the dialect table (`formats.rs`, from which
-//!   [`Dialect::builtin_names`], detection, the CLI's help and the README's table derive). Tests:
+//!   [`Dialect::builtin_names`], detection, the CLI's help and docs/dialects.md's table derive). Tests:
 //!   `grammars_are_in_the_table`, `readme_lists_the_dialect_table`, and the case files in
 //!   `tests/dialect_cases/`. A string `format` (JSON Schema's): its name and regex in
 //!   `schema/strings.rs` (`FORMAT_NAMES`, `format_regex`); its automaton is read from

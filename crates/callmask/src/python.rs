@@ -18,8 +18,8 @@ pub fn is_identifier(s: &str) -> bool {
 
 /// JSON text as Python's `json.dumps` writes it by default (`ensure_ascii=True`): every
 /// character past ASCII as `\uxxxx` (lowercase hex; a surrogate pair past U+FFFF), the rest
-/// unchanged. The grammar accepts both this spelling and the raw one (see the README's grammar
-/// policy).
+/// unchanged. The grammar accepts both this spelling and the raw one (see
+/// docs/json-schema.md).
 ///
 /// ```
 /// let json = r#"{"city": "Asunción", "mood": "😀"}"#;

@@ -670,9 +670,9 @@ fn dialect_files_and_errors() {
     );
 }
 
-/// The README's examples (`examples/outputs/D.txt`) parse as the README says.
+/// The examples of docs/dialects.md (`examples/outputs/D.txt`) parse as the page says.
 #[test]
-fn readme_examples_parse() {
+fn docs_examples_parse() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples");
     let tools = Tools::from_json_str(
         &std::fs::read_to_string(format!("{dir}/tools/weather.json")).unwrap(),
