@@ -11,9 +11,11 @@
 //! The rule on the mask: a token is allowed only if, after it, the output can still end, within
 //! the token budget when one is set, with every call different from the earlier ones. Each
 //! allowed token is checked in one of three ways, cheapest first:
-//! - **Outside any call, or inside a call of a function not called yet** (the common case), a
-//!   token that stays in the top frame of a stack keeps it there: the call it is in is new
-//!   whatever it becomes. Such tokens are allowed, a whole cost group at a time, when the
+//! - **In text outside any call, or inside a call of a function not called yet** (the common
+//!   case), a token that stays in the top frame of a stack keeps it there: no call starts or
+//!   ends, or the call it is in is new whatever it becomes. Outside calls in a frame that may
+//!   start one, the same for the tokens with no byte a call can start with (and no special
+//!   token), by their cost of ending with no new call. Such tokens are allowed, a whole cost group at a time, when the
 //!   cost of ending without starting another call fits ([`Completer::without_calls`]). When
 //!   the call in progress cannot end within the longest token, no token can leave it, and the
 //!   mask is the grammar's (no work at all).
@@ -23,10 +25,12 @@
 //!   raising the lexeme's cost: one of them makes the call new, at one token more than the
 //!   shortest completion, which must fit.
 //! - **Otherwise** (tokens that close values, keys, calls, or start calls): a bounded
-//!   depth-first search over single bytes from the state after the token, shortest completion
-//!   first ([`SEARCH_NODES`] states at most), for a position where the calls completed are all
-//!   different and no call of an already-called function is in progress, and from which the
-//!   output ends without a new call within the budget (each searched byte counting one token).
+//!   best-first search over single bytes from the state after the token, in order of bytes
+//!   written plus the fewest tokens still needed ([`SEARCH_NODES`] states and
+//!   [`SEARCH_BRANCHES`] bytes from each at most), for a position where the calls completed
+//!   are all different and either no call of an already-called function is in progress and
+//!   the output ends without a new call within the budget, or such a call is in a value that
+//!   the rule above shows can still make it new (each searched byte counting one token).
 //!
 //! Trade-offs: the checks are exact where they say yes (each names a real completion); where
 //! a bound is hit, or the cheap rules do not apply and the search finds nothing, the token is
@@ -53,12 +57,16 @@ use serde_json::Value;
 /// Most states one search expands before it gives up (the token is then removed).
 pub(crate) const SEARCH_NODES: usize = 2048;
 
+/// Most next bytes a search follows from one state (the cheapest, in the order tried).
+const SEARCH_BRANCHES: usize = 12;
+
 /// Longest completion (in bytes) a search follows.
 const SEARCH_DEPTH: usize = 384;
 
 /// Letters that are never an escape letter or a hex digit in any string encoding the grammars
-/// use, and digits: each, written after complete characters, is a character of its own.
-const PLAIN: &[u8] = b"ghijklmopqswyz0123456789";
+/// use (JSON's, Python's `\N{..}`, `\U`, `\x`), and digits: each, written after complete
+/// characters, is a character of its own.
+const PLAIN: &[u8] = b"ghijklmopqswyzGHIJKLMOPQRSTVWYZ0123456789";
 
 /// Symbols tried first by the search (they close and open most things).
 const FIRST: &[u8] = b"\"}]),:[({' ";
@@ -75,6 +83,9 @@ pub(crate) struct CallLog {
     /// A completed call repeats an earlier one, or the parser refused the output.
     pub(crate) broken: bool,
 }
+
+/// See [`CallLog::key`].
+type LogKey = (usize, String, String, bool);
 
 /// One call as it streams.
 #[derive(Clone, Debug, Default)]
@@ -169,6 +180,18 @@ impl CallLog {
         !self.done.is_empty()
     }
 
+    /// What the calls' future depends on: how many there are, and the last one as far as
+    /// it is written.
+    fn key(&self) -> LogKey {
+        let last = self.calls.last();
+        (
+            self.calls.len(),
+            last.map_or_else(String::new, |r| r.name.clone()),
+            last.map_or_else(String::new, |r| r.args.clone()),
+            last.is_some_and(|r| r.ended),
+        )
+    }
+
     /// How many completed calls have function `name`.
     fn count(&self, name: &str) -> usize {
         self.done.iter().filter(|(n, _)| n == name).count()
@@ -224,6 +247,53 @@ fn open_call(g: &GrammarInner, stack: &[Frame]) -> Option<(usize, u32)> {
     })
 }
 
+/// Per node: whether a call may start inside it (a call capture in it, or below it).
+pub(crate) fn nodes_with_calls(g: &GrammarInner) -> Vec<bool> {
+    let mut has = vec![false; g.nodes.len()];
+    loop {
+        let mut changed = false;
+        for (id, node) in g.nodes.iter().enumerate() {
+            if has[id] {
+                continue;
+            }
+            let v = match node {
+                Node::Lex(_) | Node::Never | Node::Special(_) => false,
+                Node::Capture(Capture::Call(_), _) => true,
+                Node::Capture(_, n) => has[*n as usize],
+                Node::Union(v) | Node::Seq(v) => v.iter().any(|n| has[*n as usize]),
+                Node::Repeat { item, .. } => has[*item as usize],
+                // JSON values: not walked (treated as holding calls, which only costs speed).
+                Node::Object(_) | Node::Array(_) => true,
+            };
+            if v {
+                has[id] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            return has;
+        }
+    }
+}
+
+/// True when `frame`, with what it may still push, can start no call (see [`nodes_with_calls`]).
+fn frame_starts_no_call(g: &GrammarInner, calls: &[bool], frame: &Frame) -> bool {
+    let has = |n: u32| calls.get(n as usize).copied().unwrap_or(true);
+    match frame {
+        Frame::Lex { .. } => true,
+        Frame::Seq { node, idx } => match &g.nodes[*node as usize] {
+            Node::Seq(v) => v.iter().skip(*idx as usize).all(|n| !has(*n)),
+            _ => false,
+        },
+        Frame::Rep { node, .. } => match &g.nodes[*node as usize] {
+            Node::Repeat { item, .. } => !has(*item),
+            _ => false,
+        },
+        Frame::Cap { node, done } => *done || !has(*node),
+        _ => false,
+    }
+}
+
 /// True when one of `frames` is a call's arguments capture (a value below it is an argument's).
 fn in_args(g: &GrammarInner, frames: &[Frame]) -> bool {
     frames.iter().any(|f| match f {
@@ -261,20 +331,66 @@ impl Ctx<'_> {
     /// from which the output ends, starting no call, within `limit - used` tokens, with every
     /// call distinct.
     fn goal(&self, states: &[Stack], log: &CallLog, used: u32) -> bool {
-        if log.broken || log.open_name().is_some_and(|n| log.count(n) > 0) {
+        if log.broken || used > self.limit {
             return false;
         }
+        let risky = log.open_name().is_some_and(|n| log.count(n) > 0);
         let nc = self.auto.no_calls_completer();
         states.iter().any(|s| {
-            !self.in_risky_call(s) && {
+            if risky || self.in_risky_call(s) {
+                // In a call made before: a value it can still make new.
+                self.stack_stays_new(s, self.limit - used)
+            } else {
                 let r = nc.remaining(s);
                 r < INF && used.saturating_add(r) <= self.limit
             }
         })
     }
 
+    /// True when lexeme `lex` in state `state`, a value of a call with `need - 1` earlier calls
+    /// of its function, can take `need` distinct plain next characters, each without raising
+    /// its cost, and its shortest completion plus one character and `below` (the frames
+    /// under it, with no new call) fits the limit: one of those characters makes the call new.
+    fn lexeme_stays_new(&self, lex: u32, state: u32, need: usize, below: u32, limit: u32) -> bool {
+        use crate::grammar::dfa::Dfa;
+        let comp = self.auto.completer();
+        let dfa = &self.auto.g().lexemes[lex as usize];
+        let here = comp.lex_rest(lex, state);
+        if need > PLAIN.len() || here >= INF || here.saturating_add(1).saturating_add(below) > limit
+        {
+            return false;
+        }
+        let spare = PLAIN
+            .iter()
+            .filter(|&&c| {
+                comp.usable(c) && {
+                    let n = dfa.next(state, c);
+                    n != Dfa::DEAD && comp.lex_rest(lex, n) <= here
+                }
+            })
+            .count();
+        spare >= need
+    }
+
+    /// [`Ctx::lexeme_stays_new`] on stack `s` (after a token): its top is a value lexeme of a
+    /// call of a function called before.
+    fn stack_stays_new(&self, s: &[Frame], limit: u32) -> bool {
+        let g = self.auto.g();
+        let (Some((k, i)), Some(Frame::Lex { lex, state })) = (open_call(g, s), s.last()) else {
+            return false;
+        };
+        let calls = self.calls_of(i);
+        if calls == 0 || k + 1 >= s.len() || !in_args(g, &s[k + 1..]) {
+            return false;
+        }
+        let below = self.auto.no_calls_completer().remaining_below(s);
+        below < INF && self.lexeme_stays_new(*lex, *state, calls + 1, below, limit)
+    }
+
     /// True when, after `token` (whose states are `next`, `None` for the end), the output can
-    /// end with distinct calls within the limit, as found by the bounded search.
+    /// end with distinct calls within the limit: the token leaves a value lexeme of a call
+    /// made before that can still become new ([`Ctx::stack_stays_new`]), or the bounded
+    /// search finds a way.
     pub(crate) fn token_ok(&self, token: TokenId, next: Option<&[Stack]>) -> bool {
         let mut log = self.log.clone();
         let Some(next) = next else {
@@ -284,84 +400,116 @@ impl Ctx<'_> {
         if log.broken {
             return false;
         }
+        let open = log.open_name().map(|n| log.count(n));
+        if open.is_some_and(|c| c > 0) && next.iter().any(|s| self.stack_stays_new(s, self.limit)) {
+            return true;
+        }
         self.search(next, log).is_some()
     }
 
-    /// Depth-first search over single bytes for a [`Ctx::goal`], shortest completion first:
-    /// the bytes to it (none where `states` are one), every prefix of them leaving the calls
-    /// distinct.
+    /// Best-first search over single bytes for a [`Ctx::goal`]: states in order of the
+    /// bytes written plus the fewest tokens still needed (ties: the nearer to the end first),
+    /// at most [`SEARCH_NODES`] expanded. Returns the bytes to the goal (none where `states`
+    /// are one), every prefix of them leaving the calls distinct.
     pub(crate) fn search(&self, states: &[Stack], log: CallLog) -> Option<Vec<Sym>> {
+        use std::cmp::Reverse;
+        use std::collections::BinaryHeap;
         if self.goal(states, &log, 0) {
             return Some(Vec::new());
         }
         let g = self.auto.g();
         let comp = self.auto.completer();
-        let usable = |s: Sym| s < 256 && comp.usable(s as u8);
-        let syms = 256usize;
-        // Per level: states, log, candidates not tried yet (sorted by cost, best last).
         let h0 = comp.remaining_any(states);
         if h0 >= INF || h0 > self.limit {
             return None;
         }
-        let mut path: Vec<Sym> = Vec::new();
-        let mut expanded = 0usize;
-        let mut stack: Vec<Vec<(u32, Sym, Vec<Stack>)>> = Vec::new();
-        let mut logs: Vec<CallLog> = vec![log];
-        let mut cur: Vec<Stack> = states.to_vec();
-        let mut out = Vec::new();
-        loop {
-            // Expand `cur`.
-            if expanded < SEARCH_NODES && stack.len() < SEARCH_DEPTH {
-                expanded += 1;
-                let depth = stack.len() as u32 + 1;
-                let mut cands: Vec<(u32, Sym, Vec<Stack>)> = Vec::new();
-                let mut seen = [false; 256];
-                let order = FIRST.iter().map(|&b| b as Sym).chain(0..syms as Sym);
-                for sym in order {
-                    if !usable(sym) || std::mem::replace(&mut seen[sym as usize], true) {
-                        continue;
-                    }
-                    advance(g, &cur, sym, &mut out);
-                    if out.is_empty() {
-                        continue;
-                    }
-                    let h = comp.remaining_any(&out);
-                    if h < INF && depth.saturating_add(h) <= self.limit {
-                        cands.push((h, sym, std::mem::take(&mut out)));
-                    }
-                }
-                // Best (lowest cost, then earliest in the order) last.
-                cands.reverse();
-                cands.sort_by_key(|c| std::cmp::Reverse(c.0));
-                stack.push(cands);
+        // The nodes found: states, log, parent, the byte from it, bytes written.
+        struct Node {
+            states: Vec<Stack>,
+            log: CallLog,
+            parent: usize,
+            sym: Sym,
+            depth: u32,
+        }
+        let mut nodes = vec![Node {
+            states: states.to_vec(),
+            log,
+            parent: usize::MAX,
+            sym: 0,
+            depth: 0,
+        }];
+        let path_to = |nodes: &[Node], mut i: usize| {
+            let mut path = Vec::new();
+            while nodes[i].parent != usize::MAX {
+                path.push(nodes[i].sym);
+                i = nodes[i].parent;
             }
-            // Take the next candidate, backtracking over exhausted levels.
-            loop {
-                let level = stack.last_mut()?;
-                if let Some((_, sym, st)) = level.pop() {
-                    let mut l = logs[stack.len() - 1].clone();
-                    l.push_sym(sym);
-                    if l.broken {
-                        continue;
-                    }
-                    let used = stack.len() as u32;
-                    path.truncate(stack.len() - 1);
-                    path.push(sym);
-                    if self.goal(&st, &l, used) {
-                        return Some(path);
-                    }
-                    logs.truncate(stack.len());
-                    logs.push(l);
-                    cur = st;
-                    if expanded >= SEARCH_NODES {
-                        return None;
-                    }
-                    break;
+            path.reverse();
+            path
+        };
+        // (bytes + cost, cost, order found, node).
+        let mut open = BinaryHeap::new();
+        open.push(Reverse((h0, h0, 0usize, 0usize)));
+        let mut out = Vec::new();
+        let mut expanded = 0usize;
+        // States and calls seen (whitespace and other bytes reach the same ones many ways).
+        let mut visited: rustc_hash::FxHashSet<(Vec<Stack>, LogKey)> = Default::default();
+        while let Some(Reverse((_, _, _, at))) = open.pop() {
+            if expanded >= SEARCH_NODES {
+                return None;
+            }
+            expanded += 1;
+            let depth = nodes[at].depth + 1;
+            if depth as usize > SEARCH_DEPTH {
+                continue;
+            }
+            let mut seen = [false; 256];
+            let mut cands: Vec<(u32, Sym, Vec<Stack>)> = Vec::new();
+            let order = FIRST.iter().map(|&b| b as Sym).chain(0..256);
+            for sym in order {
+                if !comp.usable(sym as u8) || std::mem::replace(&mut seen[sym as usize], true) {
+                    continue;
                 }
-                stack.pop();
-                logs.truncate(stack.len().max(1));
+                advance(g, &nodes[at].states, sym, &mut out);
+                if out.is_empty() {
+                    continue;
+                }
+                let h = comp.remaining_any(&out);
+                if h < INF && depth.saturating_add(h) <= self.limit {
+                    cands.push((h, sym, std::mem::take(&mut out)));
+                }
+            }
+            // Whitespace only where nothing else can come (it never makes a call new, and its
+            // many spellings would fill the search); then the cheapest few, in the order tried
+            // (enough different bytes to make a value new).
+            let ws = |s: Sym| matches!(s, 0x20 | 0x09 | 0x0a | 0x0d);
+            if cands.iter().any(|c| !ws(c.1)) {
+                cands.retain(|c| !ws(c.1));
+            }
+            cands.sort_by_key(|c| c.0);
+            cands.truncate(SEARCH_BRANCHES);
+            for (h, sym, st) in cands {
+                let mut log = nodes[at].log.clone();
+                log.push_sym(sym);
+                if log.broken || !visited.insert((st.clone(), log.key())) {
+                    continue;
+                }
+                let found = self.goal(&st, &log, depth);
+                nodes.push(Node {
+                    states: st,
+                    log,
+                    parent: at,
+                    sym,
+                    depth,
+                });
+                let id = nodes.len() - 1;
+                if found {
+                    return Some(path_to(&nodes, id));
+                }
+                open.push(Reverse((depth + h, h, id, id)));
             }
         }
+        None
     }
 
     /// Filters `mask` (the grammar's mask, under the budget) for the states `states`:
@@ -397,7 +545,45 @@ impl Ctx<'_> {
         for s in states {
             let top = &s[s.len() - 1];
             let call = open_call(g, s);
-            let Some((k, i)) = call else { continue };
+            let Some((k, i)) = call else {
+                // Outside any call, in a frame that holds no call (text, a marker): a token that
+                // stays in the frame starts and ends no call, so the calls stay as they are
+                // (distinct, the log not broken and no call open); the local tokens whose cost
+                // fits with no call after them.
+                if self.log.broken || self.log.open_name().is_some() {
+                    continue;
+                }
+                let below = nc.remaining_below(s);
+                if below >= INF {
+                    continue;
+                }
+                if frame_starts_no_call(g, self.auto.call_nodes(), top) {
+                    let local = self.auto.local(top);
+                    for (c, set) in &self.auto.local_costs(top, &local).groups {
+                        if c.saturating_add(below) <= self.limit {
+                            set.or_into(&mut ok);
+                        }
+                    }
+                } else {
+                    // A frame that may start calls: its tokens that cannot start one (no byte a
+                    // call starts with), where ending with no new call fits.
+                    scratch.clear();
+                    for (c, set) in &self.auto.no_call_costs(top).groups {
+                        if c.saturating_add(below) <= self.limit {
+                            set.or_into(&mut scratch);
+                        }
+                    }
+                    let quiet = self.auto.quiet_tokens();
+                    for (w, (a, q)) in ok
+                        .words
+                        .iter_mut()
+                        .zip(scratch.words.iter().zip(&quiet.words))
+                    {
+                        *w |= a & q;
+                    }
+                }
+                continue;
+            };
             if k + 1 >= s.len() {
                 continue;
             }
@@ -417,16 +603,12 @@ impl Ctx<'_> {
                 // A value of a call made before: tokens after which the lexeme keeps more
                 // distinct plain next characters than there are earlier calls.
                 let need = self.calls_of(i) + 1;
-                if need > PLAIN.len() {
-                    continue;
-                }
                 scratch.clear();
                 local.allowed.or_into(&mut scratch);
                 let dfa = &g.lexemes[*lex as usize];
                 let Frame::Lex { state, .. } = top else {
                     continue;
                 };
-                let comp = self.auto.completer();
                 let mut memo: rustc_hash::FxHashMap<u32, bool> = Default::default();
                 for t in scratch.iter() {
                     if !mask.is_allowed(t) || ok.is_allowed(t) {
@@ -446,22 +628,7 @@ impl Ctx<'_> {
                         continue;
                     }
                     let good = *memo.entry(st).or_insert_with(|| {
-                        let here = comp.lex_rest(*lex, st);
-                        if here >= INF || here.saturating_add(1).saturating_add(below) > self.limit
-                        {
-                            return false;
-                        }
-                        let spare = PLAIN
-                            .iter()
-                            .filter(|&&c| {
-                                comp.usable(c) && {
-                                    let n = dfa.next(st, c);
-                                    n != crate::grammar::dfa::Dfa::DEAD
-                                        && comp.lex_rest(*lex, n) <= here
-                                }
-                            })
-                            .count();
-                        spare >= need
+                        self.lexeme_stays_new(*lex, st, need, below, self.limit)
                     });
                     if good {
                         ok.set(t);

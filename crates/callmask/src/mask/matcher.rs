@@ -44,6 +44,7 @@ impl Matcher {
     /// A matcher of `auto` at the start of an output.
     pub(super) fn at_start(auto: TokenAutomaton) -> Matcher {
         let states = vec![auto.g().start_stack()];
+        let distinct = auto.g().distinct_calls;
         Matcher {
             auto,
             states,
@@ -53,7 +54,7 @@ impl Matcher {
             finished: false,
             budget: None,
             steered: 0,
-            distinct: true,
+            distinct,
             log: None,
             distinct_gave_up: 0,
         }
