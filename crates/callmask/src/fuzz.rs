@@ -111,6 +111,9 @@ pub struct Sample {
     pub budget: Option<usize>,
     /// How many masks the budget changed (see [`crate::Matcher::budget_steered`]).
     pub budget_steered: u64,
+    /// How many masks the distinct-calls rule gave way in
+    /// ([`crate::Matcher::distinct_gave_up`]); from the first, calls may repeat.
+    pub distinct_gave_up: u64,
     /// The verdict.
     pub outcome: Outcome,
     /// What a valid output holds (for coverage).
@@ -210,6 +213,7 @@ fn empty_sample(index: u64) -> Sample {
         text: Vec::new(),
         budget: None,
         budget_steered: 0,
+        distinct_gave_up: 0,
         outcome: Outcome::Valid,
         checked: None,
         seen: Vec::new(),
@@ -315,6 +319,7 @@ impl Fuzzer {
         }
         check_budget_end(&w.m, &mut w.s);
         w.s.budget_steered = w.m.budget_steered();
+        w.s.distinct_gave_up = w.m.distinct_gave_up();
         w.s.text = self.automaton.vocab().decode(&w.s.tokens);
         w.s
     }
@@ -677,7 +682,11 @@ impl Fuzzer {
         }
         match std::str::from_utf8(&s.text) {
             Err(e) => s.outcome = Outcome::Violation(format!("output is not valid UTF-8: {e}")),
-            Ok(t) => match checker.check(self.automaton.grammar(), t) {
+            Ok(t) => match checker.check_calls(
+                self.automaton.grammar(),
+                t,
+                self.automaton.grammar().inner.distinct_calls && s.distinct_gave_up == 0,
+            ) {
                 Ok(c) => s.checked = Some(c),
                 Err(why) => s.outcome = Outcome::Violation(why),
             },

@@ -81,6 +81,16 @@ impl Checker {
 
     /// Checks one complete output of `grammar`; the error says what is wrong.
     pub fn check(&self, grammar: &Grammar, text: &str) -> std::result::Result<Checked, String> {
+        self.check_calls(grammar, text, grammar.inner.distinct_calls)
+    }
+
+    /// [`Checker::check`], with no two calls equal checked only where `distinct`.
+    pub fn check_calls(
+        &self,
+        grammar: &Grammar,
+        text: &str,
+        distinct: bool,
+    ) -> std::result::Result<Checked, String> {
         match self {
             Checker::Schema(validator) => {
                 let value =
@@ -123,7 +133,8 @@ impl Checker {
                     calls.push((i, args));
                 }
                 // No two calls equal (the matcher's distinct-calls rule, on by default).
-                for (j, b) in parsed.tool_calls.iter().enumerate() {
+                let pairs = if distinct { parsed.tool_calls.len() } else { 0 };
+                for (j, b) in parsed.tool_calls.iter().enumerate().take(pairs) {
                     for a in &parsed.tool_calls[..j] {
                         if a.function.name == b.function.name
                             && crate::mask::json_eq(&calls_value(a), &calls_value(b))

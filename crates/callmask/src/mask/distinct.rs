@@ -39,12 +39,14 @@
 //! miss completions that need many-byte tokens). Dead-end freedom rests on a witness: where the
 //! rule would empty the mask, the matcher runs the search from the current position with one
 //! token more of room, which is the very search that admitted the last token (same states, same
-//! log, same limit), so it finds that completion again, and the tokens spelling a prefix of it
-//! are allowed (each leaves the rest of it, which ends the output with distinct calls within
-//! the budget). Only a token admitted by a cheap rule, whose completion the search from the
-//! next position does not find within its bound, could still leave an empty mask: counted by
-//! `Matcher::distinct_gave_up`, never filled with the grammar's tokens (a repeat never passes).
-//! The fuzzer checks both properties on every dialect with and without budgets.
+//! log, same limit), so it finds that completion again, and the first tokens of its shortest
+//! spellings are allowed (each leaves the rest of it, which ends the output with distinct
+//! calls within the budget). Only a token admitted by a cheap rule, whose completion the search from the
+//! next position does not find within its bound, could still leave an empty mask: there the
+//! rule gives way for the rest of the output (the grammar's and the budget's mask, so never a
+//! dead end), counted by `Matcher::distinct_gave_up`.
+//! The fuzzer checks, on every dialect with and without budgets, that no two calls are equal
+//! where the rule did not give way, and that no mask is empty before the end.
 
 use super::{TokenAutomaton, TokenMask};
 use crate::automaton::complete::INF;
@@ -197,6 +199,40 @@ impl CallLog {
         self.done.iter().filter(|(n, _)| n == name).count()
     }
 
+    /// True when a call of a function called before is in progress and not yet shown new
+    /// ([`CallLog::open_is_new`]).
+    pub(crate) fn open_risky(&self) -> bool {
+        self.open_name().is_some_and(|n| self.count(n) > 0) && !self.open_is_new()
+    }
+
+    /// True when the call in progress already differs from every earlier call of its function
+    /// in an argument it has completed (a key the earlier call lacks, or another value), so
+    /// that whatever follows, it is new.
+    pub(crate) fn open_is_new(&self) -> bool {
+        let Some(open) = self
+            .calls
+            .iter()
+            .rev()
+            .find(|r| !r.ended && !r.name.is_empty())
+        else {
+            return false;
+        };
+        let Some(members) = completed_members(&open.args) else {
+            return false;
+        };
+        self.done
+            .iter()
+            .filter(|(n, _)| *n == open.name)
+            .all(|(_, earlier)| {
+                members.iter().any(|(k, v)| {
+                    earlier
+                        .as_object()
+                        .and_then(|o| o.get(k))
+                        .is_none_or(|w| !json_eq(w, v))
+                })
+            })
+    }
+
     /// The function of the call in progress, when the parser knows it.
     fn open_name(&self) -> Option<&str> {
         self.calls
@@ -205,6 +241,73 @@ impl CallLog {
             .find(|r| !r.ended && !r.name.is_empty())
             .map(|r| r.name.as_str())
     }
+}
+
+/// The members of a JSON object's text `args` (a prefix of one) that are complete: all but
+/// the one in progress (all of them once the object is closed); `None` when there are none.
+fn completed_members(args: &str) -> Option<serde_json::Map<String, Value>> {
+    let text = args.trim_start();
+    if !text.starts_with('{') {
+        return None;
+    }
+    let (mut depth, mut in_str, mut escaped) = (0usize, false, false);
+    let mut cut = None;
+    for (i, c) in text.char_indices() {
+        if in_str {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_str = true,
+            '{' | '[' => depth += 1,
+            '}' | ']' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return serde_json::from_str::<Value>(&text[..=i])
+                        .ok()?
+                        .as_object()
+                        .cloned();
+                }
+            }
+            ',' if depth == 1 => cut = Some(i),
+            _ => {}
+        }
+    }
+    let closed = format!("{}}}", &text[..cut?]);
+    match serde_json::from_str::<Value>(&closed).ok()? {
+        Value::Object(m) if !m.is_empty() => Some(m),
+        _ => None,
+    }
+}
+
+/// The lengths of the first tokens of the spellings of `path` with the fewest tokens
+/// (non-special tokens; none when no spelling exists).
+pub(crate) fn first_tokens(vocab: &Vocab, path: &[u8]) -> Vec<usize> {
+    let n = path.len();
+    // fewest[i]: the fewest tokens that spell `path[i..]`.
+    let mut fewest = vec![INF; n + 1];
+    fewest[n] = 0;
+    for i in (0..n).rev() {
+        let mut best = INF;
+        vocab.token_prefixes(&path[i..], |k| {
+            best = best.min(fewest[i + k].saturating_add(1))
+        });
+        fewest[i] = best;
+    }
+    let mut firsts = Vec::new();
+    if fewest[0] < INF {
+        vocab.token_prefixes(path, |k| {
+            if fewest[k].saturating_add(1) == fewest[0] {
+                firsts.push(k);
+            }
+        });
+    }
+    firsts
 }
 
 /// JSON values equal as values: objects whatever their key order, numbers by value.
@@ -322,6 +425,14 @@ impl Ctx<'_> {
             .map_or(0, |n| self.log.count(n))
     }
 
+    /// True when a call of function `i` in progress is new whatever follows: no earlier call of
+    /// `i`, or the call already differs from each ([`CallLog::open_is_new`]).
+    fn new_call(&self, i: u32) -> bool {
+        self.calls_of(i) == 0
+            || (self.log.open_name() == self.auto.g().functions.get(i as usize).map(String::as_str)
+                && self.log.open_is_new())
+    }
+
     /// True when the call in progress on `stack` (if any) is of a function called before.
     fn in_risky_call(&self, stack: &[Frame]) -> bool {
         open_call(self.auto.g(), stack).is_some_and(|(_, i)| self.calls_of(i) > 0)
@@ -334,10 +445,11 @@ impl Ctx<'_> {
         if log.broken || used > self.limit {
             return false;
         }
-        let risky = log.open_name().is_some_and(|n| log.count(n) > 0);
+        let risky = log.open_risky();
+        let named = log.open_name().is_some();
         let nc = self.auto.no_calls_completer();
         states.iter().any(|s| {
-            if risky || self.in_risky_call(s) {
+            if risky || (!named && self.in_risky_call(s)) {
                 // In a call made before: a value it can still make new.
                 self.stack_stays_new(s, self.limit - used)
             } else {
@@ -407,8 +519,9 @@ impl Ctx<'_> {
         self.search(next, log).is_some()
     }
 
-    /// Best-first search over single bytes for a [`Ctx::goal`]: states in order of the
-    /// bytes written plus the fewest tokens still needed (ties: the nearer to the end first),
+    /// Best-first search over single bytes for a [`Ctx::goal`]: states in order of the fewest
+    /// tokens that spell the bytes written plus the fewest tokens still needed (ties: the
+    /// nearer to the end first),
     /// at most [`SEARCH_NODES`] expanded. Returns the bytes to the goal (none where `states`
     /// are one), every prefix of them leaving the calls distinct.
     pub(crate) fn search(&self, states: &[Stack], log: CallLog) -> Option<Vec<Sym>> {
@@ -423,31 +536,26 @@ impl Ctx<'_> {
         if h0 >= INF || h0 > self.limit {
             return None;
         }
-        // The nodes found: states, log, parent, the byte from it, bytes written.
+        // The nodes found: states, log, parent, the byte from it, the bytes from the start,
+        // and per prefix of them the fewest tokens that spell it (INF: none).
         struct Node {
             states: Vec<Stack>,
             log: CallLog,
-            parent: usize,
-            sym: Sym,
-            depth: u32,
+            bytes: Vec<u8>,
+            tokens: Vec<u32>,
+            /// Per prefix: the fewest tokens a completion needs from there.
+            rests: Vec<u32>,
         }
+        let vocab = &self.auto.shared.vocab;
+        let longest = (self.auto.longest_token() as usize).clamp(1, 64);
         let mut nodes = vec![Node {
             states: states.to_vec(),
             log,
-            parent: usize::MAX,
-            sym: 0,
-            depth: 0,
+            bytes: Vec::new(),
+            tokens: vec![0],
+            rests: vec![h0],
         }];
-        let path_to = |nodes: &[Node], mut i: usize| {
-            let mut path = Vec::new();
-            while nodes[i].parent != usize::MAX {
-                path.push(nodes[i].sym);
-                i = nodes[i].parent;
-            }
-            path.reverse();
-            path
-        };
-        // (bytes + cost, cost, order found, node).
+        // (tokens + cost, cost, order found, node).
         let mut open = BinaryHeap::new();
         open.push(Reverse((h0, h0, 0usize, 0usize)));
         let mut out = Vec::new();
@@ -459,12 +567,12 @@ impl Ctx<'_> {
                 return None;
             }
             expanded += 1;
-            let depth = nodes[at].depth + 1;
-            if depth as usize > SEARCH_DEPTH {
+            if nodes[at].bytes.len() >= SEARCH_DEPTH {
                 continue;
             }
             let mut seen = [false; 256];
-            let mut cands: Vec<(u32, Sym, Vec<Stack>)> = Vec::new();
+            // (least tokens in all, cost from here, tokens so far, byte, states).
+            let mut cands: Vec<(u32, u32, u32, Sym, Vec<Stack>)> = Vec::new();
             let order = FIRST.iter().map(|&b| b as Sym).chain(0..256);
             for sym in order {
                 if !comp.usable(sym as u8) || std::mem::replace(&mut seen[sym as usize], true) {
@@ -475,39 +583,77 @@ impl Ctx<'_> {
                     continue;
                 }
                 let h = comp.remaining_any(&out);
-                if h < INF && depth.saturating_add(h) <= self.limit {
-                    cands.push((h, sym, std::mem::take(&mut out)));
+                let spelled = spell_next(vocab, &nodes[at], sym as u8, longest);
+                let least = least_tokens(&nodes[at], spelled, h, longest);
+                if h < INF && least <= self.limit {
+                    cands.push((least, h, spelled, sym, std::mem::take(&mut out)));
                 }
             }
             // Whitespace only where nothing else can come (it never makes a call new, and its
             // many spellings would fill the search); then the cheapest few, in the order tried
             // (enough different bytes to make a value new).
             let ws = |s: Sym| matches!(s, 0x20 | 0x09 | 0x0a | 0x0d);
-            if cands.iter().any(|c| !ws(c.1)) {
-                cands.retain(|c| !ws(c.1));
+            if cands.iter().any(|c| !ws(c.3)) {
+                cands.retain(|c| !ws(c.3));
             }
-            cands.sort_by_key(|c| c.0);
+            cands.sort_by_key(|c| (c.0, c.1));
             cands.truncate(SEARCH_BRANCHES);
-            for (h, sym, st) in cands {
+            for (least, h, spelled, sym, st) in cands {
                 let mut log = nodes[at].log.clone();
                 log.push_sym(sym);
                 if log.broken || !visited.insert((st.clone(), log.key())) {
                     continue;
                 }
-                let found = self.goal(&st, &log, depth);
+                // A goal only where the bytes so far are whole tokens.
+                let found = spelled < INF && self.goal(&st, &log, spelled);
+                let mut bytes = nodes[at].bytes.clone();
+                bytes.push(sym as u8);
+                let mut tokens = nodes[at].tokens.clone();
+                tokens.push(spelled);
+                let mut rests = nodes[at].rests.clone();
+                rests.push(h);
                 nodes.push(Node {
                     states: st,
                     log,
-                    parent: at,
-                    sym,
-                    depth,
+                    bytes,
+                    tokens,
+                    rests,
                 });
                 let id = nodes.len() - 1;
                 if found {
-                    return Some(path_to(&nodes, id));
+                    return Some(nodes[id].bytes.iter().map(|&b| Sym::from(b)).collect());
                 }
-                open.push(Reverse((depth + h, h, id, id)));
+                open.push(Reverse((least, h, id, id)));
             }
+        }
+        /// The fewest tokens that spell the bytes of `node` and then `byte` (INF: none).
+        fn spell_next(vocab: &Vocab, node: &Node, byte: u8, longest: usize) -> u32 {
+            let n = node.bytes.len() + 1;
+            let start = n.saturating_sub(longest);
+            let mut tail = node.bytes[start..].to_vec();
+            tail.push(byte);
+            let mut best = INF;
+            for j in start..n {
+                let before = node.tokens[j];
+                if before < INF && before + 1 < best && vocab.token_id(&tail[j - start..]).is_some()
+                {
+                    best = before + 1;
+                }
+            }
+            best
+        }
+        /// A lower bound on the tokens of any output that goes on through the bytes of `node`
+        /// and one more (spelled in `spelled` tokens, `rest` tokens needed after it): its last
+        /// token boundary at or before the new byte is some prefix, whose spelling and the
+        /// fewest tokens from there add up to at least this.
+        fn least_tokens(node: &Node, spelled: u32, rest: u32, longest: usize) -> u32 {
+            let n = node.bytes.len() + 1;
+            let start = n.saturating_sub(longest);
+            (start..n)
+                .map(|j| node.tokens[j].saturating_add(node.rests[j]))
+                .chain(std::iter::once(spelled.saturating_add(rest)))
+                .min()
+                .unwrap_or(INF)
         }
         None
     }
@@ -527,10 +673,10 @@ impl Ctx<'_> {
         // No token can leave a new call that cannot end within the longest token.
         let longest = self.auto.longest_token();
         let sym = self.auto.symbol_completer();
-        if self.log.open_name().is_none_or(|n| self.log.count(n) == 0)
+        if !self.log.open_risky()
             && states.iter().all(|s| match open_call(g, s) {
                 Some((k, i)) => {
-                    k + 1 < s.len() && self.calls_of(i) == 0 && sym.remaining(&s[k + 1..]) > longest
+                    k + 1 < s.len() && self.new_call(i) && sym.remaining(&s[k + 1..]) > longest
                 }
                 None => false,
             })
@@ -541,7 +687,7 @@ impl Ctx<'_> {
         let n = mask.len();
         let mut ok = TokenMask::new(n);
         let mut scratch = TokenMask::new(n);
-        let open_risky = self.log.open_name().is_some_and(|n| self.log.count(n) > 0);
+        let open_risky = self.log.open_risky();
         for s in states {
             let top = &s[s.len() - 1];
             let call = open_call(g, s);
@@ -592,7 +738,7 @@ impl Ctx<'_> {
             if below >= INF {
                 continue;
             }
-            if self.calls_of(i) == 0 && !open_risky {
+            if self.new_call(i) && !open_risky {
                 // A new call: the local tokens whose cost fits.
                 for (c, set) in &self.auto.local_costs(top, &local).groups {
                     if c.saturating_add(below) <= self.limit {

@@ -36,7 +36,7 @@ pub struct Matcher {
     distinct: bool,
     /// The calls so far, for `distinct` (built lazily; dropped on rollback).
     log: Option<Box<CallLog>>,
-    /// Masks the distinct-calls rule emptied (dead ends; see `distinct_gave_up`).
+    /// Masks where the distinct-calls rule gave way (see `distinct_gave_up`).
     distinct_gave_up: u64,
 }
 
@@ -65,7 +65,8 @@ impl Matcher {
     /// the mask is the grammar's (and the budget's) alone. See the `distinct` module notes in
     /// [`crate::mask`]: where the bounded check cannot tell, a token is removed; where that
     /// would empty the mask, the tokens along the completion that admitted the last token
-    /// are allowed ([`Matcher::distinct_gave_up`]). A repeated call is never allowed.
+    /// are allowed, and where even that is not found, the rule gives way for the rest of the
+    /// output rather than leave no token ([`Matcher::distinct_gave_up`]).
     pub fn set_distinct_calls(&mut self, on: bool) {
         self.distinct = on;
     }
@@ -75,9 +76,9 @@ impl Matcher {
         self.distinct
     }
 
-    /// How many masks the distinct-calls rule emptied before the output could end (its bounded
-    /// search found no way on, not even the completion that admitted the last token): a dead
-    /// end. 0 in every fuzzed output so far.
+    /// How many masks the distinct-calls rule gave way in: its bounded check found no way on
+    /// that ends with distinct calls (within the budget), so the mask was left the grammar's
+    /// and the budget's, never empty; from the first one on, a repeated call may come.
     pub fn distinct_gave_up(&self) -> u64 {
         self.distinct_gave_up
     }
@@ -85,7 +86,9 @@ impl Matcher {
     /// True when the distinct-calls rule can remove tokens here (on, and some call is
     /// complete): [`Matcher::is_allowed`] does not apply it, only masks do.
     pub(crate) fn distinct_active(&mut self) -> bool {
-        !self.finished && self.sync_log().is_some_and(CallLog::has_calls)
+        !self.finished
+            && self.distinct_gave_up == 0
+            && self.sync_log().is_some_and(CallLog::has_calls)
     }
 
     /// The log of calls, fed up to the accepted tokens; `None` when the rule cannot apply
@@ -120,7 +123,7 @@ impl Matcher {
             return;
         }
         let limit = self.distinct_limit();
-        if self.sync_log().is_none_or(|l| !l.has_calls()) {
+        if self.distinct_gave_up > 0 || self.sync_log().is_none_or(|l| !l.has_calls()) {
             return;
         }
         let before = mask.clone();
@@ -145,22 +148,21 @@ impl Matcher {
                 limit: limit.saturating_add(1).min(INF - 1),
             };
             let vocab = &self.auto.shared.vocab;
-            match wide.search(&self.states, log.clone()) {
-                Some(path) if !path.is_empty() => {
-                    let bytes: Vec<u8> = path.iter().map(|&b| b as u8).collect();
-                    for t in before.iter() {
-                        if vocab.is_special(t) || vocab.eos_tokens().contains(&t) {
-                            continue;
-                        }
-                        match vocab.token_bytes(t) {
-                            Some(tb) if !tb.is_empty() && bytes.starts_with(tb) => mask.set(t),
-                            _ => {}
+            if let Some(path) = wide.search(&self.states, log.clone()) {
+                // The first tokens of the path's shortest spellings.
+                let bytes: Vec<u8> = path.iter().map(|&b| b as u8).collect();
+                for k in super::distinct::first_tokens(vocab, &bytes) {
+                    if let Some(t) = vocab.token_id(&bytes[..k]) {
+                        if before.is_allowed(t) && !vocab.eos_tokens().contains(&t) {
+                            mask.set(t);
                         }
                     }
                 }
-                _ => {}
             }
             if mask.count() == 0 {
+                // No way on found within the bounds: the rule gives way here (the grammar's
+                // and the budget's mask, never a dead end), counted.
+                *mask = before;
                 self.distinct_gave_up += 1;
             }
         }
@@ -530,7 +532,10 @@ impl Matcher {
     /// Accepts `token`, or returns a typed error (and changes nothing) when it is not allowed.
     pub fn accept(&mut self, token: TokenId) -> Result<()> {
         let next = self.next_states(token)?;
-        if !self.finished && self.sync_log().is_some_and(CallLog::has_calls) {
+        if !self.finished
+            && self.distinct_gave_up == 0
+            && self.sync_log().is_some_and(CallLog::has_calls)
+        {
             // A token that completes a call equal to an earlier one (or ends the output on
             // one) is refused whatever the mask was.
             if let Some(log) = self.log.as_deref() {
