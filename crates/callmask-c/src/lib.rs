@@ -831,7 +831,8 @@ fn compile_dialect(
 /// tool set: `tools_json` is an OpenAI `tools` list (or an object with a
 /// `tools` list); `options_json` is NULL (defaults) or an object with `tool_choice` (`"auto"`,
 /// `"required"`, `"none"`, a function name or OpenAI's object), `parallel_calls` (or
-/// `parallel_tool_calls`), `reasoning` (`true` or `{"start", "end"}`), `max_text_chars`, and
+/// `parallel_tool_calls`), `reasoning` (`true` or `{"start", "end"}`), `max_text_chars`,
+/// `strict_arguments`, `distinct_calls` (`false` lets a call repeat an earlier one), and
 /// `compile` (schema limits, see [`callmask_grammar_from_json_schema`]); unknown fields are
 /// `CALLMASK_STATUS_INVALID_OPTIONS`.
 ///

@@ -123,6 +123,7 @@ pub(crate) fn reproducer(
         })).collect::<Vec<_>>()),
         "options": {
             "tool_choice": g.tool_choice, "parallel_calls": !g.no_parallel_calls,
+            "distinct_calls": !g.allow_repeated_calls,
             "reasoning": g.reasoning, "max_text": g.max_text, "lenient": g.lenient,
             "max_whitespace": g.max_whitespace,
         },

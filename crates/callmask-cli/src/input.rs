@@ -26,6 +26,10 @@ pub(crate) struct GrammarArgs {
     /// Allow at most one call (OpenAI's `parallel_tool_calls: false`).
     #[arg(long)]
     pub(crate) no_parallel_calls: bool,
+    /// Let a call repeat an earlier call of the output (same function, equal arguments); by
+    /// default every call of an output is a different one.
+    #[arg(long)]
+    pub(crate) allow_repeated_calls: bool,
     /// Let the model reason first between these markers (`<think>,</think>` by default).
     #[arg(long, value_name = "START,END", num_args = 0..=1, default_missing_value = "<think>,</think>")]
     pub(crate) reasoning: Option<String>,
@@ -210,6 +214,7 @@ pub(crate) fn load_grammar(args: &GrammarArgs, vocab: Option<&Vocab>) -> Result<
                 .parallel_calls(!args.no_parallel_calls)
                 .reasoning(reasoning)
                 .max_text_chars(args.max_text)
+                .distinct_calls(!args.allow_repeated_calls)
                 .compile(compile);
             let d = Dialect::load(dialect)?;
             let grammar = d.compile(&tools, &options)?;

@@ -515,10 +515,12 @@ impl PyGrammar {
     /// `"auto"`, `"required"`, `"none"`, a function name or OpenAI's
     /// `{"type": "function", "function": {"name": ...}}`; `parallel_tool_calls=False` allows
     /// exactly one call; `reasoning`: True for a `<think>...</think>` block first, or a
-    /// `(start, end)` pair; `max_text_chars` bounds each stretch of free text; `lenient`,
-    /// `format_annotation` and `ijson_numbers` as in `from_json_schema`.
+    /// `(start, end)` pair; `max_text_chars` bounds each stretch of free text;
+    /// `distinct_calls=False` lets a call repeat an earlier one (same function, equal
+    /// arguments), which matchers refuse by default; `lenient`, `format_annotation` and
+    /// `ijson_numbers` as in `from_json_schema`.
     #[staticmethod]
-    #[pyo3(signature = (name_or_path, tools, tool_choice=None, parallel_tool_calls=true, reasoning=None, *, max_text_chars=None, lenient=false, format_annotation=false, ijson_numbers=true, max_whitespace=None, max_depth=None, max_compile_secs=None, caches=None))]
+    #[pyo3(signature = (name_or_path, tools, tool_choice=None, parallel_tool_calls=true, reasoning=None, *, max_text_chars=None, distinct_calls=true, lenient=false, format_annotation=false, ijson_numbers=true, max_whitespace=None, max_depth=None, max_compile_secs=None, caches=None))]
     #[allow(clippy::too_many_arguments)]
     fn from_dialect(
         py: Python<'_>,
@@ -528,6 +530,7 @@ impl PyGrammar {
         parallel_tool_calls: bool,
         reasoning: Option<&Bound<'_, PyAny>>,
         max_text_chars: Option<u32>,
+        distinct_calls: bool,
         lenient: bool,
         format_annotation: bool,
         ijson_numbers: bool,
@@ -546,6 +549,7 @@ impl PyGrammar {
         o.parallel_calls = parallel_tool_calls;
         o.reasoning = self::reasoning(reasoning)?;
         o.max_text_chars = max_text_chars;
+        o.distinct_calls = distinct_calls;
         o.compile = compile_options(
             lenient,
             format_annotation,

@@ -114,9 +114,13 @@ pub struct DialectOptions {
     /// `false` here keeps JSON Schema's default (extra keys allowed) for every tool.
     /// [`crate::Grammar::from_json_schema`] always keeps JSON Schema's default.
     pub strict_arguments: bool,
+    /// No call may repeat an earlier call of the same output (same function, arguments equal
+    /// as JSON values: key order, spelling and number form aside), on by default; the
+    /// default of every [`crate::Matcher`] over the grammar ([`crate::Matcher::set_distinct_calls`]).
+    pub distinct_calls: bool,
 }
 
-crate::option_setters!(DialectOptions { tool_choice: ToolChoice, parallel_calls: bool, reasoning: Option<Reasoning>, max_text_chars: Option<u32>, compile: CompileOptions, strict_arguments: bool });
+crate::option_setters!(DialectOptions { tool_choice: ToolChoice, parallel_calls: bool, reasoning: Option<Reasoning>, max_text_chars: Option<u32>, compile: CompileOptions, strict_arguments: bool, distinct_calls: bool });
 
 /// The bound on each stretch of free text (e.g. before the first call) when `tool_choice` is
 /// `required` or a named function and [`DialectOptions::max_text_chars`] is `None`: enough for a
@@ -132,6 +136,7 @@ impl Default for DialectOptions {
             max_text_chars: None,
             compile: CompileOptions::default(),
             strict_arguments: true,
+            distinct_calls: true,
         }
     }
 }

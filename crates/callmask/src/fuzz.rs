@@ -111,6 +111,9 @@ pub struct Sample {
     pub budget: Option<usize>,
     /// How many masks the budget changed (see [`crate::Matcher::budget_steered`]).
     pub budget_steered: u64,
+    /// How many masks the distinct-calls rule gave way in
+    /// ([`crate::Matcher::distinct_gave_up`]); from the first, calls may repeat.
+    pub distinct_gave_up: u64,
     /// The verdict.
     pub outcome: Outcome,
     /// What a valid output holds (for coverage).
@@ -210,6 +213,7 @@ fn empty_sample(index: u64) -> Sample {
         text: Vec::new(),
         budget: None,
         budget_steered: 0,
+        distinct_gave_up: 0,
         outcome: Outcome::Valid,
         checked: None,
         seen: Vec::new(),
@@ -315,6 +319,7 @@ impl Fuzzer {
         }
         check_budget_end(&w.m, &mut w.s);
         w.s.budget_steered = w.m.budget_steered();
+        w.s.distinct_gave_up = w.m.distinct_gave_up();
         w.s.text = self.automaton.vocab().decode(&w.s.tokens);
         w.s
     }
@@ -382,7 +387,7 @@ impl Fuzzer {
             |st| c.to_enter_any(d, st) == 0,
             |st| c.to_enter_any(d, st),
         ) {
-            Some(syms) => self.feed(&mut w.m, &mut w.mask, &syms, &mut w.s),
+            Some(syms) => self.feed(&mut w.m, &mut w.mask, &syms, &mut w.s) != Fed::Violation,
             None => true,
         }
     }
@@ -413,7 +418,8 @@ impl Fuzzer {
         // `is_allowed` applies the same budget, and most positions have dense masks. That
         // keeps budgeted walks fast enough to run at scale; the masks that are filled are
         // still checked for dead ends.
-        let filled = self.options.budget_slack.is_none();
+        // Masks too once the distinct-calls rule applies (`is_allowed` does not apply it).
+        let filled = self.options.budget_slack.is_none() || w.m.distinct_active();
         let mut p = Picker {
             n: self.automaton.vocab().len() as TokenId,
             // More random tries before filling a mask under a budget: `is_allowed` costs
@@ -529,15 +535,62 @@ impl Fuzzer {
     ) {
         let o = &self.options;
         let vocab = self.automaton.vocab();
-        let limit = o.max_tokens.saturating_sub(s.tokens.len());
-        let start = rng.random_range(0..self.symbol_tokens.len());
         let usable = |sym: Sym| self.symbol_tokens[sym as usize].is_some();
-        let Some(syms) = self.completer.complete(m.states(), usable, start, limit) else {
-            s.outcome = Outcome::Unfinished;
-            return;
-        };
-        if !self.feed(m, mask, &syms, s) {
-            return;
+        loop {
+            let limit = o.max_tokens.saturating_sub(s.tokens.len());
+            let start = rng.random_range(0..self.symbol_tokens.len());
+            let Some(syms) = self.completer.complete(m.states(), usable, start, limit) else {
+                s.outcome = Outcome::Unfinished;
+                return;
+            };
+            match self.feed(m, mask, &syms, s) {
+                Fed::Violation => return,
+                Fed::All => break,
+                Fed::Refused => {
+                    // The shortest completion repeats a call (or no longer fits the budget):
+                    // one allowed token that leaves the least to the end, then again.
+                    if s.tokens.len() >= o.max_tokens {
+                        s.outcome = Outcome::Unfinished;
+                        return;
+                    }
+                    m.fill_mask(mask);
+                    if let Some(e) = vocab
+                        .eos_tokens()
+                        .iter()
+                        .copied()
+                        .find(|&e| mask.is_allowed(e))
+                    {
+                        if m.accept(e).is_ok() {
+                            s.eos = Some(e);
+                        }
+                        return;
+                    }
+                    let comp = &self.completer;
+                    let best = mask
+                        .iter()
+                        .filter_map(|t| match m.next_states(t) {
+                            Ok(Some(st)) => Some((comp.remaining_any(&st), t)),
+                            _ => None,
+                        })
+                        .min();
+                    let Some((_, t)) = best else {
+                        if !m.can_end() {
+                            s.outcome = Outcome::Violation(
+                                "dead end: no token is allowed, yet the output may not end here"
+                                    .into(),
+                            );
+                        }
+                        return;
+                    };
+                    if let Err(e) = m.accept(t) {
+                        s.outcome = Outcome::Violation(format!(
+                            "the matcher refuses token {t}, which its mask allowed: {e}"
+                        ));
+                        return;
+                    }
+                    s.tokens.push(t);
+                }
+            }
         }
         if m.is_finished() {
             return;
@@ -568,52 +621,58 @@ impl Fuzzer {
         }
     }
 
-    /// Feeds steered symbols to `m` as their tokens, each checked against the mask; false (and
-    /// a violation recorded) when the mask or the matcher refuses one.
+    /// Feeds steered symbols to `m` as their tokens, each checked against the mask:
+    /// [`Fed::Violation`] (recorded) when the mask or the matcher refuses one the grammar
+    /// takes wrongly, [`Fed::Refused`] when the path stops where the budget or the
+    /// distinct-calls rule no longer allows it.
     fn feed(
         &self,
         m: &mut crate::Matcher,
         mask: &mut TokenMask,
         syms: &[Sym],
         s: &mut Sample,
-    ) -> bool {
+    ) -> Fed {
         let vocab = self.automaton.vocab();
         for &sym in syms {
             let t = self.symbol_tokens[sym as usize].unwrap_or_default();
             // Under a budget, `is_allowed` (the same budget, no mask walk) keeps budgeted walks
             // fast; without one, the mask itself is checked against the grammar.
-            let allowed = if m.tokens_left().is_some() {
+            let allowed = if m.tokens_left().is_some() && !m.distinct_active() {
                 m.is_allowed(t)
             } else {
                 m.fill_mask(mask);
                 mask.is_allowed(t)
             };
-            if !allowed && m.tokens_left().is_some() && m.is_allowed_by_grammar(t) {
-                // The budget no longer leaves room for this path: walk on at random.
-                return true;
+            if !allowed
+                && (m.tokens_left().is_some() || m.distinct_calls())
+                && m.is_allowed_by_grammar(t)
+            {
+                // The budget no longer leaves room for this path, or it repeats a call: walk
+                // on at random.
+                return Fed::Refused;
             }
             if !allowed {
                 s.outcome = Outcome::Violation(format!(
                     "the mask forbids token {t} ({:?}), which the grammar allows here",
                     String::from_utf8_lossy(&vocab.decode(&[t]))
                 ));
-                return false;
+                return Fed::Violation;
             }
             if vocab.is_eos(t) && matches!(m.next_states(t), Ok(None)) {
                 // An end-of-generation token that is also the special token of this path ends
                 // the output here (the budget leaves no room to go on): walk on at random.
-                return true;
+                return Fed::Refused;
             }
             if let Err(e) = m.accept(t) {
                 s.outcome = Outcome::Violation(format!(
                     "the matcher refuses token {t}, which its mask allowed: {e}"
                 ));
-                return false;
+                return Fed::Violation;
             }
             s.tokens.push(t);
             s.steered += 1;
         }
-        true
+        Fed::All
     }
 
     /// Checks a drawn sample with `checker` (only samples still `Valid` are checked).
@@ -623,7 +682,11 @@ impl Fuzzer {
         }
         match std::str::from_utf8(&s.text) {
             Err(e) => s.outcome = Outcome::Violation(format!("output is not valid UTF-8: {e}")),
-            Ok(t) => match checker.check(self.automaton.grammar(), t) {
+            Ok(t) => match checker.check_calls(
+                self.automaton.grammar(),
+                t,
+                self.automaton.grammar().inner.distinct_calls && s.distinct_gave_up == 0,
+            ) {
                 Ok(c) => s.checked = Some(c),
                 Err(why) => s.outcome = Outcome::Violation(why),
             },
@@ -708,4 +771,15 @@ impl Fuzzer {
         }
         cur
     }
+}
+
+/// How far [`Fuzzer`]'s steered symbols were fed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fed {
+    /// All of them.
+    All,
+    /// Up to one the budget or the distinct-calls rule removed (the walk goes on at random).
+    Refused,
+    /// Up to a violation (recorded).
+    Violation,
 }

@@ -65,6 +65,9 @@ pub(crate) struct GrammarInner {
     /// The caches it was compiled with ([`crate::CompileOptions::caches`]): automata over it
     /// keep their token walks there.
     pub(crate) caches: Option<crate::cache::Caches>,
+    /// The default of [`crate::Matcher::set_distinct_calls`] for matchers over it
+    /// ([`crate::DialectOptions::distinct_calls`]).
+    pub(crate) distinct_calls: bool,
     /// Per lexeme, computed on first use: can a literal of it always end as a value not used
     /// yet ([`dfa::fresh::always_open`]), so that extra keys and unique strings need no search.
     pub(crate) open: Vec<std::sync::OnceLock<bool>>,

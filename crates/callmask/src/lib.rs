@@ -53,8 +53,9 @@
 //! | 1 | `tools`, [`vocab`] | OpenAI tool shapes; token bytes, special and end tokens |
 //! | 2 | `grammar` | the grammar IR, its lexeme DFAs and the one `GrammarBuilder` |
 //! | 3 | `schema`, `automaton` | JSON Schema → grammar; byte-level matching over a grammar |
-//! | 4 | `dialect`, [`mask`], [`parse`], [`prompt`] | dialect files → grammar; token masks and matchers; text → calls; prompts |
-//! | 5 | [`fuzz`] (feature `fuzz`) | random complete outputs, validated independently |
+//! | 4 | `dialect`, [`parse`], [`prompt`] | dialect files → grammar; text → calls; prompts |
+//! | 5 | [`mask`] | token masks and matchers (the distinct-calls rule reads calls with the parser) |
+//! | 6 | [`fuzz`] (feature `fuzz`) | random complete outputs, validated independently |
 //!
 //! # Where things go
 //!

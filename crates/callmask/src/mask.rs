@@ -33,6 +33,7 @@ use rustc_hash::FxHashMap;
 use std::sync::{Arc, OnceLock, RwLock};
 
 mod bitset;
+mod distinct;
 pub mod logits;
 mod matcher;
 mod text_walks;
@@ -40,6 +41,7 @@ mod walks;
 
 pub use bitset::TokenMask;
 use bitset::TokenSet;
+pub(crate) use distinct::json_eq;
 pub use matcher::{fill_u32_rows, Matcher};
 use walks::{ExitChildren, FirstSteps, Walker};
 
@@ -123,6 +125,19 @@ struct Shared {
     completer: OnceLock<Completer>,
     /// Per matcher state: its allowed tokens by completion cost (bounded like `full`).
     budget_costs: RwLock<FxHashMap<Vec<Stack>, Arc<Costs>>>,
+    /// Shortest completions that start no new call (the distinct-calls rule), built when
+    /// first needed.
+    no_calls: OnceLock<Completer>,
+    /// Shortest completions in bytes, and the longest token's length in bytes (the
+    /// distinct-calls rule's quick exit), computed when first needed.
+    symbols: OnceLock<(Completer, u32)>,
+    /// Per grammar node: whether a call may start in it (the distinct-calls rule).
+    call_nodes: OnceLock<Vec<bool>>,
+    /// The tokens that cannot start a call (the distinct-calls rule).
+    quiet: OnceLock<TokenMask>,
+    /// Per frame outside calls: its tokens by the cost of ending with no new call (the
+    /// distinct-calls rule; bounded like `full`).
+    no_call_costs: RwLock<FxHashMap<Frame, Arc<Costs>>>,
 }
 
 /// A compiled grammar bound to a vocabulary: the shared token-level automaton.
@@ -196,6 +211,11 @@ impl TokenAutomaton {
                 missing_bytes: OnceLock::new(),
                 completer: OnceLock::new(),
                 budget_costs: RwLock::new(FxHashMap::default()),
+                no_calls: OnceLock::new(),
+                symbols: OnceLock::new(),
+                call_nodes: OnceLock::new(),
+                quiet: OnceLock::new(),
+                no_call_costs: RwLock::new(FxHashMap::default()),
             }),
         })
     }
@@ -297,6 +317,107 @@ impl TokenAutomaton {
                 self.shared.vocab.clone(),
             )
         })
+    }
+
+    /// The completer of [`Completer::without_calls`] (built on first use).
+    fn no_calls_completer(&self) -> &Completer {
+        self.shared.no_calls.get_or_init(|| {
+            let ok = self.shared.specials.iter().map(Option::is_some).collect();
+            Completer::without_calls(
+                self.shared.grammar.inner.clone(),
+                ok,
+                self.shared.vocab.clone(),
+            )
+        })
+    }
+
+    /// Shortest completions in symbols (bytes), and the longest token's length in bytes.
+    fn symbols(&self) -> &(Completer, u32) {
+        self.shared.symbols.get_or_init(|| {
+            let ok = self.shared.specials.iter().map(Option::is_some).collect();
+            let v = &self.shared.vocab;
+            let longest = (0..v.len() as TokenId)
+                .map(|t| v.token_bytes(t).map_or(0, <[u8]>::len))
+                .max()
+                .unwrap_or(0);
+            (
+                Completer::with_specials(self.shared.grammar.inner.clone(), ok),
+                longest as u32,
+            )
+        })
+    }
+
+    /// Per grammar node: whether a call may start in it (built on first use).
+    fn call_nodes(&self) -> &[bool] {
+        self.shared
+            .call_nodes
+            .get_or_init(|| distinct::nodes_with_calls(self.g()))
+    }
+
+    /// The tokens that cannot start a call: no special token, and no byte any call may start
+    /// with (built on first use).
+    fn quiet_tokens(&self) -> &TokenMask {
+        self.shared.quiet.get_or_init(|| {
+            let g = self.g();
+            let mut starts = [0u64; 4];
+            for (id, node) in g.nodes.iter().enumerate() {
+                if let crate::grammar::Node::Capture(crate::grammar::Capture::Call(_), _) = node {
+                    for (w, f) in starts.iter_mut().zip(&g.first[id]) {
+                        *w |= f;
+                    }
+                }
+            }
+            let vocab = &self.shared.vocab;
+            let mut quiet = TokenMask::new(vocab.len());
+            for t in 0..vocab.len() as TokenId {
+                if vocab.is_special(t) {
+                    continue;
+                }
+                if let Some(bytes) = vocab.token_bytes(t) {
+                    if !bytes.is_empty()
+                        && bytes
+                            .iter()
+                            .all(|&b| starts[b as usize / 64] & (1u64 << (b % 64)) == 0)
+                    {
+                        quiet.set(t);
+                    }
+                }
+            }
+            quiet
+        })
+    }
+
+    /// The tokens of `frame` (a frame outside calls, with what it may push) by the fewest
+    /// tokens after each before the frame is complete, starting no new call.
+    fn no_call_costs(&self, frame: &Frame) -> Arc<Costs> {
+        if let Some(c) = read(&self.shared.no_call_costs).get(frame) {
+            return c.clone();
+        }
+        let mut list = Vec::new();
+        self.walker().walk_costs(
+            self.g(),
+            self.no_calls_completer(),
+            0,
+            vec![vec![frame.clone()]],
+            &mut list,
+        );
+        let costs = Arc::new(Costs::new(list, self.shared.vocab.len()));
+        if let Ok(mut map) = self.shared.no_call_costs.write() {
+            if map.len() < FULL_CACHE_ENTRIES {
+                map.insert(frame.clone(), costs.clone());
+            }
+        }
+        costs
+    }
+
+    /// See [`TokenAutomaton::symbols`].
+    fn symbol_completer(&self) -> &Completer {
+        &self.symbols().0
+    }
+
+    /// The longest token's length in bytes.
+    fn longest_token(&self) -> u32 {
+        self.symbols().1
     }
 
     /// Local tokens of `frame` by cost (see [`Costs`]).

@@ -107,7 +107,7 @@ struct Path {
 }
 
 /// What has been emitted for segment `k` of the common interpretation.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Emitted {
     started: bool,
     ended: bool,
@@ -125,6 +125,7 @@ struct Emitted {
 }
 
 /// Parses an output incrementally (fed text or tokens), emitting [`Event`]s when certain.
+#[derive(Clone, Debug)]
 pub struct StreamParser {
     grammar: Grammar,
     paths: Vec<Path>,
@@ -241,6 +242,22 @@ impl StreamParser {
                 self.events()
             }
         }
+    }
+
+    /// Feeds one symbol (a byte, or `SPECIAL + i` for the grammar's special token `i`), as
+    /// the distinct-calls search of the matcher does.
+    pub(crate) fn push_sym(&mut self, sym: Sym) -> Result<Vec<Event>> {
+        let len = if sym < SPECIAL {
+            1
+        } else {
+            self.grammar
+                .inner
+                .specials
+                .get((sym - SPECIAL) as usize)
+                .map_or(1, String::len)
+        };
+        self.sym(sym, len)?;
+        self.events()
     }
 
     /// Tries a symbol; false (and no change) if no interpretation takes it.

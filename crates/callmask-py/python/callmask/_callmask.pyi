@@ -127,6 +127,7 @@ class Grammar:
         reasoning: Union[None, bool, Tuple[str, str]] = None,
         *,
         max_text_chars: Optional[int] = None,
+        distinct_calls: bool = True,
         lenient: bool = False,
         format_annotation: bool = False,
         ijson_numbers: bool = True,

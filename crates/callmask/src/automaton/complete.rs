@@ -68,6 +68,8 @@ pub(crate) struct Completer {
     /// a single-byte token is not: a way through it costs [`INF`] unless a longer token spells
     /// it (keys and lexemes only; see [`LexWays::new`]).
     usable: [bool; 256],
+    /// Count only completions that start no call ([`Completer::without_calls`]).
+    no_calls: bool,
 }
 
 impl Completer {
@@ -111,7 +113,30 @@ impl Completer {
         tokens: Option<Arc<Vocab>>,
         usable: [bool; 256],
     ) -> Completer {
+        Completer::build_with(g, special_ok, tokens, usable, false)
+    }
+
+    /// Like [`Completer::in_tokens`], but a completion may start no new call (a call capture
+    /// costs [`INF`]; the call a position is inside of is finished as usual): the cost of
+    /// ending an output with the calls it has, for the distinct-calls rule of the matcher.
+    pub(crate) fn without_calls(
+        g: Arc<GrammarInner>,
+        special_ok: Vec<bool>,
+        vocab: Arc<Vocab>,
+    ) -> Completer {
+        let usable = single_byte_tokens(&vocab);
+        Completer::build_with(g, special_ok, Some(vocab), usable, true)
+    }
+
+    fn build_with(
+        g: Arc<GrammarInner>,
+        special_ok: Vec<bool>,
+        tokens: Option<Arc<Vocab>>,
+        usable: [bool; 256],
+        no_calls: bool,
+    ) -> Completer {
         let mut c = Completer {
+            no_calls,
             usable,
             special_ok,
             node_min: vec![INF; g.nodes.len()],
@@ -416,6 +441,7 @@ impl Completer {
                     m(*item).saturating_mul(*min).min(INF)
                 }
             }
+            Node::Capture(Capture::Call(_), _) if self.no_calls => INF,
             Node::Capture(_, n) => m(*n),
             Node::Special(i) => {
                 if self.special_ok.get(*i as usize).copied().unwrap_or(false) {
@@ -738,6 +764,23 @@ impl Completer {
             total = add(total, self.rest(&f));
         }
         total
+    }
+
+    /// Fewest symbols (or tokens) that the frames below the top of `stack` need once the top
+    /// value is complete (0 for a stack of one frame).
+    pub(crate) fn remaining_below(&self, stack: &[Frame]) -> u32 {
+        let n = stack.len();
+        if n < 2 {
+            return 0;
+        }
+        let mut p = stack[..n - 1].to_vec();
+        GrammarInner::child_done(p.last_mut().unwrap());
+        self.remaining(&p)
+    }
+
+    /// Fewest symbols (or tokens) that lexeme `lex` needs from `state` to be complete.
+    pub(crate) fn lex_rest(&self, lex: u32, state: StateId) -> u32 {
+        self.lex(lex, state)
     }
 
     /// Fewest symbols before any of `states` may end.

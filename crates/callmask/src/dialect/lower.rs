@@ -175,6 +175,7 @@ pub(super) fn lower(
     };
     let functions = tools.as_slice().iter().map(|t| t.name.clone()).collect();
     let specials = std::mem::take(&mut l.specials);
+    l.c.b.distinct_calls = options.distinct_calls;
     let g = l.c.b.finish(root, false, specials, functions)?;
     Ok(g)
 }

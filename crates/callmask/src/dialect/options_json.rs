@@ -37,6 +37,7 @@ struct DialectJson {
     reasoning: Option<ReasoningJson>,
     max_text_chars: Option<u32>,
     strict_arguments: Option<bool>,
+    distinct_calls: Option<bool>,
     compile: Option<CompileJson>,
 }
 
@@ -166,6 +167,8 @@ impl DialectOptions {
     /// - `max_text_chars`: most characters per stretch of free text, or `null`;
     /// - `strict_arguments`: `false` to allow undeclared argument keys where a tool's schema does
     ///   not say (see [`DialectOptions::strict_arguments`]);
+    /// - `distinct_calls`: `false` to let a call repeat an earlier one (see
+    ///   [`DialectOptions::distinct_calls`]);
     /// - `compile`: the [`CompileOptions::from_json`] object.
     ///
     /// [`Error::InvalidOptions`] names an unknown field or a value of the wrong type.
@@ -208,6 +211,9 @@ impl DialectOptions {
         o.max_text_chars = j.max_text_chars;
         if let Some(strict) = j.strict_arguments {
             o.strict_arguments = strict;
+        }
+        if let Some(distinct) = j.distinct_calls {
+            o.distinct_calls = distinct;
         }
         if let Some(c) = j.compile {
             c.apply(&mut o.compile)?;

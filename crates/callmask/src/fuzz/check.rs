@@ -81,6 +81,16 @@ impl Checker {
 
     /// Checks one complete output of `grammar`; the error says what is wrong.
     pub fn check(&self, grammar: &Grammar, text: &str) -> std::result::Result<Checked, String> {
+        self.check_calls(grammar, text, grammar.inner.distinct_calls)
+    }
+
+    /// [`Checker::check`], with no two calls equal checked only where `distinct`.
+    pub fn check_calls(
+        &self,
+        grammar: &Grammar,
+        text: &str,
+        distinct: bool,
+    ) -> std::result::Result<Checked, String> {
         match self {
             Checker::Schema(validator) => {
                 let value =
@@ -122,10 +132,30 @@ impl Checker {
                     };
                     calls.push((i, args));
                 }
+                // No two calls equal (the matcher's distinct-calls rule, on by default).
+                let pairs = if distinct { parsed.tool_calls.len() } else { 0 };
+                for (j, b) in parsed.tool_calls.iter().enumerate().take(pairs) {
+                    for a in &parsed.tool_calls[..j] {
+                        if a.function.name == b.function.name
+                            && crate::mask::json_eq(&calls_value(a), &calls_value(b))
+                        {
+                            return Err(format!(
+                                "calls {} and {} are equal: {}({})",
+                                a.id, b.id, b.function.name, b.function.arguments
+                            ));
+                        }
+                    }
+                }
                 Ok(Checked::Calls(calls))
             }
         }
     }
+}
+
+/// A call's arguments as a JSON value (`{}` when empty or unreadable).
+fn calls_value(c: &crate::tools::ToolCall) -> Value {
+    serde_json::from_str(&c.function.arguments)
+        .unwrap_or_else(|_| Value::Object(Default::default()))
 }
 
 /// Parses JSON text into a [`Value`], refusing duplicate object keys (which `serde_json` would

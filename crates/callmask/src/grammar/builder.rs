@@ -205,6 +205,8 @@ pub(crate) struct GrammarBuilder<'o> {
     pub(crate) dropped: Vec<String>,
     /// The argument names of [`Capture::RawArgs`] so far.
     pub(crate) raw_arg_keys: Vec<String>,
+    /// The finished grammar's [`GrammarInner::distinct_calls`] (dialects set it).
+    pub(crate) distinct_calls: bool,
     total_states: usize,
     /// Estimated heap bytes of the grammar so far.
     memory: usize,
@@ -230,6 +232,7 @@ impl<'o> GrammarBuilder<'o> {
             lexeme_ids: Default::default(),
             dropped: Vec::new(),
             raw_arg_keys: Vec::new(),
+            distinct_calls: true,
             total_states: 0,
             memory: 0,
             deadline: Instant::now() + opts.max_compile_time,
@@ -379,6 +382,7 @@ impl<'o> GrammarBuilder<'o> {
             functions,
             raw_arg_keys: self.raw_arg_keys,
             caches: self.opts.caches.clone(),
+            distinct_calls: self.distinct_calls,
         };
         finalize(&mut inner, self.opts)?;
         Ok(Grammar {

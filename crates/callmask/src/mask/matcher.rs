@@ -5,6 +5,7 @@
 //! them per accepted token for rollback, bounded by [`Matcher::set_max_rollback`]; everything
 //! that can be shared (walks, whole masks, completion costs) lives in the automaton.
 
+use super::distinct::{CallLog, Ctx};
 use super::{read, TokenAutomaton, TokenMask, DEFAULT_MAX_ROLLBACK, FULL_CACHE_ENTRIES};
 use crate::automaton::complete::INF;
 use crate::automaton::{advance, Stack, Sym, SPECIAL};
@@ -31,12 +32,19 @@ pub struct Matcher {
     budget: Option<(usize, usize)>,
     /// Masks in which the budget removed tokens the grammar alone allows.
     steered: u64,
+    /// No call may repeat an earlier one ([`Matcher::set_distinct_calls`]).
+    distinct: bool,
+    /// The calls so far, for `distinct` (built lazily; dropped on rollback).
+    log: Option<Box<CallLog>>,
+    /// Masks where the distinct-calls rule gave way (see `distinct_gave_up`).
+    distinct_gave_up: u64,
 }
 
 impl Matcher {
     /// A matcher of `auto` at the start of an output.
     pub(super) fn at_start(auto: TokenAutomaton) -> Matcher {
         let states = vec![auto.g().start_stack()];
+        let distinct = auto.g().distinct_calls;
         Matcher {
             auto,
             states,
@@ -46,6 +54,117 @@ impl Matcher {
             finished: false,
             budget: None,
             steered: 0,
+            distinct,
+            log: None,
+            distinct_gave_up: 0,
+        }
+    }
+
+    /// Whether a call may not repeat an earlier call of the output (same function, arguments
+    /// equal as JSON values: key order, spelling and number form aside). On by default; off,
+    /// the mask is the grammar's (and the budget's) alone. See the `distinct` module notes in
+    /// [`crate::mask`]: where the bounded check cannot tell, a token is removed; where that
+    /// would empty the mask, the tokens along the completion that admitted the last token
+    /// are allowed, and where even that is not found, the rule gives way for the rest of the
+    /// output rather than leave no token ([`Matcher::distinct_gave_up`]).
+    pub fn set_distinct_calls(&mut self, on: bool) {
+        self.distinct = on;
+    }
+
+    /// Whether calls must be distinct ([`Matcher::set_distinct_calls`]).
+    pub fn distinct_calls(&self) -> bool {
+        self.distinct
+    }
+
+    /// How many masks the distinct-calls rule gave way in: its bounded check found no way on
+    /// that ends with distinct calls (within the budget), so the mask was left the grammar's
+    /// and the budget's, never empty; from the first one on, a repeated call may come.
+    pub fn distinct_gave_up(&self) -> u64 {
+        self.distinct_gave_up
+    }
+
+    /// True when the distinct-calls rule can remove tokens here (on, and some call is
+    /// complete): [`Matcher::is_allowed`] does not apply it, only masks do.
+    pub(crate) fn distinct_active(&mut self) -> bool {
+        !self.finished
+            && self.distinct_gave_up == 0
+            && self.sync_log().is_some_and(CallLog::has_calls)
+    }
+
+    /// The log of calls, fed up to the accepted tokens; `None` when the rule cannot apply
+    /// (off, or a grammar without calls).
+    fn sync_log(&mut self) -> Option<&CallLog> {
+        if !self.distinct || self.auto.g().functions.is_empty() {
+            return None;
+        }
+        let log = self
+            .log
+            .get_or_insert_with(|| Box::new(CallLog::new(self.auto.grammar())));
+        let vocab = self.auto.shared.vocab.clone();
+        while log.fed < self.tokens.len() {
+            let t = self.tokens[log.fed];
+            log.push_token(&vocab, t);
+        }
+        Some(&**log)
+    }
+
+    /// The limit on a completion's tokens after the next token (end-of-generation aside).
+    fn distinct_limit(&self) -> u32 {
+        match self.tokens_left() {
+            Some(left) if left >= 2 => (left - 2).min(INF as usize - 1) as u32,
+            Some(_) => 0,
+            None => INF - 1,
+        }
+    }
+
+    /// Removes from `mask` the tokens after which no output with distinct calls fits.
+    fn filter_distinct(&mut self, mask: &mut TokenMask) {
+        if self.finished {
+            return;
+        }
+        let limit = self.distinct_limit();
+        if self.distinct_gave_up > 0 || self.sync_log().is_none_or(|l| !l.has_calls()) {
+            return;
+        }
+        let before = mask.clone();
+        let Some(log) = self.log.as_deref() else {
+            return;
+        };
+        let ctx = Ctx {
+            auto: &self.auto,
+            log,
+            limit,
+        };
+        let next = |t: TokenId| self.next_states(t).ok();
+        ctx.filter(&self.states, mask, &next);
+        if mask.count() == 0 && before.count() > 0 {
+            // The witness: the completion that admitted the last token (the same search from
+            // here, one token more, finds it again). The tokens that spell a prefix of it are
+            // allowed: after each the rest of it ends the output with distinct calls, within
+            // the budget. Where it is not found (a bound hit), the mask stays empty.
+            let wide = Ctx {
+                auto: &self.auto,
+                log,
+                limit: limit.saturating_add(1).min(INF - 1),
+            };
+            let vocab = &self.auto.shared.vocab;
+            if let Some(path) = wide.search(&self.states, log.clone()) {
+                // The first tokens of the path's shortest spellings.
+                let bytes: Vec<u8> = path.iter().map(|&b| b as u8).collect();
+                for k in super::distinct::first_tokens(vocab, &bytes) {
+                    if let Some(t) = vocab.token_id(&bytes[..k]) {
+                        if before.is_allowed(t) && !vocab.eos_tokens().contains(&t) {
+                            mask.set(t);
+                        }
+                    }
+                }
+            }
+            if mask.count() == 0 {
+                // No way on found within the bounds: the rule gives way here (the grammar's
+                // and the budget's mask, never a dead end), counted.
+                *mask = before;
+                self.distinct_gave_up += 1;
+            }
         }
     }
 
@@ -220,12 +339,16 @@ impl Matcher {
     /// Sets `mask` to the tokens allowed next (end-of-generation tokens only where the output
     /// may end; nothing once finished).
     pub fn fill_mask(&mut self, mask: &mut TokenMask) {
-        if let Some(left) = self.tokens_left() {
-            if !self.finished && self.fill_budget_mask(left, mask) {
-                return;
-            }
+        let budgeted = match self.tokens_left() {
+            Some(left) => !self.finished && self.fill_budget_mask(left, mask),
+            None => false,
+        };
+        if !budgeted {
+            self.fill_grammar_mask(mask);
         }
-        self.fill_grammar_mask(mask);
+        if self.distinct {
+            self.filter_distinct(mask);
+        }
     }
 
     /// [`Matcher::fill_mask`] without the budget.
@@ -307,7 +430,9 @@ impl Matcher {
         scratch.write_u32_words(out)
     }
 
-    /// True when `token` may come next (checks that one token only: cheaper than a mask).
+    /// True when `token` may come next (checks that one token only: cheaper than a mask). The
+    /// grammar and the budget only: the distinct-calls rule is applied by masks, and by
+    /// [`Matcher::accept`] where a token completes a repeated call.
     pub fn is_allowed(&self, token: TokenId) -> bool {
         self.next_states(token).is_ok()
     }
@@ -407,6 +532,31 @@ impl Matcher {
     /// Accepts `token`, or returns a typed error (and changes nothing) when it is not allowed.
     pub fn accept(&mut self, token: TokenId) -> Result<()> {
         let next = self.next_states(token)?;
+        if !self.finished
+            && self.distinct_gave_up == 0
+            && self.sync_log().is_some_and(CallLog::has_calls)
+        {
+            // A token that completes a call equal to an earlier one (or ends the output on
+            // one) is refused whatever the mask was.
+            if let Some(log) = self.log.as_deref() {
+                let ok = match &next {
+                    None => log.may_end(),
+                    Some(_) => {
+                        let mut l = log.clone();
+                        l.push_token(&self.auto.shared.vocab, token);
+                        !l.broken
+                    }
+                };
+                if !ok {
+                    let vocab = &self.auto.shared.vocab;
+                    return Err(Error::TokenForbidden {
+                        token,
+                        text: String::from_utf8_lossy(vocab.token_bytes(token).unwrap_or_default())
+                            .into_owned(),
+                    });
+                }
+            }
+        }
         let prev = match next {
             Some(s) => std::mem::replace(&mut self.states, s),
             None => {
@@ -477,6 +627,7 @@ impl Matcher {
         self.history.truncate(keep);
         self.tokens.truncate(self.tokens.len() - n);
         self.finished = false;
+        self.log = None;
         Ok(())
     }
 

@@ -64,7 +64,7 @@ pub(crate) fn to_json(enc: ArgEncoding, span: &[u8]) -> Result<Value, String> {
 /// empty, always whole UTF-8 characters); the concatenation of all of them is a valid JSON
 /// object text equivalent to [`to_json`]'s result. No text is ever handed out that valid input
 /// could later contradict. After an error every later call returns the same error.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct StreamConverter {
     /// The span's encoding.
     enc: ArgEncoding,
@@ -232,7 +232,7 @@ fn combine_surrogates(high: u32, low: u32) -> Option<char> {
 }
 
 /// Assembles UTF-8 characters from bytes.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Utf8 {
     /// The bytes of the character so far.
     buf: [u8; 4],
@@ -287,7 +287,7 @@ impl Utf8 {
 }
 
 /// Where `JsonInString` is in its outer string literal.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Outer {
     /// Before the opening quote.
     Before,
@@ -314,7 +314,7 @@ enum JEsc {
 }
 
 /// What one character of a JSON string amounts to.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum JStep {
     /// Nothing yet (inside an escape).
     Nothing,
@@ -682,7 +682,7 @@ impl NumState {
 }
 
 /// The token being read.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Lex {
     /// Between tokens.
     Between,
@@ -711,7 +711,7 @@ enum Lex {
 }
 
 /// The JSON validator (passes its input through) or Python transliterator (writes JSON).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Machine {
     /// Python rather than JSON.
     python: bool,

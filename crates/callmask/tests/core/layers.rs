@@ -17,10 +17,10 @@ const LAYERS: &[(&str, u8)] = &[
     ("schema", 3),
     ("automaton", 3),
     ("dialect", 4),
-    ("mask", 4),
     ("parse", 4),
     ("prompt", 4),
-    ("fuzz", 5),
+    ("mask", 5),
+    ("fuzz", 6),
 ];
 
 fn layer(module: &str) -> Option<u8> {

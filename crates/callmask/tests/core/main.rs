@@ -8,6 +8,7 @@ mod concurrency;
 mod conformance;
 mod dialect_cases;
 mod dialects;
+mod distinct_calls;
 mod duplicate_keys;
 mod fuzz;
 mod fuzz_regressions;

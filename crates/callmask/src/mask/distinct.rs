@@ -1,0 +1,803 @@
+//! Distinct calls: no call of one output repeats an earlier call of the same function with
+//! equal arguments ([`crate::Matcher::set_distinct_calls`], on by default).
+//!
+//! Equality is decided on the calls as the output parser reads them ([`StreamParser`]): the
+//! function's name, and the arguments converted to JSON by `parse::convert` whatever their
+//! encoding (a JSON object, JSON inside a JSON string, Python keywords, tagged fields), then
+//! compared as JSON values: objects whatever their key order, numbers by value (`1`, `1.0`
+//! and `1e0` are equal), strings decoded. The matcher keeps the calls completed so far in a
+//! [`CallLog`] (the parser fed with the accepted tokens, rebuilt lazily after a rollback).
+//!
+//! The rule on the mask: a token is allowed only if, after it, the output can still end, within
+//! the token budget when one is set, with every call different from the earlier ones. Each
+//! allowed token is checked in one of three ways, cheapest first:
+//! - **In text outside any call, or inside a call of a function not called yet** (the common
+//!   case), a token that stays in the top frame of a stack keeps it there: no call starts or
+//!   ends, or the call it is in is new whatever it becomes. Outside calls in a frame that may
+//!   start one, the same for the tokens with no byte a call can start with (and no special
+//!   token), by their cost of ending with no new call. Such tokens are allowed, a whole cost group at a time, when the
+//!   cost of ending without starting another call fits ([`Completer::without_calls`]). When
+//!   the call in progress cannot end within the longest token, no token can leave it, and the
+//!   mask is the grammar's (no work at all).
+//! - **Inside a value lexeme of a call of a function already called**: a token is allowed when,
+//!   after it, the lexeme can still take more distinct next characters (letters that are no
+//!   escape letter, or digits) than there are earlier calls of the function, each without
+//!   raising the lexeme's cost: one of them makes the call new, at one token more than the
+//!   shortest completion, which must fit.
+//! - **Otherwise** (tokens that close values, keys, calls, or start calls): a bounded
+//!   best-first search over single bytes from the state after the token, in order of bytes
+//!   written plus the fewest tokens still needed ([`SEARCH_NODES`] states and
+//!   [`SEARCH_BRANCHES`] bytes from each at most), for a position where the calls completed
+//!   are all different and either no call of an already-called function is in progress and
+//!   the output ends without a new call within the budget, or such a call is in a value that
+//!   the rule above shows can still make it new (each searched byte counting one token).
+//!
+//! Trade-offs: the checks are exact where they say yes (each names a real completion); where
+//! a bound is hit, or the cheap rules do not apply and the search finds nothing, the token is
+//! removed. That is conservative: it may remove a token that had a fresh completion the search
+//! missed (a search counts bytes where the budget counts tokens, so under a tight budget it can
+//! miss completions that need many-byte tokens). Dead-end freedom rests on a witness: where the
+//! rule would empty the mask, the matcher runs the search from the current position with one
+//! token more of room, which is the very search that admitted the last token (same states, same
+//! log, same limit), so it finds that completion again, and the first tokens of its shortest
+//! spellings are allowed (each leaves the rest of it, which ends the output with distinct
+//! calls within the budget). Only a token admitted by a cheap rule, whose completion the search from the
+//! next position does not find within its bound, could still leave an empty mask: there the
+//! rule gives way for the rest of the output (the grammar's and the budget's mask, so never a
+//! dead end), counted by `Matcher::distinct_gave_up`.
+//! The fuzzer checks, on every dialect with and without budgets, that no two calls are equal
+//! where the rule did not give way, and that no mask is empty before the end.
+
+use super::{TokenAutomaton, TokenMask};
+use crate::automaton::complete::INF;
+use crate::automaton::{advance, Frame, Stack, Sym};
+use crate::grammar::{Capture, Grammar, GrammarInner, Node};
+use crate::parse::{Event, StreamParser};
+use crate::vocab::{TokenId, Vocab};
+use serde_json::Value;
+
+/// Most states one search expands before it gives up (the token is then removed).
+pub(crate) const SEARCH_NODES: usize = 2048;
+
+/// Most next bytes a search follows from one state (the cheapest, in the order tried).
+const SEARCH_BRANCHES: usize = 12;
+
+/// Longest completion (in bytes) a search follows.
+const SEARCH_DEPTH: usize = 384;
+
+/// Letters that are never an escape letter or a hex digit in any string encoding the grammars
+/// use (JSON's, Python's `\N{..}`, `\U`, `\x`), and digits: each, written after complete
+/// characters, is a character of its own.
+const PLAIN: &[u8] = b"ghijklmopqswyzGHIJKLMOPQRSTVWYZ0123456789";
+
+/// Symbols tried first by the search (they close and open most things).
+const FIRST: &[u8] = b"\"}]),:[({' ";
+
+/// The calls of an output so far, as the parser reads them.
+#[derive(Clone, Debug)]
+pub(crate) struct CallLog {
+    parser: StreamParser,
+    /// Tokens fed to the parser.
+    pub(crate) fed: usize,
+    calls: Vec<Rec>,
+    /// Completed calls: function name and arguments.
+    done: Vec<(String, Value)>,
+    /// A completed call repeats an earlier one, or the parser refused the output.
+    pub(crate) broken: bool,
+}
+
+/// See [`CallLog::key`].
+type LogKey = (usize, String, String, bool);
+
+/// One call as it streams.
+#[derive(Clone, Debug, Default)]
+struct Rec {
+    name: String,
+    args: String,
+    ended: bool,
+}
+
+impl CallLog {
+    /// The log at the start of an output of `g`.
+    pub(crate) fn new(g: &Grammar) -> CallLog {
+        CallLog {
+            parser: StreamParser::new(g),
+            fed: 0,
+            calls: Vec::new(),
+            done: Vec::new(),
+            broken: false,
+        }
+    }
+
+    fn rec(&mut self, index: usize) -> &mut Rec {
+        if self.calls.len() <= index {
+            self.calls.resize(index + 1, Rec::default());
+        }
+        &mut self.calls[index]
+    }
+
+    fn apply(&mut self, events: Vec<Event>) {
+        for e in events {
+            match e {
+                Event::CallStart { index, name, .. } => self.rec(index).name = name,
+                Event::Arguments { index, delta } => self.rec(index).args.push_str(&delta),
+                Event::CallEnd { index } => {
+                    let r = self.rec(index);
+                    r.ended = true;
+                    let name = r.name.clone();
+                    let text = r.args.trim();
+                    let value = if text.is_empty() {
+                        Ok(Value::Object(Default::default()))
+                    } else {
+                        serde_json::from_str::<Value>(text)
+                    };
+                    match value {
+                        Ok(v) => {
+                            if self.done.iter().any(|(n, w)| *n == name && json_eq(w, &v)) {
+                                self.broken = true;
+                            }
+                            self.done.push((name, v));
+                        }
+                        Err(_) => self.broken = true,
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Feeds one accepted token.
+    pub(crate) fn push_token(&mut self, vocab: &Vocab, token: TokenId) {
+        match self.parser.push_token(vocab, token) {
+            Ok(ev) => self.apply(ev),
+            Err(_) => self.broken = true,
+        }
+        self.fed += 1;
+    }
+
+    /// Feeds one symbol (a search step).
+    fn push_sym(&mut self, sym: Sym) {
+        match self.parser.push_sym(sym) {
+            Ok(ev) => self.apply(ev),
+            Err(_) => self.broken = true,
+        }
+    }
+
+    /// True when the output may end here as far as distinct calls go: the calls that the end
+    /// completes are new too.
+    pub(crate) fn may_end(&self) -> bool {
+        let mut c = self.clone();
+        match c.parser.finish() {
+            Ok(ev) => {
+                c.apply(ev);
+                !c.broken
+            }
+            // The grammar took the output as complete; the parser's view is not needed.
+            Err(_) => !self.broken,
+        }
+    }
+
+    /// True when some call is complete.
+    pub(crate) fn has_calls(&self) -> bool {
+        !self.done.is_empty()
+    }
+
+    /// What the calls' future depends on: how many there are, and the last one as far as
+    /// it is written.
+    fn key(&self) -> LogKey {
+        let last = self.calls.last();
+        (
+            self.calls.len(),
+            last.map_or_else(String::new, |r| r.name.clone()),
+            last.map_or_else(String::new, |r| r.args.clone()),
+            last.is_some_and(|r| r.ended),
+        )
+    }
+
+    /// How many completed calls have function `name`.
+    fn count(&self, name: &str) -> usize {
+        self.done.iter().filter(|(n, _)| n == name).count()
+    }
+
+    /// True when a call of a function called before is in progress and not yet shown new
+    /// ([`CallLog::open_is_new`]).
+    pub(crate) fn open_risky(&self) -> bool {
+        self.open_name().is_some_and(|n| self.count(n) > 0) && !self.open_is_new()
+    }
+
+    /// True when the call in progress already differs from every earlier call of its function
+    /// in an argument it has completed (a key the earlier call lacks, or another value), so
+    /// that whatever follows, it is new.
+    pub(crate) fn open_is_new(&self) -> bool {
+        let Some(open) = self
+            .calls
+            .iter()
+            .rev()
+            .find(|r| !r.ended && !r.name.is_empty())
+        else {
+            return false;
+        };
+        let Some(members) = completed_members(&open.args) else {
+            return false;
+        };
+        self.done
+            .iter()
+            .filter(|(n, _)| *n == open.name)
+            .all(|(_, earlier)| {
+                members.iter().any(|(k, v)| {
+                    earlier
+                        .as_object()
+                        .and_then(|o| o.get(k))
+                        .is_none_or(|w| !json_eq(w, v))
+                })
+            })
+    }
+
+    /// The function of the call in progress, when the parser knows it.
+    fn open_name(&self) -> Option<&str> {
+        self.calls
+            .iter()
+            .rev()
+            .find(|r| !r.ended && !r.name.is_empty())
+            .map(|r| r.name.as_str())
+    }
+}
+
+/// The members of a JSON object's text `args` (a prefix of one) that are complete: all but
+/// the one in progress (all of them once the object is closed); `None` when there are none.
+fn completed_members(args: &str) -> Option<serde_json::Map<String, Value>> {
+    let text = args.trim_start();
+    if !text.starts_with('{') {
+        return None;
+    }
+    let (mut depth, mut in_str, mut escaped) = (0usize, false, false);
+    let mut cut = None;
+    for (i, c) in text.char_indices() {
+        if in_str {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_str = true,
+            '{' | '[' => depth += 1,
+            '}' | ']' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return serde_json::from_str::<Value>(&text[..=i])
+                        .ok()?
+                        .as_object()
+                        .cloned();
+                }
+            }
+            ',' if depth == 1 => cut = Some(i),
+            _ => {}
+        }
+    }
+    let closed = format!("{}}}", &text[..cut?]);
+    match serde_json::from_str::<Value>(&closed).ok()? {
+        Value::Object(m) if !m.is_empty() => Some(m),
+        _ => None,
+    }
+}
+
+/// The lengths of the first tokens of the spellings of `path` with the fewest tokens
+/// (non-special tokens; none when no spelling exists).
+pub(crate) fn first_tokens(vocab: &Vocab, path: &[u8]) -> Vec<usize> {
+    let n = path.len();
+    // fewest[i]: the fewest tokens that spell `path[i..]`.
+    let mut fewest = vec![INF; n + 1];
+    fewest[n] = 0;
+    for i in (0..n).rev() {
+        let mut best = INF;
+        vocab.token_prefixes(&path[i..], |k| {
+            best = best.min(fewest[i + k].saturating_add(1))
+        });
+        fewest[i] = best;
+    }
+    let mut firsts = Vec::new();
+    if fewest[0] < INF {
+        vocab.token_prefixes(path, |k| {
+            if fewest[k].saturating_add(1) == fewest[0] {
+                firsts.push(k);
+            }
+        });
+    }
+    firsts
+}
+
+/// JSON values equal as values: objects whatever their key order, numbers by value.
+pub(crate) fn json_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            let int = |n: &serde_json::Number| {
+                n.as_i64()
+                    .map(i128::from)
+                    .or_else(|| n.as_u64().map(i128::from))
+            };
+            match (int(x), int(y)) {
+                (Some(i), Some(j)) => i == j,
+                _ => match (x.as_f64(), y.as_f64()) {
+                    (Some(f), Some(g)) => f == g,
+                    _ => false,
+                },
+            }
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_eq(p, q))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// The innermost call in progress on `stack`: its frame's index and function.
+fn open_call(g: &GrammarInner, stack: &[Frame]) -> Option<(usize, u32)> {
+    stack.iter().enumerate().rev().find_map(|(k, f)| match f {
+        Frame::Cap { node, done: false } => match &g.nodes[*node as usize] {
+            Node::Capture(Capture::Call(i), _) => Some((k, *i)),
+            _ => None,
+        },
+        _ => None,
+    })
+}
+
+/// Per node: whether a call may start inside it (a call capture in it, or below it).
+pub(crate) fn nodes_with_calls(g: &GrammarInner) -> Vec<bool> {
+    let mut has = vec![false; g.nodes.len()];
+    loop {
+        let mut changed = false;
+        for (id, node) in g.nodes.iter().enumerate() {
+            if has[id] {
+                continue;
+            }
+            let v = match node {
+                Node::Lex(_) | Node::Never | Node::Special(_) => false,
+                Node::Capture(Capture::Call(_), _) => true,
+                Node::Capture(_, n) => has[*n as usize],
+                Node::Union(v) | Node::Seq(v) => v.iter().any(|n| has[*n as usize]),
+                Node::Repeat { item, .. } => has[*item as usize],
+                // JSON values: not walked (treated as holding calls, which only costs speed).
+                Node::Object(_) | Node::Array(_) => true,
+            };
+            if v {
+                has[id] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            return has;
+        }
+    }
+}
+
+/// True when `frame`, with what it may still push, can start no call (see [`nodes_with_calls`]).
+fn frame_starts_no_call(g: &GrammarInner, calls: &[bool], frame: &Frame) -> bool {
+    let has = |n: u32| calls.get(n as usize).copied().unwrap_or(true);
+    match frame {
+        Frame::Lex { .. } => true,
+        Frame::Seq { node, idx } => match &g.nodes[*node as usize] {
+            Node::Seq(v) => v.iter().skip(*idx as usize).all(|n| !has(*n)),
+            _ => false,
+        },
+        Frame::Rep { node, .. } => match &g.nodes[*node as usize] {
+            Node::Repeat { item, .. } => !has(*item),
+            _ => false,
+        },
+        Frame::Cap { node, done } => *done || !has(*node),
+        _ => false,
+    }
+}
+
+/// True when one of `frames` is a call's arguments capture (a value below it is an argument's).
+fn in_args(g: &GrammarInner, frames: &[Frame]) -> bool {
+    frames.iter().any(|f| match f {
+        Frame::Cap { node, .. } => {
+            matches!(&g.nodes[*node as usize], Node::Capture(c, _) if c.is_arguments())
+        }
+        _ => false,
+    })
+}
+
+/// What the filter needs to know about the output so far.
+pub(crate) struct Ctx<'a> {
+    pub(crate) auto: &'a TokenAutomaton,
+    pub(crate) log: &'a CallLog,
+    /// Most tokens a completion may take after the token checked (end-of-generation aside).
+    pub(crate) limit: u32,
+}
+
+impl Ctx<'_> {
+    /// Earlier calls of function `i`.
+    fn calls_of(&self, i: u32) -> usize {
+        self.auto
+            .g()
+            .functions
+            .get(i as usize)
+            .map_or(0, |n| self.log.count(n))
+    }
+
+    /// True when a call of function `i` in progress is new whatever follows: no earlier call of
+    /// `i`, or the call already differs from each ([`CallLog::open_is_new`]).
+    fn new_call(&self, i: u32) -> bool {
+        self.calls_of(i) == 0
+            || (self.log.open_name() == self.auto.g().functions.get(i as usize).map(String::as_str)
+                && self.log.open_is_new())
+    }
+
+    /// True when the call in progress on `stack` (if any) is of a function called before.
+    fn in_risky_call(&self, stack: &[Frame]) -> bool {
+        open_call(self.auto.g(), stack).is_some_and(|(_, i)| self.calls_of(i) > 0)
+    }
+
+    /// True when `log` (the log after some symbols) and a stack of `states` show a position
+    /// from which the output ends, starting no call, within `limit - used` tokens, with every
+    /// call distinct.
+    fn goal(&self, states: &[Stack], log: &CallLog, used: u32) -> bool {
+        if log.broken || used > self.limit {
+            return false;
+        }
+        let risky = log.open_risky();
+        let named = log.open_name().is_some();
+        let nc = self.auto.no_calls_completer();
+        states.iter().any(|s| {
+            if risky || (!named && self.in_risky_call(s)) {
+                // In a call made before: a value it can still make new.
+                self.stack_stays_new(s, self.limit - used)
+            } else {
+                let r = nc.remaining(s);
+                r < INF && used.saturating_add(r) <= self.limit
+            }
+        })
+    }
+
+    /// True when lexeme `lex` in state `state`, a value of a call with `need - 1` earlier calls
+    /// of its function, can take `need` distinct plain next characters, each without raising
+    /// its cost, and its shortest completion plus one character and `below` (the frames
+    /// under it, with no new call) fits the limit: one of those characters makes the call new.
+    fn lexeme_stays_new(&self, lex: u32, state: u32, need: usize, below: u32, limit: u32) -> bool {
+        use crate::grammar::dfa::Dfa;
+        let comp = self.auto.completer();
+        let dfa = &self.auto.g().lexemes[lex as usize];
+        let here = comp.lex_rest(lex, state);
+        if need > PLAIN.len() || here >= INF || here.saturating_add(1).saturating_add(below) > limit
+        {
+            return false;
+        }
+        let spare = PLAIN
+            .iter()
+            .filter(|&&c| {
+                comp.usable(c) && {
+                    let n = dfa.next(state, c);
+                    n != Dfa::DEAD && comp.lex_rest(lex, n) <= here
+                }
+            })
+            .count();
+        spare >= need
+    }
+
+    /// [`Ctx::lexeme_stays_new`] on stack `s` (after a token): its top is a value lexeme of a
+    /// call of a function called before.
+    fn stack_stays_new(&self, s: &[Frame], limit: u32) -> bool {
+        let g = self.auto.g();
+        let (Some((k, i)), Some(Frame::Lex { lex, state })) = (open_call(g, s), s.last()) else {
+            return false;
+        };
+        let calls = self.calls_of(i);
+        if calls == 0 || k + 1 >= s.len() || !in_args(g, &s[k + 1..]) {
+            return false;
+        }
+        let below = self.auto.no_calls_completer().remaining_below(s);
+        below < INF && self.lexeme_stays_new(*lex, *state, calls + 1, below, limit)
+    }
+
+    /// True when, after `token` (whose states are `next`, `None` for the end), the output can
+    /// end with distinct calls within the limit: the token leaves a value lexeme of a call
+    /// made before that can still become new ([`Ctx::stack_stays_new`]), or the bounded
+    /// search finds a way.
+    pub(crate) fn token_ok(&self, token: TokenId, next: Option<&[Stack]>) -> bool {
+        let mut log = self.log.clone();
+        let Some(next) = next else {
+            return self.log.may_end();
+        };
+        log.push_token(&self.auto.shared.vocab, token);
+        if log.broken {
+            return false;
+        }
+        let open = log.open_name().map(|n| log.count(n));
+        if open.is_some_and(|c| c > 0) && next.iter().any(|s| self.stack_stays_new(s, self.limit)) {
+            return true;
+        }
+        self.search(next, log).is_some()
+    }
+
+    /// Best-first search over single bytes for a [`Ctx::goal`]: states in order of the fewest
+    /// tokens that spell the bytes written plus the fewest tokens still needed (ties: the
+    /// nearer to the end first),
+    /// at most [`SEARCH_NODES`] expanded. Returns the bytes to the goal (none where `states`
+    /// are one), every prefix of them leaving the calls distinct.
+    pub(crate) fn search(&self, states: &[Stack], log: CallLog) -> Option<Vec<Sym>> {
+        use std::cmp::Reverse;
+        use std::collections::BinaryHeap;
+        if self.goal(states, &log, 0) {
+            return Some(Vec::new());
+        }
+        let g = self.auto.g();
+        let comp = self.auto.completer();
+        let h0 = comp.remaining_any(states);
+        if h0 >= INF || h0 > self.limit {
+            return None;
+        }
+        // The nodes found: states, log, parent, the byte from it, the bytes from the start,
+        // and per prefix of them the fewest tokens that spell it (INF: none).
+        struct Node {
+            states: Vec<Stack>,
+            log: CallLog,
+            bytes: Vec<u8>,
+            tokens: Vec<u32>,
+            /// Per prefix: the fewest tokens a completion needs from there.
+            rests: Vec<u32>,
+        }
+        let vocab = &self.auto.shared.vocab;
+        let longest = (self.auto.longest_token() as usize).clamp(1, 64);
+        let mut nodes = vec![Node {
+            states: states.to_vec(),
+            log,
+            bytes: Vec::new(),
+            tokens: vec![0],
+            rests: vec![h0],
+        }];
+        // (tokens + cost, cost, order found, node).
+        let mut open = BinaryHeap::new();
+        open.push(Reverse((h0, h0, 0usize, 0usize)));
+        let mut out = Vec::new();
+        let mut expanded = 0usize;
+        // States and calls seen (whitespace and other bytes reach the same ones many ways).
+        let mut visited: rustc_hash::FxHashSet<(Vec<Stack>, LogKey)> = Default::default();
+        while let Some(Reverse((_, _, _, at))) = open.pop() {
+            if expanded >= SEARCH_NODES {
+                return None;
+            }
+            expanded += 1;
+            if nodes[at].bytes.len() >= SEARCH_DEPTH {
+                continue;
+            }
+            let mut seen = [false; 256];
+            // (least tokens in all, cost from here, tokens so far, byte, states).
+            let mut cands: Vec<(u32, u32, u32, Sym, Vec<Stack>)> = Vec::new();
+            let order = FIRST.iter().map(|&b| b as Sym).chain(0..256);
+            for sym in order {
+                if !comp.usable(sym as u8) || std::mem::replace(&mut seen[sym as usize], true) {
+                    continue;
+                }
+                advance(g, &nodes[at].states, sym, &mut out);
+                if out.is_empty() {
+                    continue;
+                }
+                let h = comp.remaining_any(&out);
+                let spelled = spell_next(vocab, &nodes[at], sym as u8, longest);
+                let least = least_tokens(&nodes[at], spelled, h, longest);
+                if h < INF && least <= self.limit {
+                    cands.push((least, h, spelled, sym, std::mem::take(&mut out)));
+                }
+            }
+            // Whitespace only where nothing else can come (it never makes a call new, and its
+            // many spellings would fill the search); then the cheapest few, in the order tried
+            // (enough different bytes to make a value new).
+            let ws = |s: Sym| matches!(s, 0x20 | 0x09 | 0x0a | 0x0d);
+            if cands.iter().any(|c| !ws(c.3)) {
+                cands.retain(|c| !ws(c.3));
+            }
+            cands.sort_by_key(|c| (c.0, c.1));
+            cands.truncate(SEARCH_BRANCHES);
+            for (least, h, spelled, sym, st) in cands {
+                let mut log = nodes[at].log.clone();
+                log.push_sym(sym);
+                if log.broken || !visited.insert((st.clone(), log.key())) {
+                    continue;
+                }
+                // A goal only where the bytes so far are whole tokens.
+                let found = spelled < INF && self.goal(&st, &log, spelled);
+                let mut bytes = nodes[at].bytes.clone();
+                bytes.push(sym as u8);
+                let mut tokens = nodes[at].tokens.clone();
+                tokens.push(spelled);
+                let mut rests = nodes[at].rests.clone();
+                rests.push(h);
+                nodes.push(Node {
+                    states: st,
+                    log,
+                    bytes,
+                    tokens,
+                    rests,
+                });
+                let id = nodes.len() - 1;
+                if found {
+                    return Some(nodes[id].bytes.iter().map(|&b| Sym::from(b)).collect());
+                }
+                open.push(Reverse((least, h, id, id)));
+            }
+        }
+        /// The fewest tokens that spell the bytes of `node` and then `byte` (INF: none).
+        fn spell_next(vocab: &Vocab, node: &Node, byte: u8, longest: usize) -> u32 {
+            let n = node.bytes.len() + 1;
+            let start = n.saturating_sub(longest);
+            let mut tail = node.bytes[start..].to_vec();
+            tail.push(byte);
+            let mut best = INF;
+            for j in start..n {
+                let before = node.tokens[j];
+                if before < INF && before + 1 < best && vocab.token_id(&tail[j - start..]).is_some()
+                {
+                    best = before + 1;
+                }
+            }
+            best
+        }
+        /// A lower bound on the tokens of any output that goes on through the bytes of `node`
+        /// and one more (spelled in `spelled` tokens, `rest` tokens needed after it): its last
+        /// token boundary at or before the new byte is some prefix, whose spelling and the
+        /// fewest tokens from there add up to at least this.
+        fn least_tokens(node: &Node, spelled: u32, rest: u32, longest: usize) -> u32 {
+            let n = node.bytes.len() + 1;
+            let start = n.saturating_sub(longest);
+            (start..n)
+                .map(|j| node.tokens[j].saturating_add(node.rests[j]))
+                .chain(std::iter::once(spelled.saturating_add(rest)))
+                .min()
+                .unwrap_or(INF)
+        }
+        None
+    }
+
+    /// Filters `mask` (the grammar's mask, under the budget) for the states `states`:
+    /// removes the tokens after which no output with distinct calls fits. `next` gives a
+    /// token's states (`Err` when refused, `Ok(None)` for the end).
+    pub(crate) fn filter(
+        &self,
+        states: &[Stack],
+        mask: &mut TokenMask,
+        next: &dyn Fn(TokenId) -> Option<Option<Vec<Stack>>>,
+    ) {
+        let g = self.auto.g();
+        let vocab = &self.auto.shared.vocab;
+        let nc = self.auto.no_calls_completer();
+        // No token can leave a new call that cannot end within the longest token.
+        let longest = self.auto.longest_token();
+        let sym = self.auto.symbol_completer();
+        if !self.log.open_risky()
+            && states.iter().all(|s| match open_call(g, s) {
+                Some((k, i)) => {
+                    k + 1 < s.len() && self.new_call(i) && sym.remaining(&s[k + 1..]) > longest
+                }
+                None => false,
+            })
+        {
+            return;
+        }
+        // Tokens accepted by the cheap rules.
+        let n = mask.len();
+        let mut ok = TokenMask::new(n);
+        let mut scratch = TokenMask::new(n);
+        let open_risky = self.log.open_risky();
+        for s in states {
+            let top = &s[s.len() - 1];
+            let call = open_call(g, s);
+            let Some((k, i)) = call else {
+                // Outside any call, in a frame that holds no call (text, a marker): a token that
+                // stays in the frame starts and ends no call, so the calls stay as they are
+                // (distinct, the log not broken and no call open); the local tokens whose cost
+                // fits with no call after them.
+                if self.log.broken || self.log.open_name().is_some() {
+                    continue;
+                }
+                let below = nc.remaining_below(s);
+                if below >= INF {
+                    continue;
+                }
+                if frame_starts_no_call(g, self.auto.call_nodes(), top) {
+                    let local = self.auto.local(top);
+                    for (c, set) in &self.auto.local_costs(top, &local).groups {
+                        if c.saturating_add(below) <= self.limit {
+                            set.or_into(&mut ok);
+                        }
+                    }
+                } else {
+                    // A frame that may start calls: its tokens that cannot start one (no byte a
+                    // call starts with), where ending with no new call fits.
+                    scratch.clear();
+                    for (c, set) in &self.auto.no_call_costs(top).groups {
+                        if c.saturating_add(below) <= self.limit {
+                            set.or_into(&mut scratch);
+                        }
+                    }
+                    let quiet = self.auto.quiet_tokens();
+                    for (w, (a, q)) in ok
+                        .words
+                        .iter_mut()
+                        .zip(scratch.words.iter().zip(&quiet.words))
+                    {
+                        *w |= a & q;
+                    }
+                }
+                continue;
+            };
+            if k + 1 >= s.len() {
+                continue;
+            }
+            let local = self.auto.local(top);
+            let below = nc.remaining_below(s);
+            if below >= INF {
+                continue;
+            }
+            if self.new_call(i) && !open_risky {
+                // A new call: the local tokens whose cost fits.
+                for (c, set) in &self.auto.local_costs(top, &local).groups {
+                    if c.saturating_add(below) <= self.limit {
+                        set.or_into(&mut ok);
+                    }
+                }
+            } else if let (Frame::Lex { lex, .. }, true) = (top, in_args(g, &s[k + 1..])) {
+                // A value of a call made before: tokens after which the lexeme keeps more
+                // distinct plain next characters than there are earlier calls.
+                let need = self.calls_of(i) + 1;
+                scratch.clear();
+                local.allowed.or_into(&mut scratch);
+                let dfa = &g.lexemes[*lex as usize];
+                let Frame::Lex { state, .. } = top else {
+                    continue;
+                };
+                let mut memo: rustc_hash::FxHashMap<u32, bool> = Default::default();
+                for t in scratch.iter() {
+                    if !mask.is_allowed(t) || ok.is_allowed(t) {
+                        continue;
+                    }
+                    let Some(bytes) = vocab.token_bytes(t) else {
+                        continue;
+                    };
+                    let mut st = *state;
+                    for &b in bytes {
+                        st = dfa.next(st, b);
+                        if st == crate::grammar::dfa::Dfa::DEAD {
+                            break;
+                        }
+                    }
+                    if st == crate::grammar::dfa::Dfa::DEAD {
+                        continue;
+                    }
+                    let good = *memo.entry(st).or_insert_with(|| {
+                        self.lexeme_stays_new(*lex, st, need, below, self.limit)
+                    });
+                    if good {
+                        ok.set(t);
+                    }
+                }
+            }
+        }
+        let vocab_len = vocab.len();
+        let mut remove = Vec::new();
+        for t in mask.iter() {
+            if (t as usize) < vocab_len && ok.is_allowed(t) {
+                continue;
+            }
+            let good = match next(t) {
+                None => false,
+                Some(nx) => self.token_ok(t, nx.as_deref()),
+            };
+            if !good {
+                remove.push(t);
+            }
+        }
+        for t in remove {
+            mask.words[t as usize / 64] &= !(1u64 << (t % 64));
+        }
+    }
+}

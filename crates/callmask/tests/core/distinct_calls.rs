@@ -1,0 +1,171 @@
+//! Distinct calls (issue 44 item 3): after a call of a function without arguments, the mask
+//! never lets that call complete again, and the output can still end, with or without a budget.
+
+use callmask::{Dialect, DialectOptions, TokenAutomaton, TokenMask, Tools, Vocab};
+use std::sync::Arc;
+
+/// 256 single-byte tokens, then an end-of-generation token.
+fn byte_vocab() -> Arc<Vocab> {
+    let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    tokens.push(b"</s>".to_vec());
+    let mut special = vec![false; 256];
+    special.push(true);
+    Arc::new(Vocab::from_parts(tokens, special, vec![256]).unwrap())
+}
+
+fn tools() -> Tools {
+    Tools::from_json_str(
+        r#"[{"type": "function", "function": {"name": "g", "parameters": {"type": "object", "properties": {}, "additionalProperties": false}}},
+            {"type": "function", "function": {"name": "get", "parameters": {"type": "object", "properties": {"k": {"type": "integer"}}, "required": ["k"]}}}]"#,
+    )
+    .unwrap()
+}
+
+/// Feeds `text` byte by byte, each byte checked against the mask.
+fn feed(m: &mut callmask::Matcher, mask: &mut TokenMask, text: &str) {
+    for &b in text.as_bytes() {
+        m.fill_mask(mask);
+        assert!(
+            mask.is_allowed(b as u32),
+            "{:?} refused in {text:?}",
+            b as char,
+        );
+        m.accept(b as u32).unwrap();
+    }
+}
+
+/// Walks greedily (the lowest allowed byte, else the end) from `m`, checking that the mask is
+/// never empty before the end; returns the text walked.
+fn walk_to_end(m: &mut callmask::Matcher, mask: &mut TokenMask, first: &[u8]) -> String {
+    let mut out = Vec::new();
+    for step in 0..600 {
+        m.fill_mask(mask);
+        assert!(
+            mask.count() > 0,
+            "dead end after {:?}",
+            String::from_utf8_lossy(&out)
+        );
+        if mask.is_allowed(256) {
+            m.accept(256).unwrap();
+            return String::from_utf8(out).unwrap();
+        }
+        // The given bytes first (steers into a repeat), then the token that leaves the least
+        // to the end.
+        let t = first
+            .iter()
+            .map(|&b| b as u32)
+            .find(|&t| step < 400 && mask.is_allowed(t))
+            .or_else(|| {
+                mask.iter()
+                    .filter_map(|t| {
+                        let mut n = m.clone();
+                        n.accept(t).ok()?;
+                        Some((n.min_tokens_to_end().unwrap_or(usize::MAX), t))
+                    })
+                    .min()
+                    .map(|(_, t)| t)
+            })
+            .unwrap();
+        m.accept(t).unwrap();
+        out.push(t as u8);
+    }
+    panic!(
+        "no end after 600 tokens: {:?}",
+        String::from_utf8_lossy(&out)
+    );
+}
+
+#[test]
+fn a_call_without_arguments_is_not_repeated_and_the_output_still_ends() {
+    let vocab = byte_vocab();
+    for (dialect, once, again) in [
+        ("pythonic", "[g(), ", "g("),
+        (
+            "hermes",
+            "<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": \"",
+            "g\"",
+        ),
+    ] {
+        let g = Dialect::by_name(dialect)
+            .unwrap()
+            .compile(&tools(), &DialectOptions::default())
+            .unwrap();
+        let auto = TokenAutomaton::new(&g, vocab.clone()).unwrap();
+        for budget in [None, Some(200)] {
+            let mut m = auto.matcher();
+            if budget.is_some() {
+                m.set_token_budget(budget).unwrap();
+            }
+            let mut mask = TokenMask::new(vocab.len());
+            feed(&mut m, &mut mask, once);
+            // Steering at the repeated call: it is never completed.
+            let rest = walk_to_end(&mut m, &mut mask, again.as_bytes());
+            let text = format!("{once}{rest}");
+            let parsed = g.parse(&text).unwrap_or_else(|e| {
+                panic!("{dialect}: {text:?} does not parse: {e}");
+            });
+            let gs = parsed
+                .tool_calls
+                .iter()
+                .filter(|c| c.function.name == "g")
+                .count();
+            assert_eq!(gs, 1, "{dialect} {budget:?}: g() twice in {text:?}");
+            assert_eq!(m.distinct_gave_up(), 0);
+            // Off, the repeat is allowed.
+            let mut m = auto.matcher();
+            m.set_distinct_calls(false);
+            feed(&mut m, &mut mask, once);
+            feed(&mut m, &mut mask, again);
+        }
+    }
+}
+
+/// Feeds `text` byte by byte without looking at the mask; the error of the first refused byte.
+fn accept_all(m: &mut callmask::Matcher, text: &str) -> Result<(), String> {
+    for &b in text.as_bytes() {
+        m.accept(b as u32)
+            .map_err(|e| format!("{e} at {:?}", b as char))?;
+    }
+    Ok(())
+}
+
+#[test]
+fn arguments_equal_as_json_values_are_a_repeat_and_the_option_turns_the_rule_off() {
+    let vocab = byte_vocab();
+    let first = "<tool_call>\n{\"name\": \"get\", \"arguments\": {\"k\": 10}}\n</tool_call>\n";
+    // The same value in another spelling: refused at the byte that completes the call.
+    let again = "<tool_call>\n{\"name\": \"get\", \"arguments\": {\"k\": 10.0}}\n</tool_call>";
+    let other = "<tool_call>\n{\"name\": \"get\", \"arguments\": {\"k\": 11}}\n</tool_call>";
+    let on = DialectOptions::default();
+    let off = DialectOptions::from_json(&serde_json::json!({"distinct_calls": false})).unwrap();
+    assert!(on.distinct_calls && !off.distinct_calls);
+    for (options, repeats) in [(on, false), (off, true)] {
+        let g = Dialect::by_name("hermes")
+            .unwrap()
+            .compile(&tools(), &options)
+            .unwrap();
+        let auto = TokenAutomaton::new(&g, vocab.clone()).unwrap();
+        let mut m = auto.matcher();
+        assert_eq!(m.distinct_calls(), !repeats);
+        accept_all(&mut m, first).unwrap();
+        let mut fresh = m.clone();
+        accept_all(&mut fresh, other).unwrap();
+        let r = accept_all(&mut m, again);
+        assert_eq!(r.is_ok(), repeats, "{r:?}");
+        if !repeats {
+            // The masks never offer the repeat either: after `10`, neither `}` nor `.` (whose
+            // only way on is `10.0`, equal to 10), while a digit still makes the value new.
+            let mut m = auto.matcher();
+            let mut mask = TokenMask::new(vocab.len());
+            feed(&mut m, &mut mask, first);
+            feed(
+                &mut m,
+                &mut mask,
+                &again[..again.len() - ".0}}\n</tool_call>".len()],
+            );
+            m.fill_mask(&mut mask);
+            assert!(!mask.is_allowed(b'}' as u32) && !mask.is_allowed(b'.' as u32));
+            assert!(mask.is_allowed(b'1' as u32));
+        }
+    }
+}
