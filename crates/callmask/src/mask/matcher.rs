@@ -430,11 +430,37 @@ impl Matcher {
         scratch.write_u32_words(out)
     }
 
-    /// True when `token` may come next (checks that one token only: cheaper than a mask). The
-    /// grammar and the budget only: the distinct-calls rule is applied by masks, and by
-    /// [`Matcher::accept`] where a token completes a repeated call.
+    /// True when `token` may come next (checks that one token only: cheaper than a mask).
+    /// Once a call is complete, the distinct-calls rule too, by its search alone (so it may
+    /// refuse a token that a mask allows by a cheaper rule, never the other way round).
     pub fn is_allowed(&self, token: TokenId) -> bool {
-        self.next_states(token).is_ok()
+        let Ok(next) = self.next_states(token) else {
+            return false;
+        };
+        if !self.distinct
+            || self.finished
+            || self.distinct_gave_up > 0
+            || self.auto.g().functions.is_empty()
+        {
+            return true;
+        }
+        let vocab = &self.auto.shared.vocab;
+        let mut log = match &self.log {
+            Some(l) => (**l).clone(),
+            None => CallLog::new(self.auto.grammar()),
+        };
+        while log.fed < self.tokens.len() {
+            log.push_token(vocab, self.tokens[log.fed]);
+        }
+        if !log.has_calls() {
+            return true;
+        }
+        let ctx = Ctx {
+            auto: &self.auto,
+            log: &log,
+            limit: self.distinct_limit(),
+        };
+        ctx.token_ok(token, next.as_deref())
     }
 
     /// True when the grammar alone, without the budget, allows `token` next.
