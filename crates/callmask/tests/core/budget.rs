@@ -6,7 +6,7 @@
 //!
 //! `CALLMASK_BUDGET_FUZZ_SCALE` sets the fuzz counts: 2,100 outputs per (tool set, dialect,
 //! tool choice, vocabulary) times the scale, over 48 combinations (default 0.01: 1,008 outputs,
-//! seconds; 0.25: 25,200 outputs, what `scripts/test.sh` (CI) runs; 1: 100,800 outputs;
+//! seconds; 0.05: 5,040 outputs, what `scripts/test.sh` (CI) runs; 1: 100,800 outputs;
 //! 10: a million, `scripts/fuzz-all.sh`).
 //! `CALLMASK_BUDGET_FUZZ_DIALECTS=hermes,inline` runs only those dialects. The model-family
 //! dialects (`qwen3`, `mistral`, `gpt_oss`, ...) get 200 × scale outputs per (dialect, tool
