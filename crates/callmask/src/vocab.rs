@@ -103,6 +103,8 @@ pub struct Vocab {
     special_by_text: HashMap<Box<[u8]>, TokenId>,
     /// Non-special token ids sorted by (bytes, id), built on first use of [`Vocab::token_id`].
     sorted_normal: OnceLock<Vec<TokenId>>,
+    /// Per byte: the [`TokenPrefix`] of the tokens that begin with it, and whether it is one.
+    first_byte: OnceLock<Vec<(TokenPrefix, bool)>>,
     /// The tokenizer, if any.
     backend: Backend,
     /// Unique in the process: what caches key this vocabulary's walks by.
@@ -267,6 +269,7 @@ impl Vocab {
             eos,
             special_by_text,
             sorted_normal: OnceLock::new(),
+            first_byte: OnceLock::new(),
             backend,
             id: NEXT_VOCAB_ID.fetch_add(1, Ordering::Relaxed),
             trie: OnceLock::new(),
@@ -394,6 +397,46 @@ impl Vocab {
             .get(start)
             .copied()
             .filter(|&i| self.bytes_of(i) == bytes)
+    }
+
+    /// Every non-special token, as a [`TokenPrefix`] that has matched no byte yet.
+    pub(crate) fn all_tokens_prefix(&self) -> TokenPrefix {
+        TokenPrefix {
+            lo: 0,
+            hi: self.sorted_normal().len() as u32,
+            depth: 0,
+        }
+    }
+
+    /// [`Vocab::extend_prefix`] of [`Vocab::all_tokens_prefix`], from a table built on first use.
+    pub(crate) fn first_byte_prefix(&self, byte: u8) -> (TokenPrefix, bool) {
+        self.first_byte.get_or_init(|| {
+            (0..=255u8)
+                .map(|b| self.extend_prefix(self.all_tokens_prefix(), b))
+                .collect()
+        })[byte as usize]
+    }
+
+    /// The non-special tokens of `p` whose next byte is `byte` (empty when none), and whether
+    /// one of them is exactly the bytes matched with it: two binary searches within `p`.
+    pub(crate) fn extend_prefix(&self, p: TokenPrefix, byte: u8) -> (TokenPrefix, bool) {
+        let sorted = &self.sorted_normal()[p.lo as usize..p.hi as usize];
+        let d = p.depth as usize;
+        // Within `p` every token starts with the same `d` bytes; the ones of exactly `d` bytes
+        // sort first, then by their byte at `d`.
+        let below = |i: &TokenId, inclusive: bool| {
+            let b = self.bytes_of(*i);
+            b.len() <= d || if inclusive { b[d] <= byte } else { b[d] < byte }
+        };
+        let lo = sorted.partition_point(|i| below(i, false));
+        let hi = sorted.partition_point(|i| below(i, true));
+        let next = TokenPrefix {
+            lo: p.lo + lo as u32,
+            hi: p.lo + hi as u32,
+            depth: p.depth + 1,
+        };
+        let exact = lo < hi && self.bytes_of(sorted[lo]).len() == d + 1;
+        (next, exact)
     }
 
     /// The non-special tokens sorted by their bytes (then id), built on first use.
@@ -596,6 +639,24 @@ fn apply_llama31_names(tokens: &mut [Vec<u8>], special: &[bool]) {
     }
 }
 
+/// The non-special tokens that begin with some bytes, as a range of the vocabulary's sorted
+/// index ([`Vocab::extend_prefix`] narrows it by one byte): lets a caller follow every token
+/// spelling of a growing byte string without looking each suffix up anew.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TokenPrefix {
+    lo: u32,
+    hi: u32,
+    /// Bytes matched.
+    depth: u32,
+}
+
+impl TokenPrefix {
+    /// True when no token begins with the bytes matched.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.lo >= self.hi
+    }
+}
+
 #[cfg(test)]
 mod unit {
     use super::*;
@@ -607,5 +668,36 @@ mod unit {
         assert!(!is_reserved_name(b"<|eot_id|>"));
         assert_eq!(llama31_name(128_011), "<|reserved_special_token_3|>");
         assert_eq!(llama31_name(128_255), "<|reserved_special_token_247|>");
+    }
+
+    /// Following a byte string with `extend_prefix` from every start finds exactly the
+    /// suffixes `token_id` finds, and a start stays live exactly while some token begins there.
+    #[test]
+    fn prefix_ranges_agree_with_token_id() {
+        let words: &[&[u8]] = &[
+            b"a", b"ab", b"abc", b"b", b"bc", b"ca", b"cab", b"<e>", b"abd",
+        ];
+        let mut tokens: Vec<Vec<u8>> = words.iter().map(|w| w.to_vec()).collect();
+        tokens.push(b"<eos>".to_vec());
+        let mut special = vec![false; words.len()];
+        special.push(true);
+        let v = Vocab::from_parts(tokens, special, vec![words.len() as TokenId]).unwrap();
+        let text = b"abcabdcab<e>x<eos>";
+        let mut live: Vec<(usize, TokenPrefix)> = Vec::new();
+        for (n, &byte) in text.iter().enumerate() {
+            live.push((n, v.all_tokens_prefix()));
+            let mut next = Vec::new();
+            for (j, p) in live {
+                let (q, exact) = v.extend_prefix(p, byte);
+                let piece = &text[j..=n];
+                assert_eq!(exact, v.token_id(piece).is_some(), "{:?}", piece);
+                let begins = words.iter().any(|w| w.starts_with(piece));
+                assert_eq!(!q.is_empty(), begins, "{:?}", piece);
+                if !q.is_empty() {
+                    next.push((j, q));
+                }
+            }
+            live = next;
+        }
     }
 }

@@ -53,7 +53,7 @@ use crate::automaton::complete::INF;
 use crate::automaton::{advance, Frame, Stack, Sym};
 use crate::grammar::{Capture, Grammar, GrammarInner, Node};
 use crate::parse::{Event, StreamParser};
-use crate::vocab::{TokenId, Vocab};
+use crate::vocab::{TokenId, TokenPrefix, Vocab};
 use serde_json::Value;
 
 /// Most states one search expands before it gives up (the token is then removed).
@@ -61,6 +61,10 @@ pub(crate) const SEARCH_NODES: usize = 2048;
 
 /// Most next bytes a search follows from one state (the cheapest, in the order tried).
 const SEARCH_BRANCHES: usize = 12;
+
+/// Most states all the searches of one mask expand together ([`Ctx::filter`]): past it, the
+/// tokens still to check are removed (conservative, as where one search hits its bound).
+const FILTER_NODES: usize = 8 * SEARCH_NODES;
 
 /// Longest completion (in bytes) a search follows.
 const SEARCH_DEPTH: usize = 384;
@@ -217,19 +221,30 @@ impl CallLog {
         else {
             return false;
         };
-        let Some(members) = completed_members(&open.args) else {
+        let members = completed_members(&open.args);
+        let writing = string_in_progress(&open.args);
+        if members.is_none() && writing.is_none() {
             return false;
-        };
+        }
         self.done
             .iter()
             .filter(|(n, _)| *n == open.name)
             .all(|(_, earlier)| {
-                members.iter().any(|(k, v)| {
+                let earlier = earlier.as_object();
+                let member_differs = members.iter().flatten().any(|(k, v)| {
                     earlier
-                        .as_object()
                         .and_then(|o| o.get(k))
                         .is_none_or(|w| !json_eq(w, v))
-                })
+                });
+                // A string value so far that the earlier one does not begin with: whatever
+                // characters follow, the values differ.
+                let string_differs = writing.as_ref().is_some_and(|(k, so_far)| {
+                    earlier
+                        .and_then(|o| o.get(k))
+                        .and_then(Value::as_str)
+                        .is_none_or(|w| !w.starts_with(so_far.as_str()))
+                });
+                member_differs || string_differs
             })
     }
 
@@ -283,6 +298,61 @@ fn completed_members(args: &str) -> Option<serde_json::Map<String, Value>> {
         Value::Object(m) if !m.is_empty() => Some(m),
         _ => None,
     }
+}
+
+/// The key and the characters so far of the member of a JSON object's text `args` (a prefix
+/// of one) whose string value is being written: every character of the value's final text
+/// after them (an escape not yet complete is left out, and counts among those after).
+fn string_in_progress(args: &str) -> Option<(String, String)> {
+    let text = args.trim_start();
+    if !text.starts_with('{') {
+        return None;
+    }
+    let (mut depth, mut in_str, mut escaped) = (0usize, false, false);
+    let (mut member, mut escape_at) = (0usize, 0usize);
+    for (i, c) in text.char_indices() {
+        if in_str {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => {
+                    escaped = true;
+                    escape_at = i;
+                }
+                (false, '"') => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_str = true,
+            '{' | '[' => {
+                depth += 1;
+                member = i + 1;
+            }
+            '}' | ']' => depth = depth.saturating_sub(1),
+            ',' if depth == 1 => member = i + 1,
+            _ => {}
+        }
+    }
+    if depth != 1 || !in_str {
+        return None;
+    }
+    // `"key" : "value so far`: the key is a whole JSON string, then the colon, then the value.
+    let rest = text[member..].trim_start();
+    let mut keys = serde_json::Deserializer::from_str(rest).into_iter::<String>();
+    let key = keys.next()?.ok()?;
+    let after_key = rest[keys.byte_offset()..].trim_start();
+    let value = after_key
+        .strip_prefix(':')?
+        .trim_start()
+        .strip_prefix('"')?;
+    let offset = text.len() - value.len();
+    let decode = |v: &str| serde_json::from_str::<String>(&format!("\"{v}\"")).ok();
+    let so_far = decode(value).or_else(|| {
+        // The last escape is not complete yet: the characters before it.
+        decode(&text[offset..escape_at.max(offset)])
+    })?;
+    Some((key, so_far))
 }
 
 /// The lengths of the first tokens of the spellings of `path` with the fewest tokens
@@ -413,9 +483,30 @@ pub(crate) struct Ctx<'a> {
     pub(crate) log: &'a CallLog,
     /// Most tokens a completion may take after the token checked (end-of-generation aside).
     pub(crate) limit: u32,
+    /// States expanded by the searches so far.
+    spent: std::cell::Cell<usize>,
 }
 
-impl Ctx<'_> {
+/// Why a search found no way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Miss {
+    /// Every way within the limit was tried.
+    None,
+    /// A bound was hit first.
+    Bound,
+}
+
+impl<'a> Ctx<'a> {
+    /// The filter's context after the calls of `log`, completions of at most `limit` tokens.
+    pub(crate) fn new(auto: &'a TokenAutomaton, log: &'a CallLog, limit: u32) -> Ctx<'a> {
+        Ctx {
+            auto,
+            log,
+            limit,
+            spent: std::cell::Cell::new(0),
+        }
+    }
+
     /// Earlier calls of function `i`.
     fn calls_of(&self, i: u32) -> usize {
         self.auto
@@ -504,19 +595,28 @@ impl Ctx<'_> {
     /// made before that can still become new ([`Ctx::stack_stays_new`]), or the bounded
     /// search finds a way.
     pub(crate) fn token_ok(&self, token: TokenId, next: Option<&[Stack]>) -> bool {
+        self.check_token(token, next, SEARCH_NODES).is_ok()
+    }
+
+    /// [`Ctx::token_ok`], its search expanding at most `cap` states; why not where not.
+    fn check_token(&self, token: TokenId, next: Option<&[Stack]>, cap: usize) -> Result<(), Miss> {
         let mut log = self.log.clone();
         let Some(next) = next else {
-            return self.log.may_end();
+            return if self.log.may_end() {
+                Ok(())
+            } else {
+                Err(Miss::None)
+            };
         };
         log.push_token(&self.auto.shared.vocab, token);
         if log.broken {
-            return false;
+            return Err(Miss::None);
         }
         let open = log.open_name().map(|n| log.count(n));
         if open.is_some_and(|c| c > 0) && next.iter().any(|s| self.stack_stays_new(s, self.limit)) {
-            return true;
+            return Ok(());
         }
-        self.search(next, log).is_some()
+        self.search_within(next, log, cap).map(|_| ())
     }
 
     /// Best-first search over single bytes for a [`Ctx::goal`]: states in order of the fewest
@@ -525,16 +625,21 @@ impl Ctx<'_> {
     /// at most [`SEARCH_NODES`] expanded. Returns the bytes to the goal (none where `states`
     /// are one), every prefix of them leaving the calls distinct.
     pub(crate) fn search(&self, states: &[Stack], log: CallLog) -> Option<Vec<Sym>> {
+        self.search_within(states, log, SEARCH_NODES).ok()
+    }
+
+    /// [`Ctx::search`] expanding at most `cap` states (counted in `spent`).
+    fn search_within(&self, states: &[Stack], log: CallLog, cap: usize) -> Result<Vec<Sym>, Miss> {
         use std::cmp::Reverse;
         use std::collections::BinaryHeap;
         if self.goal(states, &log, 0) {
-            return Some(Vec::new());
+            return Ok(Vec::new());
         }
         let g = self.auto.g();
         let comp = self.auto.completer();
         let h0 = comp.remaining_any(states);
         if h0 >= INF || h0 > self.limit {
-            return None;
+            return Err(Miss::None);
         }
         // The nodes found: states, log, parent, the byte from it, the bytes from the start,
         // and per prefix of them the fewest tokens that spell it (INF: none).
@@ -545,6 +650,8 @@ impl Ctx<'_> {
             tokens: Vec<u32>,
             /// Per prefix: the fewest tokens a completion needs from there.
             rests: Vec<u32>,
+            /// The starts `j` whose bytes from `j` on begin some token, with those tokens.
+            live: Vec<(u32, TokenPrefix)>,
         }
         let vocab = &self.auto.shared.vocab;
         let longest = (self.auto.longest_token() as usize).clamp(1, 64);
@@ -554,6 +661,7 @@ impl Ctx<'_> {
             bytes: Vec::new(),
             tokens: vec![0],
             rests: vec![h0],
+            live: Vec::new(),
         }];
         // (tokens + cost, cost, order found, node).
         let mut open = BinaryHeap::new();
@@ -563,16 +671,18 @@ impl Ctx<'_> {
         // States and calls seen (whitespace and other bytes reach the same ones many ways).
         let mut visited: rustc_hash::FxHashSet<(Vec<Stack>, LogKey)> = Default::default();
         while let Some(Reverse((_, _, _, at))) = open.pop() {
-            if expanded >= SEARCH_NODES {
-                return None;
+            if expanded >= cap {
+                return Err(Miss::Bound);
             }
             expanded += 1;
+            self.spent.set(self.spent.get() + 1);
             if nodes[at].bytes.len() >= SEARCH_DEPTH {
                 continue;
             }
             let mut seen = [false; 256];
-            // (least tokens in all, cost from here, tokens so far, byte, states).
-            let mut cands: Vec<(u32, u32, u32, Sym, Vec<Stack>)> = Vec::new();
+            // (least tokens in all, cost from here, tokens so far, byte, states, live starts).
+            type Cand = (u32, u32, u32, Sym, Vec<Stack>, Vec<(u32, TokenPrefix)>);
+            let mut cands: Vec<Cand> = Vec::new();
             let order = FIRST.iter().map(|&b| b as Sym).chain(0..256);
             for sym in order {
                 if !comp.usable(sym as u8) || std::mem::replace(&mut seen[sym as usize], true) {
@@ -583,10 +693,13 @@ impl Ctx<'_> {
                     continue;
                 }
                 let h = comp.remaining_any(&out);
-                let spelled = spell_next(vocab, &nodes[at], sym as u8, longest);
+                if h >= INF {
+                    continue;
+                }
+                let (spelled, live) = spell_next(vocab, &nodes[at], sym as u8);
                 let least = least_tokens(&nodes[at], spelled, h, longest);
-                if h < INF && least <= self.limit {
-                    cands.push((least, h, spelled, sym, std::mem::take(&mut out)));
+                if least <= self.limit {
+                    cands.push((least, h, spelled, sym, std::mem::take(&mut out), live));
                 }
             }
             // Whitespace only where nothing else can come (it never makes a call new, and its
@@ -598,7 +711,7 @@ impl Ctx<'_> {
             }
             cands.sort_by_key(|c| (c.0, c.1));
             cands.truncate(SEARCH_BRANCHES);
-            for (least, h, spelled, sym, st) in cands {
+            for (least, h, spelled, sym, st, live) in cands {
                 let mut log = nodes[at].log.clone();
                 log.push_sym(sym);
                 if log.broken || !visited.insert((st.clone(), log.key())) {
@@ -618,29 +731,39 @@ impl Ctx<'_> {
                     bytes,
                     tokens,
                     rests,
+                    live,
                 });
                 let id = nodes.len() - 1;
                 if found {
-                    return Some(nodes[id].bytes.iter().map(|&b| Sym::from(b)).collect());
+                    return Ok(nodes[id].bytes.iter().map(|&b| Sym::from(b)).collect());
                 }
                 open.push(Reverse((least, h, id, id)));
             }
         }
-        /// The fewest tokens that spell the bytes of `node` and then `byte` (INF: none).
-        fn spell_next(vocab: &Vocab, node: &Node, byte: u8, longest: usize) -> u32 {
-            let n = node.bytes.len() + 1;
-            let start = n.saturating_sub(longest);
-            let mut tail = node.bytes[start..].to_vec();
-            tail.push(byte);
+        /// The fewest tokens that spell the bytes of `node` and then `byte` (INF: none), and
+        /// the starts whose bytes from there, `byte` included, begin some token: each start
+        /// of `node` still live, and the new byte's own, narrowed by `byte`.
+        fn spell_next(vocab: &Vocab, node: &Node, byte: u8) -> (u32, Vec<(u32, TokenPrefix)>) {
+            let n = node.bytes.len() as u32;
             let mut best = INF;
-            for j in start..n {
-                let before = node.tokens[j];
-                if before < INF && before + 1 < best && vocab.token_id(&tail[j - start..]).is_some()
-                {
-                    best = before + 1;
+            let mut live = Vec::with_capacity(node.live.len() + 1);
+            let starts = node.live.iter().copied();
+            for (j, prefix) in starts.chain(std::iter::once((n, vocab.all_tokens_prefix()))) {
+                let (next, exact) = if j == n {
+                    vocab.first_byte_prefix(byte)
+                } else {
+                    vocab.extend_prefix(prefix, byte)
+                };
+                if next.is_empty() {
+                    continue;
                 }
+                let before = node.tokens[j as usize];
+                if exact && before < INF {
+                    best = best.min(before + 1);
+                }
+                live.push((j, next));
             }
-            best
+            (best, live)
         }
         /// A lower bound on the tokens of any output that goes on through the bytes of `node`
         /// and one more (spelled in `spelled` tokens, `rest` tokens needed after it): its last
@@ -655,7 +778,7 @@ impl Ctx<'_> {
                 .min()
                 .unwrap_or(INF)
         }
-        None
+        Err(Miss::None)
     }
 
     /// Filters `mask` (the grammar's mask, under the budget) for the states `states`:
@@ -784,13 +907,30 @@ impl Ctx<'_> {
         }
         let vocab_len = vocab.len();
         let mut remove = Vec::new();
+        // The states after tokens whose search hit its bound.
+        let mut bounded: rustc_hash::FxHashSet<Vec<Stack>> = Default::default();
         for t in mask.iter() {
             if (t as usize) < vocab_len && ok.is_allowed(t) {
                 continue;
             }
+            let left = FILTER_NODES.saturating_sub(self.spent.get());
             let good = match next(t) {
                 None => false,
-                Some(nx) => self.token_ok(t, nx.as_deref()),
+                // The searches' shared bound is spent: the rest is removed unchecked.
+                Some(_) if left == 0 => false,
+                // Another token to the same states had a search that hit its bound: so
+                // would this one's most likely; removed unchecked.
+                Some(Some(nx)) if bounded.contains(&nx) => false,
+                Some(nx) => match self.check_token(t, nx.as_deref(), SEARCH_NODES.min(left)) {
+                    Ok(()) => true,
+                    Err(Miss::Bound) => {
+                        if let Some(nx) = nx {
+                            bounded.insert(nx);
+                        }
+                        false
+                    }
+                    Err(Miss::None) => false,
+                },
             };
             if !good {
                 remove.push(t);
@@ -799,5 +939,25 @@ impl Ctx<'_> {
         for t in remove {
             mask.words[t as usize / 64] &= !(1u64 << (t % 64));
         }
+    }
+}
+
+#[cfg(test)]
+mod unit {
+    use super::string_in_progress;
+
+    #[test]
+    fn the_string_value_being_written() {
+        let got = |a: &str| string_in_progress(a).map(|(k, v)| format!("{k}={v}"));
+        assert_eq!(got(r#"{"location": "Par"#).as_deref(), Some("location=Par"));
+        assert_eq!(got(r#"{"a": 1, "b" : "x\ny\"#).as_deref(), Some("b=x\ny"));
+        assert_eq!(got(r#"{"a": 1, "b": "\u00e"#).as_deref(), Some("b="));
+        assert_eq!(got(r#"{"b": "a\\"#).as_deref(), Some("b=a\\"));
+        assert_eq!(got(r#"{"b": "\ud83d\ude0"#).as_deref(), None);
+        assert_eq!(got(r#"{"b": "x", "c": 1"#), None);
+        assert_eq!(got(r#"{"lo"#), None);
+        assert_eq!(got(r#"{"a": ["x"#), None);
+        assert_eq!(got(r#"{"a": {"b": "x"#), None);
+        assert_eq!(got(r#"{"a": "x"}"#), None);
     }
 }

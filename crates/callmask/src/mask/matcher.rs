@@ -130,11 +130,7 @@ impl Matcher {
         let Some(log) = self.log.as_deref() else {
             return;
         };
-        let ctx = Ctx {
-            auto: &self.auto,
-            log,
-            limit,
-        };
+        let ctx = Ctx::new(&self.auto, log, limit);
         let next = |t: TokenId| self.next_states(t).ok();
         ctx.filter(&self.states, mask, &next);
         if mask.count() == 0 && before.count() > 0 {
@@ -142,11 +138,7 @@ impl Matcher {
             // here, one token more, finds it again). The tokens that spell a prefix of it are
             // allowed: after each the rest of it ends the output with distinct calls, within
             // the budget. Where it is not found (a bound hit), the mask stays empty.
-            let wide = Ctx {
-                auto: &self.auto,
-                log,
-                limit: limit.saturating_add(1).min(INF - 1),
-            };
+            let wide = Ctx::new(&self.auto, log, limit.saturating_add(1).min(INF - 1));
             let vocab = &self.auto.shared.vocab;
             if let Some(path) = wide.search(&self.states, log.clone()) {
                 // The first tokens of the path's shortest spellings.
@@ -455,11 +447,7 @@ impl Matcher {
         if !log.has_calls() {
             return true;
         }
-        let ctx = Ctx {
-            auto: &self.auto,
-            log: &log,
-            limit: self.distinct_limit(),
-        };
+        let ctx = Ctx::new(&self.auto, &log, self.distinct_limit());
         ctx.token_ok(token, next.as_deref())
     }
 
