@@ -32,9 +32,15 @@
 //!   the output ends without a new call within the budget, or such a call is in a value that
 //!   the rule above shows can still make it new (each searched byte counting one token).
 //!
+//! A call of a function called before counts as new, and is checked as the first case, once
+//! it differs from each earlier call in an argument it has completed, or in the string value
+//! it is writing (the characters so far are not how the earlier value begins).
+//!
 //! Trade-offs: the checks are exact where they say yes (each names a real completion); where
 //! a bound is hit, or the cheap rules do not apply and the search finds nothing, the token is
-//! removed. That is conservative: it may remove a token that had a fresh completion the search
+//! removed. The work of one mask is bounded too: its searches share [`FILTER_NODES`] states,
+//! and a token whose states are those after another token whose search hit its bound is
+//! removed without a search of its own. That is conservative: it may remove a token that had a fresh completion the search
 //! missed (a search counts bytes where the budget counts tokens, so under a tight budget it can
 //! miss completions that need many-byte tokens). Dead-end freedom rests on a witness: where the
 //! rule would empty the mask, the matcher runs the search from the current position with one
