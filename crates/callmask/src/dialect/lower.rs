@@ -656,7 +656,7 @@ impl<'a> Lowering<'a> {
 pub(super) const XML_ANY_ORDER_MAX: usize = 8;
 
 /// Top-level keywords of a parameters schema that `@xml_args` can honour (besides annotations).
-const XML_TOP_KEYWORDS: &[Keyword] = &[
+pub(super) const XML_TOP_KEYWORDS: &[Keyword] = &[
     Keyword::Type,
     Keyword::Properties,
     Keyword::Required,
@@ -803,20 +803,9 @@ impl Lowering<'_> {
         );
         let d = self.c.cached(key, |c| {
             let states = c.opts.max_lexeme_states;
-            let op = crate::grammar::dfa::Op::And;
             let mut acc: Option<crate::grammar::dfa::Dfa> = None;
             for obj in parts {
-                let mut d = c.string_dfa(obj, path)?;
-                if let Some(lits) = string_literals(obj) {
-                    let l = crate::grammar::dfa::Dfa::literals(
-                        lits.iter().map(|s| s.as_bytes()),
-                        states,
-                    )
-                    .map_err(|e| c.b.dfa_err(e, path, ""))?;
-                    d = d
-                        .product(&l, op, states)
-                        .map_err(|e| c.b.dfa_err(e, path, ""))?;
-                }
+                let d = raw_string_content(c, obj, path)?;
                 acc = Some(match acc {
                     None => d,
                     Some(a) => a
@@ -1108,35 +1097,7 @@ pub(super) fn raw_string_lexeme(
         ),
         |c| {
             let states = c.opts.max_lexeme_states;
-            let mut d = c.string_dfa(obj, path)?;
-            let lits: Option<Vec<String>> = ["enum", "const"]
-                .iter()
-                .filter_map(|kw| obj.get(*kw))
-                .map(|v| match v {
-                    Value::Array(a) => a
-                        .iter()
-                        .map(|x| x.as_str().map(str::to_owned))
-                        .collect::<Option<Vec<_>>>(),
-                    Value::String(s) => Some(vec![s.clone()]),
-                    _ => None,
-                })
-                .try_fold(None::<Vec<String>>, |acc, vals| {
-                    let vals = vals?;
-                    Some(Some(match acc {
-                        None => vals,
-                        Some(a) => a.into_iter().filter(|x| vals.contains(x)).collect(),
-                    }))
-                })
-                .flatten();
-            let op = crate::grammar::dfa::Op::And;
-            if let Some(lits) = lits {
-                let l =
-                    crate::grammar::dfa::Dfa::literals(lits.iter().map(|s| s.as_bytes()), states)
-                        .map_err(|e| c.b.dfa_err(e, path, ""))?;
-                d = d
-                    .product(&l, op, states)
-                    .map_err(|e| c.b.dfa_err(e, path, ""))?;
-            }
+            let d = raw_string_content(c, obj, path)?;
             let bad =
                 c.b.regex(&format!("(?s:.)*{}(?s:.)*", regex_syntax::escape(stop)), "")?;
             d.product(&bad, crate::grammar::dfa::Op::AndNot, states)
@@ -1215,28 +1176,44 @@ fn raw_exclusions(x: &XmlArgs) -> Vec<String> {
     v
 }
 
-/// The strings a raw-string schema's `enum` and `const` allow (their intersection), if it has
-/// either.
-fn string_literals(obj: &Map<String, Value>) -> Option<Vec<String>> {
-    ["enum", "const"]
-        .iter()
-        .filter_map(|kw| obj.get(*kw))
-        .map(|v| match v {
+/// The decoded content a raw-string schema `obj` allows: its string keywords' automaton, within
+/// its `enum`/`const` strings where it has them.
+pub(super) fn raw_string_content(
+    c: &mut Compiler,
+    obj: &Map<String, Value>,
+    path: &str,
+) -> Result<Dfa> {
+    let states = c.opts.max_lexeme_states;
+    let d = c.string_dfa(obj, path)?;
+    let Some(lits) = raw_literals(obj) else {
+        return Ok(d);
+    };
+    let l = Dfa::literals(lits.iter().map(|s| s.as_bytes()), states)
+        .map_err(|e| c.b.dfa_err(e, path, ""))?;
+    d.product(&l, Op::And, states)
+        .map_err(|e| c.b.dfa_err(e, path, ""))
+}
+
+/// The strings an `enum`/`const` of a raw-string schema `m` allows (the intersection of its
+/// lists; members that are not strings never match a raw string), if it has either.
+fn raw_literals(m: &Map<String, Value>) -> Option<Vec<String>> {
+    let mut acc: Option<Vec<String>> = None;
+    for kw in ["enum", "const"] {
+        let Some(v) = m.get(kw) else { continue };
+        let vals: Vec<String> = match v {
             Value::Array(a) => a
                 .iter()
-                .map(|x| x.as_str().map(str::to_owned))
-                .collect::<Option<Vec<_>>>(),
-            Value::String(s) => Some(vec![s.clone()]),
-            _ => None,
-        })
-        .try_fold(None::<Vec<String>>, |acc, vals| {
-            let vals = vals?;
-            Some(Some(match acc {
-                None => vals,
-                Some(a) => a.into_iter().filter(|x| vals.contains(x)).collect(),
-            }))
-        })
-        .flatten()
+                .filter_map(|x| x.as_str().map(str::to_owned))
+                .collect(),
+            Value::String(s) => vec![s.clone()],
+            _ => Vec::new(),
+        };
+        acc = Some(match acc {
+            None => vals,
+            Some(a) => a.into_iter().filter(|x| vals.contains(x)).collect(),
+        });
+    }
+    acc
 }
 
 /// The strings a property schema admits, as string schemas (`type: string` with `minLength`,

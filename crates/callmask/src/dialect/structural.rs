@@ -59,7 +59,8 @@
 //! `<function=f>`, `name="f"`, `functions.f`, `<tool_call>f`), else that `begin` itself; [`StructuralTag::calls`] lists them with their schemas.
 
 use super::lower::{
-    lit_node, raw_string_lexeme, raw_string_schema, regex_node, strict_objects, text_node, ws_node,
+    lit_node, raw_string_content, raw_string_lexeme, raw_string_schema, regex_node, strict_objects,
+    text_node, ws_node, XML_ANY_ORDER_MAX, XML_TOP_KEYWORDS,
 };
 use crate::error::{Error, Result};
 use crate::grammar::{ArgEncoding, Capture, Grammar, Node, NodeId};
@@ -331,28 +332,6 @@ fn bad(path: &str, message: impl Into<String>) -> Error {
         },
         message: message.into(),
     }
-}
-
-/// The strings an `enum`/`const` of string schema `m` allows (all of its lists at once), if it
-/// has one.
-fn raw_literals(m: &Map<String, Value>) -> Option<Vec<String>> {
-    let mut acc: Option<Vec<String>> = None;
-    for kw in ["enum", "const"] {
-        let Some(v) = m.get(kw) else { continue };
-        let vals: Vec<String> = match v {
-            Value::Array(a) => a
-                .iter()
-                .filter_map(|x| x.as_str().map(str::to_owned))
-                .collect(),
-            Value::String(s) => vec![s.clone()],
-            _ => Vec::new(),
-        };
-        acc = Some(match acc {
-            None => vals,
-            Some(a) => a.into_iter().filter(|x| vals.contains(x)).collect(),
-        });
-    }
-    acc
 }
 
 /// Joins each `exclude_token` directly followed by `any_tokens` in a sequence into one
@@ -1573,20 +1552,14 @@ impl<'a> StLower<'a> {
     }
 }
 
-/// Top-level keywords of an XML-style arguments schema that callmask honours (besides
-/// annotations).
-const XML_TOP_KEYWORDS: &[Keyword] = &[
-    Keyword::Type,
-    Keyword::Properties,
-    Keyword::Required,
-    Keyword::AdditionalProperties,
-    Keyword::Defs,
-    Keyword::Definitions,
-];
-
-/// Most listed arguments for which an XML style allows any order (one grammar node per set of
-/// written arguments); with more, they come in the schema's order, as XGrammar writes them.
-const XML_ANY_ORDER_MAX: usize = 8;
+/// True when `k` is a top-level keyword an XML-style arguments schema may have (besides
+/// annotations): `@xml_args`'s ([`XML_TOP_KEYWORDS`]), and the definitions its properties'
+/// local `$ref`s point into.
+fn xml_style_top_keyword(k: &str) -> bool {
+    Keyword::from_name(k).is_some_and(|k| {
+        XML_TOP_KEYWORDS.contains(&k) || matches!(k, Keyword::Defs | Keyword::Definitions)
+    })
+}
 
 /// What an argument's value may be in an XML style: raw strings (string schemas) and JSON
 /// values (schemas of the non-string values).
@@ -1782,17 +1755,7 @@ impl<'a> StLower<'a> {
                 ),
                 |c| {
                     let states = c.opts.max_lexeme_states;
-                    let mut d = c.string_dfa(m, path)?;
-                    if let Some(lits) = raw_literals(m) {
-                        let l = crate::grammar::dfa::Dfa::literals(
-                            lits.iter().map(|s| s.as_bytes()),
-                            states,
-                        )
-                        .map_err(|e| c.b.dfa_err(e, path, ""))?;
-                        d = d
-                            .product(&l, crate::grammar::dfa::Op::And, states)
-                            .map_err(|e| c.b.dfa_err(e, path, ""))?;
-                    }
+                    let mut d = raw_string_content(c, m, path)?;
                     for e in ends.iter().filter(|e| !e.is_empty()) {
                         let bad =
                             c.b.regex(&format!("(?s:.)*{}(?s:.)*", regex_syntax::escape(e)), "")?;
@@ -1856,10 +1819,10 @@ impl<'a> StLower<'a> {
             Value::Object(o) => o,
             _ => unreachable!("checked when read"),
         };
-        if let Some(k) = o.keys().find(|k| {
-            !Keyword::from_name(k).is_some_and(|k| XML_TOP_KEYWORDS.contains(&k))
-                && !crate::schema::is_annotation(k)
-        }) {
+        if let Some(k) = o
+            .keys()
+            .find(|k| !xml_style_top_keyword(k) && !crate::schema::is_annotation(k))
+        {
             return Err(Self::xml_refuse(
                 style,
                 path,
