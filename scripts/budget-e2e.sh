@@ -7,5 +7,5 @@
 #   scripts/budget-e2e.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-CALLMASK_BUDGET_E2E_PROMPTS=4 CALLMASK_BUDGET_E2E_COMPARE=1 \
+CALLMASK_E2E_MODEL=${CALLMASK_E2E_MODEL:-gemma} CALLMASK_BUDGET_E2E_PROMPTS=4 CALLMASK_BUDGET_E2E_COMPARE=1 \
   cargo test --release --workspace --test budget -- --nocapture

@@ -1,4 +1,5 @@
-//! The token budget end to end on the default model (Gemma 3 270M Q4_K_M on the CPU): tool sets
+//! The token budget end to end on a real model on the CPU (SmolLM2-135M-Instruct, or Gemma 3
+//! 270M with `CALLMASK_E2E_MODEL=gemma`: `testkit::e2e_gguf`): tool sets
 //! the project never tuned for (`examples/tools/travel.json`: nested objects, enums, IATA
 //! patterns, dates and date-times, arrays, objects without `additionalProperties`), each seed
 //! dialect, `tool_choice` `required` and a named tool, `max_tokens` 64 and 200, default dialect
@@ -54,7 +55,8 @@ fn every_generation_ends_with_a_valid_call_within_the_budget() {
         .ok()
         .and_then(|s| s.parse().ok());
     let compare = std::env::var("CALLMASK_BUDGET_E2E_COMPARE").is_ok_and(|v| v == "1");
-    let engine = Engine::load(testkit::gemma_gguf(), threads).expect("loading Gemma");
+    let (path, name) = testkit::e2e_gguf();
+    let engine = Engine::load(path, threads).unwrap_or_else(|e| panic!("loading {name}: {e}"));
     let tools = tools("travel.json");
     let (mut runs, mut ok, mut tokens, mut steered, mut secs) = (0, 0, 0u64, 0u64, 0.0);
     let mut failures = Vec::new();

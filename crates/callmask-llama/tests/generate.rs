@@ -1,4 +1,5 @@
-//! End to end on a real model: Gemma 3 270M Q4_K_M on the CPU through llama.cpp, constrained by
+//! End to end on a real model (SmolLM2-135M-Instruct Q4_1, or Gemma 3 270M Q4_K_M with
+//! `CALLMASK_E2E_MODEL=gemma`: `testkit::e2e_gguf`) on the CPU through llama.cpp, constrained by
 //! each seed dialect, for the prompts of two tool sets (weather/stocks/user lookup/time, and a
 //! set with nested objects, enums, arrays, patterns and formats):
 //! `CALLMASK_E2E_PROMPTS_PER_SET` of each set, default 4 (CI), at most all 10
@@ -16,7 +17,10 @@ use callmask_llama::{Engine, Generation, SamplingParams};
 
 fn engine() -> &'static Engine {
     static E: OnceLock<Engine> = OnceLock::new();
-    E.get_or_init(|| Engine::load(testkit::gemma_gguf(), None).expect("loading Gemma"))
+    E.get_or_init(|| {
+        let (path, name) = testkit::e2e_gguf();
+        Engine::load(path, None).unwrap_or_else(|e| panic!("loading {name}: {e}"))
+    })
 }
 
 /// How many prompts of each tool set run ([`PROMPTS`] has 10 per set).

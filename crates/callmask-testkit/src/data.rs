@@ -93,6 +93,18 @@ pub fn smollm2_gguf() -> PathBuf {
     )
 }
 
+/// The GGUF the end-to-end tests of `callmask-llama` generate with, and its name:
+/// `CALLMASK_E2E_MODEL` = `smollm2` (the default: the smallest model callmask knows, and the
+/// CLI's default) or `gemma` (Gemma 3 270M, a 262,144-token vocabulary; the scripts that
+/// publish end-to-end numbers use it).
+pub fn e2e_gguf() -> (PathBuf, &'static str) {
+    match std::env::var("CALLMASK_E2E_MODEL").as_deref() {
+        Ok("gemma") => (gemma_gguf(), "Gemma 3 270M"),
+        Ok("smollm2") | Err(_) => (smollm2_gguf(), "SmolLM2-135M-Instruct"),
+        Ok(other) => panic!("CALLMASK_E2E_MODEL={other}: use smollm2 or gemma"),
+    }
+}
+
 /// The tool set `examples/tools/FILE` (`mixed.json`, `weather.json`, `travel.json`, ...).
 pub fn example_tools(file: &str) -> Tools {
     let path = workspace_root().join("examples/tools").join(file);

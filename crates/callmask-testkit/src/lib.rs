@@ -18,8 +18,8 @@ pub mod vocabs;
 pub mod writer;
 
 pub use data::{
-    cache_dir, core_dir, example_tools, gemma_gguf, llama_tokenizer, mixed_tools, require,
-    smollm2_gguf, suite_dir, workspace_root, LLAMA_VERSION, SUITE_VERSION,
+    cache_dir, core_dir, e2e_gguf, example_tools, gemma_gguf, llama_tokenizer, mixed_tools,
+    require, smollm2_gguf, suite_dir, workspace_root, LLAMA_VERSION, SUITE_VERSION,
 };
 pub use vocabs::{
     case_vocab, dialect_case, family_vocab, gemma_vocab, llama_vocab, npm_vocab, with_specials,
