@@ -920,10 +920,13 @@ impl<'a> Ctx<'a> {
                 continue;
             }
             let left = FILTER_NODES.saturating_sub(self.spent.get());
+            if left == 0 {
+                // The searches' shared bound is spent: the rest is removed unchecked.
+                remove.push(t);
+                continue;
+            }
             let good = match next(t) {
                 None => false,
-                // The searches' shared bound is spent: the rest is removed unchecked.
-                Some(_) if left == 0 => false,
                 // Another token to the same states had a search that hit its bound: so
                 // would this one's most likely; removed unchecked.
                 Some(Some(nx)) if bounded.contains(&nx) => false,
