@@ -180,8 +180,15 @@ pub(crate) fn generate(args: &GenerateArgs) -> Result<ExitCode, BadInput> {
             String::new()
         } else {
             format!(
-                ", {} fast-path tokens, {} masked, {} steered by the budget",
-                g.stats.fast, g.stats.masked, g.stats.budget_steered
+                ", {} fast-path tokens, {} masked, {} steered by the budget{}",
+                g.stats.fast,
+                g.stats.masked,
+                g.stats.budget_steered,
+                if g.stats.distinct_gave_up > 0 {
+                    ", the distinct-calls rule gave way (a call may repeat)"
+                } else {
+                    ""
+                }
             )
         }
     );

@@ -159,6 +159,9 @@ pub struct SamplerStats {
     /// the grammar allows but after which no complete output fits in the tokens left (counted
     /// on the fast path, [`SamplingParams::check_first`]).
     pub budget_steered: u64,
+    /// Masks where the distinct-calls rule gave way ([`callmask::Matcher::distinct_gave_up`]):
+    /// from the first, the output may repeat a call.
+    pub distinct_gave_up: u64,
 }
 
 /// The state behind the custom `llama_sampler`: owned by it, freed by its `free` callback.
@@ -586,6 +589,9 @@ impl ConstrainedSampler {
         }
         // SAFETY: the chain is alive and exclusively ours.
         unsafe { sys::llama_sampler_accept(self.chain.as_ptr(), t) };
+        if let Some(gave_up) = self.state().map(|s| s.matcher.distinct_gave_up()) {
+            self.stats.distinct_gave_up = gave_up;
+        }
         match self.state().and_then(|s| s.error.take()) {
             Some(e) => Err(Error::Vocab(format!("constrained sampling failed: {e}"))),
             None => Ok(()),

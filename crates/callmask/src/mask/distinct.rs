@@ -38,19 +38,25 @@
 //!
 //! Trade-offs: the checks are exact where they say yes (each names a real completion); where
 //! a bound is hit, or the cheap rules do not apply and the search finds nothing, the token is
-//! removed. The work of one mask is bounded too: its searches share [`FILTER_NODES`] states,
-//! and a token whose states are those after another token whose search hit its bound is
-//! removed without a search of its own. That is conservative: it may remove a token that had a fresh completion the search
-//! missed (a search counts bytes where the budget counts tokens, so under a tight budget it can
-//! miss completions that need many-byte tokens). Dead-end freedom rests on a witness: where the
-//! rule would empty the mask, the matcher runs the search from the current position with one
-//! token more of room, which is the very search that admitted the last token (same states, same
-//! log, same limit), so it finds that completion again, and the first tokens of its shortest
-//! spellings are allowed (each leaves the rest of it, which ends the output with distinct
-//! calls within the budget). Only a token admitted by a cheap rule, whose completion the search from the
-//! next position does not find within its bound, could still leave an empty mask: there the
-//! rule gives way for the rest of the output (the grammar's and the budget's mask, so never a
-//! dead end), counted by `Matcher::distinct_gave_up`.
+//! removed. The search counts a spelling's tokens only where, at each token boundary, the
+//! budget's own count of the rest fits, so that the way it admits is one the budget's later
+//! masks allow. The work of one mask is bounded too: its searches share [`FILTER_NODES`]
+//! states, and a token whose states and calls so far are those after another token whose
+//! search hit its bound is removed without a search of its own (the calls matter: two digits
+//! leave a number in one lexeme state, and only one of them may head for a repeat). That is
+//! conservative: it may remove a token that had a fresh completion the search missed.
+//!
+//! Dead-end freedom rests on a witness: where the rule would empty the mask, the matcher runs
+//! the search from the current position with one token more of room, which is the very search
+//! that admitted the last token (same states, same log, same limit), so it finds that
+//! completion again, and the first tokens of its shortest spellings are allowed (each leaves
+//! the rest of it, which ends the output with distinct calls within the budget). Where the
+//! current position is itself such an end (a value that one more character makes new), the
+//! one-byte tokens that pass the check are allowed. Only a token admitted by a cheap rule,
+//! whose completion the search from the next position does not find within its bound, could
+//! still leave an empty mask: there the rule gives way for the rest of the output (the
+//! grammar's and the budget's mask, so never a dead end), counted by
+//! `Matcher::distinct_gave_up`.
 //! The fuzzer checks, on every dialect with and without budgets, that no two calls are equal
 //! where the rule did not give way, and that no mask is empty before the end.
 
@@ -592,8 +598,17 @@ impl<'a> Ctx<'a> {
         if calls == 0 || k + 1 >= s.len() || !in_args(g, &s[k + 1..]) {
             return false;
         }
-        let below = self.auto.no_calls_completer().remaining_below(s);
+        let below = self.value_below(s);
         below < INF && self.lexeme_stays_new(*lex, *state, calls + 1, below, limit)
+    }
+
+    /// The tokens the frames under the value lexeme on top of `s` need once it is complete,
+    /// with no call after it: the no-calls count, and never less than the budget's own count
+    /// (the grammar's completer), so that the spare token the value rule counts on is one the
+    /// budget's mask leaves too.
+    fn value_below(&self, s: &[Frame]) -> u32 {
+        let nc = self.auto.no_calls_completer().remaining_below(s);
+        nc.max(self.auto.completer().remaining_below(s))
     }
 
     /// True when, after `token` (whose states are `next`, `None` for the end), the output can
@@ -606,15 +621,22 @@ impl<'a> Ctx<'a> {
 
     /// [`Ctx::token_ok`], its search expanding at most `cap` states; why not where not.
     fn check_token(&self, token: TokenId, next: Option<&[Stack]>, cap: usize) -> Result<(), Miss> {
+        match next {
+            None if self.log.may_end() => Ok(()),
+            None => Err(Miss::None),
+            Some(next) => self.check_after(next, self.log_after(token), cap),
+        }
+    }
+
+    /// The log after `token`.
+    fn log_after(&self, token: TokenId) -> CallLog {
         let mut log = self.log.clone();
-        let Some(next) = next else {
-            return if self.log.may_end() {
-                Ok(())
-            } else {
-                Err(Miss::None)
-            };
-        };
         log.push_token(&self.auto.shared.vocab, token);
+        log
+    }
+
+    /// [`Ctx::check_token`] for a token whose states are `next` and log `log`.
+    fn check_after(&self, next: &[Stack], log: CallLog, cap: usize) -> Result<(), Miss> {
         if log.broken {
             return Err(Miss::None);
         }
@@ -648,7 +670,8 @@ impl<'a> Ctx<'a> {
             return Err(Miss::None);
         }
         // The nodes found: states, log, parent, the byte from it, the bytes from the start,
-        // and per prefix of them the fewest tokens that spell it (INF: none).
+        // and per prefix of them the fewest tokens that spell it, each token one the budget allows
+        // where it comes (INF: none).
         struct Node {
             states: Vec<Stack>,
             log: CallLog,
@@ -702,7 +725,7 @@ impl<'a> Ctx<'a> {
                 if h >= INF {
                     continue;
                 }
-                let (spelled, live) = spell_next(vocab, &nodes[at], sym as u8);
+                let (spelled, live) = spell_next(vocab, &nodes[at], sym as u8, h, self.limit);
                 let least = least_tokens(&nodes[at], spelled, h, longest);
                 if least <= self.limit {
                     cands.push((least, h, spelled, sym, std::mem::take(&mut out), live));
@@ -746,10 +769,18 @@ impl<'a> Ctx<'a> {
                 open.push(Reverse((least, h, id, id)));
             }
         }
-        /// The fewest tokens that spell the bytes of `node` and then `byte` (INF: none), and
+        /// The fewest tokens that spell the bytes of `node` and then `byte` (INF: none) with
+        /// every token the budget's mask allows where it comes (the tokens so far and the
+        /// fewest the completer counts from there, `rest` after `byte`, within `limit`), and
         /// the starts whose bytes from there, `byte` included, begin some token: each start
         /// of `node` still live, and the new byte's own, narrowed by `byte`.
-        fn spell_next(vocab: &Vocab, node: &Node, byte: u8) -> (u32, Vec<(u32, TokenPrefix)>) {
+        fn spell_next(
+            vocab: &Vocab,
+            node: &Node,
+            byte: u8,
+            rest: u32,
+            limit: u32,
+        ) -> (u32, Vec<(u32, TokenPrefix)>) {
             let n = node.bytes.len() as u32;
             let mut best = INF;
             let mut live = Vec::with_capacity(node.live.len() + 1);
@@ -764,7 +795,7 @@ impl<'a> Ctx<'a> {
                     continue;
                 }
                 let before = node.tokens[j as usize];
-                if exact && before < INF {
+                if exact && before < INF && (before + 1).saturating_add(rest) <= limit {
                     best = best.min(before + 1);
                 }
                 live.push((j, next));
@@ -878,6 +909,10 @@ impl<'a> Ctx<'a> {
                 // A value of a call made before: tokens after which the lexeme keeps more
                 // distinct plain next characters than there are earlier calls.
                 let need = self.calls_of(i) + 1;
+                let below = self.value_below(s);
+                if below >= INF {
+                    continue;
+                }
                 scratch.clear();
                 local.allowed.or_into(&mut scratch);
                 let dfa = &g.lexemes[*lex as usize];
@@ -913,8 +948,8 @@ impl<'a> Ctx<'a> {
         }
         let vocab_len = vocab.len();
         let mut remove = Vec::new();
-        // The states after tokens whose search hit its bound.
-        let mut bounded: rustc_hash::FxHashSet<Vec<Stack>> = Default::default();
+        // The states and calls after tokens whose search hit its bound.
+        let mut bounded: rustc_hash::FxHashSet<(Vec<Stack>, LogKey)> = Default::default();
         for t in mask.iter() {
             if (t as usize) < vocab_len && ok.is_allowed(t) {
                 continue;
@@ -927,19 +962,26 @@ impl<'a> Ctx<'a> {
             }
             let good = match next(t) {
                 None => false,
-                // Another token to the same states had a search that hit its bound: so
-                // would this one's most likely; removed unchecked.
-                Some(Some(nx)) if bounded.contains(&nx) => false,
-                Some(nx) => match self.check_token(t, nx.as_deref(), SEARCH_NODES.min(left)) {
-                    Ok(()) => true,
-                    Err(Miss::Bound) => {
-                        if let Some(nx) = nx {
-                            bounded.insert(nx);
-                        }
+                Some(None) => self.check_token(t, None, 0).is_ok(),
+                Some(Some(nx)) => {
+                    let log = self.log_after(t);
+                    // Another token to the same states and calls had a search that hit its
+                    // bound: so would this one's; removed unchecked. (The calls matter: two
+                    // digits leave a number lexeme in one state, but only one may repeat.)
+                    let key = (nx, log.key());
+                    if bounded.contains(&key) {
                         false
+                    } else {
+                        match self.check_after(&key.0, log, SEARCH_NODES.min(left)) {
+                            Ok(()) => true,
+                            Err(Miss::Bound) => {
+                                bounded.insert(key);
+                                false
+                            }
+                            Err(Miss::None) => false,
+                        }
                     }
-                    Err(Miss::None) => false,
-                },
+                }
             };
             if !good {
                 remove.push(t);

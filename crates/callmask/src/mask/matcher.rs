@@ -140,16 +140,34 @@ impl Matcher {
             // the budget. Where it is not found (a bound hit), the mask stays empty.
             let wide = Ctx::new(&self.auto, log, limit.saturating_add(1).min(INF - 1));
             let vocab = &self.auto.shared.vocab;
-            if let Some(path) = wide.search(&self.states, log.clone()) {
-                // The first tokens of the path's shortest spellings.
-                let bytes: Vec<u8> = path.iter().map(|&b| b as u8).collect();
-                for k in super::distinct::first_tokens(vocab, &bytes) {
-                    if let Some(t) = vocab.token_id(&bytes[..k]) {
-                        if before.is_allowed(t) && !vocab.eos_tokens().contains(&t) {
+            match wide.search(&self.states, log.clone()) {
+                Some(path) if path.is_empty() => {
+                    // Here is already a goal: a value of a call made before that one more
+                    // character makes new. The one-byte tokens that pass the rule's own check
+                    // (each names a completion).
+                    let fresh = Ctx::new(&self.auto, log, limit);
+                    for t in before.iter() {
+                        if vocab.token_bytes(t).is_some_and(|b| b.len() == 1)
+                            && self
+                                .next_states(t)
+                                .is_ok_and(|nx| fresh.token_ok(t, nx.as_deref()))
+                        {
                             mask.set(t);
                         }
                     }
                 }
+                Some(path) => {
+                    // The first tokens of the path's shortest spellings.
+                    let bytes: Vec<u8> = path.iter().map(|&b| b as u8).collect();
+                    for k in super::distinct::first_tokens(vocab, &bytes) {
+                        if let Some(t) = vocab.token_id(&bytes[..k]) {
+                            if before.is_allowed(t) && !vocab.eos_tokens().contains(&t) {
+                                mask.set(t);
+                            }
+                        }
+                    }
+                }
+                None => {}
             }
             if mask.count() == 0 {
                 // No way on found within the bounds: the rule gives way here (the grammar's

@@ -169,3 +169,87 @@ fn arguments_equal_as_json_values_are_a_repeat_and_the_option_turns_the_rule_off
         }
     }
 }
+
+/// [`byte_vocab`] with `extra` tokens (before the end-of-generation token).
+fn vocab_with(extra: &[&str]) -> Arc<Vocab> {
+    let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    tokens.extend(extra.iter().map(|t| t.as_bytes().to_vec()));
+    tokens.push(b"</s>".to_vec());
+    let eos = tokens.len() as u32 - 1;
+    let mut special = vec![false; tokens.len()];
+    special[eos as usize] = true;
+    Arc::new(Vocab::from_parts(tokens, special, vec![eos]).unwrap())
+}
+
+#[test]
+fn a_number_value_near_the_end_of_the_budget_is_made_new_not_repeated() {
+    // BFCL's multiple_8 on SmolLM2: calls with k = 25, 250, 2500 and 25000, then `25` again
+    // with the budget nearly spent. Two digits after `25` leave the number lexeme in the same
+    // state, but only `0` heads for a repeat; and a merged `}}` token must not make a way look
+    // cheaper than the budget counts it.
+    let calls: String = ["25", "250", "2500", "25000"]
+        .iter()
+        .map(|k| {
+            format!(
+                "<tool_call>\n{{\"name\": \"get\", \"arguments\": {{\"k\": {k}}}}}\n</tool_call>\n"
+            )
+        })
+        .collect();
+    let prefix = format!("{calls}<tool_call>\n{{\"name\": \"get\", \"arguments\": {{\"k\": 2");
+    for extra in [&[][..], &["}}", "}}\n", "0}}", "</tool_call>"][..]] {
+        let vocab = vocab_with(extra);
+        let eos = vocab.len() as u32 - 1;
+        let g = Dialect::by_name("hermes")
+            .unwrap()
+            .compile(&tools(), &DialectOptions::default())
+            .unwrap();
+        let auto = TokenAutomaton::new(&g, vocab.clone()).unwrap();
+        for slack in 0..4 {
+            let mut m = auto.matcher();
+            accept_all(&mut m, &prefix).unwrap();
+            // The fewest tokens after `2`: `5`, then a digit that makes the value new, then
+            // the end; and `slack` more.
+            let budget = m.min_tokens_to_end().unwrap() + 2 + slack;
+            m.set_token_budget(Some(budget)).unwrap();
+            let mut mask = TokenMask::new(vocab.len());
+            let mut out = String::new();
+            for _ in 0..budget {
+                m.fill_mask(&mut mask);
+                assert!(
+                    mask.count() > 0,
+                    "{extra:?} +{slack}: dead end after {out:?}"
+                );
+                if mask.is_allowed(eos) {
+                    m.accept(eos).unwrap();
+                    break;
+                }
+                // Steer into a repeat: `5`, then `0`s, then the longest token that closes.
+                let t = ["5", "0", "0}}", "}}\n", "}}", "}"]
+                    .iter()
+                    .filter_map(|s| vocab.token_id(s.as_bytes()))
+                    .find(|&t| mask.is_allowed(t))
+                    .unwrap_or_else(|| mask.iter().next().unwrap());
+                m.accept(t).unwrap();
+                out.push_str(&String::from_utf8_lossy(vocab.token_bytes(t).unwrap()));
+            }
+            assert!(m.is_finished(), "{extra:?} +{slack}: not finished: {out:?}");
+            let text = format!("{prefix}{out}");
+            let parsed = g.parse(&text).unwrap();
+            let ks: Vec<String> = parsed
+                .tool_calls
+                .iter()
+                .map(|c| c.function.arguments.clone())
+                .collect();
+            for (i, k) in ks.iter().enumerate() {
+                let v: serde_json::Value = serde_json::from_str(k).unwrap();
+                assert!(
+                    ks[..i]
+                        .iter()
+                        .all(|e| serde_json::from_str::<serde_json::Value>(e).unwrap() != v),
+                    "{extra:?} +{slack}: a repeated call in {text:?}"
+                );
+            }
+            assert_eq!(m.distinct_gave_up(), 0, "{extra:?} +{slack}: {out:?}");
+        }
+    }
+}
