@@ -120,7 +120,7 @@ pub struct DialectOptions {
     pub distinct_calls: bool,
 }
 
-crate::option_setters!(DialectOptions { tool_choice: ToolChoice, parallel_calls: bool, reasoning: Option<Reasoning>, max_text_chars: Option<u32>, compile: CompileOptions, strict_arguments: bool, distinct_calls: bool });
+crate::setters::option_setters!(DialectOptions { tool_choice: ToolChoice, parallel_calls: bool, reasoning: Option<Reasoning>, max_text_chars: Option<u32>, compile: CompileOptions, strict_arguments: bool, distinct_calls: bool });
 
 /// The bound on each stretch of free text (e.g. before the first call) when `tool_choice` is
 /// `required` or a named function and [`DialectOptions::max_text_chars`] is `None`: enough for a

@@ -64,7 +64,7 @@ pub struct FuzzOptions {
     pub budget_slack: Option<(usize, usize)>,
 }
 
-crate::option_setters!(FuzzOptions { seed: u64, max_tokens: usize, walk_tokens: usize, end_bias: f64, strategy: Strategy, prefix: Vec<TokenId>, dive: f64 });
+crate::setters::option_setters!(FuzzOptions { seed: u64, max_tokens: usize, walk_tokens: usize, end_bias: f64, strategy: Strategy, prefix: Vec<TokenId>, dive: f64 });
 
 impl Default for FuzzOptions {
     fn default() -> Self {

@@ -49,7 +49,7 @@
 //!
 //! | layer | modules | what they hold |
 //! |---|---|---|
-//! | 0 | `error`, [`python`], `cache` | the typed [`Error`]; Python literal spelling; [`Caches`] |
+//! | 0 | `error`, [`python`], `cache`, `setters` | the typed [`Error`]; Python literal spelling; [`Caches`]; options' builder setters |
 //! | 1 | `tools`, [`vocab`] | OpenAI tool shapes; token bytes, special and end tokens |
 //! | 2 | `grammar` | the grammar IR, its lexeme DFAs and the one `GrammarBuilder` |
 //! | 3 | `schema`, `automaton` | JSON Schema → grammar; byte-level matching over a grammar |
@@ -93,26 +93,6 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
-/// Builder-style setters for an options struct's public fields: `T::default().field(value)`.
-/// Option structs are `#[non_exhaustive]` (a new limit or option does not break callers), so
-/// other crates build them with these or by assigning fields of a `default()` value.
-#[doc(hidden)]
-#[macro_export]
-macro_rules! option_setters {
-    ($t:ty { $($f:ident : $ty:ty),* $(,)? }) => {
-        impl $t {
-            $(
-                #[doc = concat!("Sets `", stringify!($f), "` (see the field's documentation).")]
-                #[must_use]
-                pub fn $f(mut self, value: $ty) -> Self {
-                    self.$f = value;
-                    self
-                }
-            )*
-        }
-    };
-}
-
 mod automaton;
 mod cache;
 mod dialect;
@@ -126,6 +106,7 @@ pub mod parse;
 pub mod prompt;
 pub mod python;
 mod schema;
+mod setters;
 mod tools;
 pub mod vocab;
 

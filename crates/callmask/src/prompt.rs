@@ -65,7 +65,7 @@ pub struct PromptOptions {
     pub eos_token: String,
 }
 
-crate::option_setters!(PromptOptions { datetime: Option<String>, bos_token: String, add_generation_prompt: bool, eos_token: String });
+crate::setters::option_setters!(PromptOptions { datetime: Option<String>, bos_token: String, add_generation_prompt: bool, eos_token: String });
 
 impl Default for PromptOptions {
     fn default() -> Self {

@@ -96,7 +96,7 @@ pub struct StructuralTagOptions {
     pub vocab_len: usize,
 }
 
-crate::option_setters!(StructuralTagOptions {
+crate::setters::option_setters!(StructuralTagOptions {
     compile: CompileOptions,
     special_tokens: Vec<String>,
     token_ids: Vec<(TokenId, String)>,

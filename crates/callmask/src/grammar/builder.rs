@@ -79,7 +79,7 @@ impl CompileOptions {
     }
 }
 
-crate::option_setters!(CompileOptions {
+crate::setters::option_setters!(CompileOptions {
     lenient: bool,
     max_whitespace: u16,
     whitespace: Whitespace,

@@ -10,6 +10,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("error", 0),
     ("python", 0),
     ("cache", 0),
+    ("setters", 0),
     ("tools", 1),
     ("formats", 1),
     ("vocab", 1),
@@ -36,7 +37,7 @@ fn code_lines(text: &str) -> impl Iterator<Item = &str> {
 }
 
 /// The `crate::` paths a source file uses (comments skipped), by first segment; `"<root>"` for
-/// root re-exports (`crate::{..}`, `crate::Name`).
+/// root re-exports (`crate::{..}`, `crate::Name`, `crate::some_macro!`).
 fn crate_paths(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     for code in code_lines(text) {
@@ -47,10 +48,9 @@ fn crate_paths(text: &str) -> Vec<String> {
                 .chars()
                 .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
                 .collect();
-            let is_macro = after[seg.len()..].starts_with('!');
-            if is_macro {
-                // `crate::some_macro!`: macros live at the root and import nothing.
-            } else if seg.is_empty() || seg.chars().next().unwrap().is_ascii_uppercase() {
+            // `crate::some_macro!`: a macro exported at the root, which hides its module.
+            let root_macro = after[seg.len()..].starts_with('!');
+            if root_macro || seg.is_empty() || seg.chars().next().unwrap().is_ascii_uppercase() {
                 out.push("<root>".to_string());
             } else {
                 out.push(seg);
@@ -127,7 +127,7 @@ fn the_scan_sees_an_upward_import() {
     let paths = crate_paths(
         "use crate::mask::Matcher; // crate::fuzz\nlet x = crate::Grammar::x;\ncrate::m!(x);",
     );
-    assert_eq!(paths, ["mask", "<root>"]);
+    assert_eq!(paths, ["mask", "<root>", "<root>"]);
 }
 
 /// The sibling modules (files of one folder) that `text` imports: `super::NAME` and
