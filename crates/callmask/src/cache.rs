@@ -17,6 +17,11 @@
 //!   had one, otherwise into the vocabulary's own ([`crate::Vocab::caches`], created with the
 //!   vocabulary at [`DEFAULT_CACHE_BYTES`]); [`crate::TokenAutomaton::with_caches`] names one.
 //!
+//! Keys are typed: each kind of cached thing has a key type implementing [`CacheKey`], whose
+//! `Value` is the one type kept under such keys. An entry is found only by a key of the same
+//! type and equal value, so a lookup cannot meet a value of another type, and two kinds cannot
+//! collide however their keys print.
+//!
 //! Trade-offs: one lock guards a cache, taken for each lookup (a hit also moves the entry to the
 //! front); entries are built outside the lock, so two threads missing the same key may both
 //! build it (the results are identical; the last one stays). Sizes are estimates of the heap
@@ -24,28 +29,130 @@
 //! address cannot be reused while the entry lives.
 
 use lru::LruCache;
-use std::any::Any;
+use std::any::{Any, TypeId};
+use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Bytes of a cache made by `Caches::default()`, and of each vocabulary's own.
 pub const DEFAULT_CACHE_BYTES: usize = 256 << 20;
 
-/// What an entry is for: the key spaces of the caches' users.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) enum CacheKey {
-    /// A lexeme automaton, by the schema keywords that define it.
-    Lexeme(String),
-    /// A lexeme automaton escaped for a JSON string, by the source automaton's address.
-    Escaped(usize),
-    /// A lexeme automaton's walk over a whole vocabulary, from one state.
-    LexemeWalk { vocab: u64, dfa: usize, state: u32 },
-    /// A lexeme automaton's walk below one first-byte node of a vocabulary's trie.
-    SubWalk {
-        vocab: u64,
-        dfa: usize,
-        state: u32,
-        node: u32,
-    },
+/// The key of one kind of cached thing: its type names the type of the values kept under it.
+pub(crate) trait CacheKey: Hash + Eq + Send + Sync + 'static {
+    /// What an entry under such a key holds.
+    type Value: Send + Sync + 'static;
+}
+
+/// A key as the store holds it: its type, its hash, and the key itself for equality.
+struct StoredKey {
+    kind: TypeId,
+    hash: u64,
+    key: Box<dyn Any + Send + Sync>,
+    /// Equality with a key of any type (see [`same_key`]).
+    eq: fn(&dyn Any, &dyn Any) -> bool,
+}
+
+/// True when `a` and `b` are both `K`s and equal.
+fn same_key<K: CacheKey>(a: &dyn Any, b: &dyn Any) -> bool {
+    matches!((a.downcast_ref::<K>(), b.downcast_ref::<K>()), (Some(x), Some(y)) if x == y)
+}
+
+/// The hash of a key of type `K` (its type and its value).
+fn key_hash<K: CacheKey>(key: &K) -> u64 {
+    let mut h = rustc_hash::FxHasher::default();
+    TypeId::of::<K>().hash(&mut h);
+    key.hash(&mut h);
+    h.finish()
+}
+
+/// A key as lookups see it, stored ([`StoredKey`]) or borrowed ([`Probe`]): the store finds an
+/// entry without boxing the key looked up.
+trait LookupKey {
+    fn kind(&self) -> TypeId;
+    fn hash64(&self) -> u64;
+    fn key(&self) -> &dyn Any;
+    fn same(&self, other: &dyn Any) -> bool;
+}
+
+impl LookupKey for StoredKey {
+    fn kind(&self) -> TypeId {
+        self.kind
+    }
+    fn hash64(&self) -> u64 {
+        self.hash
+    }
+    fn key(&self) -> &dyn Any {
+        &*self.key
+    }
+    fn same(&self, other: &dyn Any) -> bool {
+        (self.eq)(&*self.key, other)
+    }
+}
+
+/// A borrowed key of type `K`, with its hash.
+struct Probe<'k, K> {
+    key: &'k K,
+    hash: u64,
+}
+
+impl<K: CacheKey> LookupKey for Probe<'_, K> {
+    fn kind(&self) -> TypeId {
+        TypeId::of::<K>()
+    }
+    fn hash64(&self) -> u64 {
+        self.hash
+    }
+    fn key(&self) -> &dyn Any {
+        self.key
+    }
+    fn same(&self, other: &dyn Any) -> bool {
+        other.downcast_ref::<K>() == Some(self.key)
+    }
+}
+
+impl Hash for dyn LookupKey + '_ {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash64());
+    }
+}
+
+impl PartialEq for dyn LookupKey + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind() == other.kind() && self.hash64() == other.hash64() && self.same(other.key())
+    }
+}
+
+impl Eq for dyn LookupKey + '_ {}
+
+impl StoredKey {
+    fn new<K: CacheKey>(key: K) -> StoredKey {
+        StoredKey {
+            kind: TypeId::of::<K>(),
+            hash: key_hash(&key),
+            key: Box::new(key),
+            eq: same_key::<K>,
+        }
+    }
+}
+
+// The store hashes and compares its keys as `dyn LookupKey`, so that a `Probe` finds them.
+impl Hash for StoredKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        (self as &dyn LookupKey).hash(state);
+    }
+}
+
+impl PartialEq for StoredKey {
+    fn eq(&self, other: &StoredKey) -> bool {
+        (self as &dyn LookupKey) == (other as &dyn LookupKey)
+    }
+}
+
+impl Eq for StoredKey {}
+
+impl<'a> std::borrow::Borrow<dyn LookupKey + 'a> for StoredKey {
+    fn borrow(&self) -> &(dyn LookupKey + 'a) {
+        self
+    }
 }
 
 /// One entry: the value and its estimated bytes.
@@ -56,7 +163,7 @@ struct Entry {
 
 /// The entries and their counters.
 struct Store {
-    entries: LruCache<CacheKey, Entry>,
+    entries: LruCache<StoredKey, Entry>,
     bytes: usize,
     hits: u64,
     misses: u64,
@@ -180,13 +287,18 @@ impl Caches {
         self.inner.store.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The entry under `key`, if it holds a `V` (made the most recently used).
-    pub(crate) fn get<V: Any + Send + Sync>(&self, key: &CacheKey) -> Option<Arc<V>> {
+    /// The entry under `key` (made the most recently used).
+    pub(crate) fn get<K: CacheKey>(&self, key: &K) -> Option<Arc<K::Value>> {
+        let probe = Probe {
+            key,
+            hash: key_hash(key),
+        };
         let mut s = self.store();
+        // Entries under a `K` key hold a `K::Value` (see `insert`): the downcast cannot fail.
         let found = s
             .entries
-            .get(key)
-            .and_then(|e| e.value.clone().downcast::<V>().ok());
+            .get(&probe as &dyn LookupKey)
+            .and_then(|e| e.value.clone().downcast::<K::Value>().ok());
         if found.is_some() {
             s.hits += 1;
         } else {
@@ -197,8 +309,9 @@ impl Caches {
 
     /// Keeps `value` under `key`, evicting the least recently used entries until it fits. A
     /// value larger than the whole cache is not kept.
-    pub(crate) fn insert<V: Any + Send + Sync>(&self, key: CacheKey, value: Arc<V>, bytes: usize) {
-        let bytes = bytes + std::mem::size_of::<(CacheKey, Entry)>();
+    pub(crate) fn insert<K: CacheKey>(&self, key: K, value: Arc<K::Value>, bytes: usize) {
+        let key = StoredKey::new(key);
+        let bytes = bytes + std::mem::size_of::<(StoredKey, Entry)>();
         let mut s = self.store();
         if let Some(old) = s.entries.pop(&key) {
             s.bytes -= old.bytes;
@@ -219,11 +332,11 @@ impl Caches {
 
     /// The entry under `key`, or `build`'s value (and its estimated bytes), then kept. `build`
     /// runs outside the lock.
-    pub(crate) fn get_or_build<V: Any + Send + Sync, E>(
+    pub(crate) fn get_or_build<K: CacheKey, E>(
         &self,
-        key: CacheKey,
-        build: impl FnOnce() -> Result<(V, usize), E>,
-    ) -> Result<Arc<V>, E> {
+        key: K,
+        build: impl FnOnce() -> Result<(K::Value, usize), E>,
+    ) -> Result<Arc<K::Value>, E> {
         if let Some(v) = self.get(&key) {
             return Ok(v);
         }
@@ -283,40 +396,56 @@ mod tests {
         assert_eq!(found.len(), ALLOWED_STATICS.len(), "{found:#?}");
     }
 
-    fn key(i: usize) -> CacheKey {
-        CacheKey::Escaped(i)
+    /// A key kind for the tests: values are `usize`s.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    struct Num(usize);
+    impl CacheKey for Num {
+        type Value = usize;
+    }
+
+    /// Another kind, with keys that hash and print like [`Num`]'s.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    struct Other(usize);
+    impl CacheKey for Other {
+        type Value = String;
+    }
+
+    fn key(i: usize) -> Num {
+        Num(i)
     }
 
     #[test]
     fn evicts_the_least_recently_used_past_its_size() {
-        let entry = std::mem::size_of::<(CacheKey, Entry)>();
+        let entry = std::mem::size_of::<(StoredKey, Entry)>();
         let c = Caches::new(3 * (100 + entry));
         for i in 0..3 {
             c.insert(key(i), Arc::new(i), 100);
         }
         assert_eq!(c.stats().entries, 3);
         // Entry 0 becomes the most recently used, so 1 goes first.
-        assert_eq!(c.get::<usize>(&key(0)).as_deref(), Some(&0));
+        assert_eq!(c.get(&key(0)).as_deref(), Some(&0));
         c.insert(key(3), Arc::new(3), 100);
-        assert!(c.get::<usize>(&key(1)).is_none());
-        assert!(c.get::<usize>(&key(0)).is_some());
-        assert!(c.get::<usize>(&key(2)).is_some());
+        assert!(c.get(&key(1)).is_none());
+        assert!(c.get(&key(0)).is_some());
+        assert!(c.get(&key(2)).is_some());
         assert_eq!(c.stats().evictions, 1);
         assert!(c.bytes() <= c.max_bytes());
         // Too big for the whole cache: not kept, nothing evicted for it.
         c.insert(key(9), Arc::new(9usize), c.max_bytes());
-        assert!(c.get::<usize>(&key(9)).is_none());
+        assert!(c.get(&key(9)).is_none());
         assert_eq!(c.stats().entries, 3);
     }
 
     #[test]
-    fn a_value_of_another_type_is_a_miss() {
+    fn kinds_with_equal_payloads_are_different_keys() {
         let c = Caches::default();
-        c.insert(key(1), Arc::new(1u32), 4);
-        assert!(c.get::<u64>(&key(1)).is_none());
-        assert_eq!(c.get::<u32>(&key(1)).as_deref(), Some(&1));
+        c.insert(Num(1), Arc::new(1), 4);
+        assert!(c.get(&Other(1)).is_none());
+        c.insert(Other(1), Arc::new("one".to_string()), 4);
+        assert_eq!(c.get(&Num(1)).as_deref(), Some(&1));
+        assert_eq!(c.get(&Other(1)).as_deref().map(String::as_str), Some("one"));
         let s = c.stats();
-        assert_eq!((s.hits, s.misses), (1, 1));
+        assert_eq!((s.entries, s.hits, s.misses), (2, 2, 1));
     }
 
     #[test]
@@ -335,7 +464,7 @@ mod tests {
         c.clear();
         assert_eq!((d.stats().entries, d.bytes()), (0, 0));
         assert!(Caches::new(0)
-            .get_or_build(key(1), || Ok::<_, ()>((1u8, 1)))
+            .get_or_build(key(1), || Ok::<_, ()>((1usize, 1)))
             .is_ok());
     }
 }

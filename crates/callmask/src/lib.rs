@@ -68,7 +68,8 @@
 //!   (a keyword read anywhere in the schema or dialect code without a row fails),
 //!   `every_enforced_keyword_is_exercised`, `every_refused_keyword_is_refused_by_name`,
 //!   `scalar_cache_key_covers_every_scalar_read`.
-//! - **A cache**: a `CacheKey` variant (`cache.rs`) in [`Caches`], the bounded, least-recently-used
+//! - **A cache**: a key type of its own implementing `CacheKey` (`cache.rs`), whose `Value` is
+//!   the one type kept under it, in [`Caches`], the bounded, least-recently-used
 //!   store the user creates and sizes ([`CompileOptions::caches`], [`Vocab::caches`],
 //!   [`TokenAutomaton::with_caches`]). Per-automaton caches live in the automaton. Test:
 //!   `no_static_cache_in_the_core` (any `static` item in the core but a fixed table and an id

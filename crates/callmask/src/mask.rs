@@ -48,6 +48,19 @@ use walks::{ExitChildren, FirstSteps, Walker};
 /// A cached lexeme walk, holding its automaton so that the address in its key stays unique.
 type LexemeWalk = (Arc<Dfa>, Arc<Local>);
 
+/// The cache key of a lexeme automaton's walk over a whole vocabulary, from one state (the
+/// automaton by address: the entry holds it, so the address is not reused while it lives).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct LexemeWalkKey {
+    vocab: u64,
+    dfa: usize,
+    state: u32,
+}
+
+impl CacheKey for LexemeWalkKey {
+    type Value = LexemeWalk;
+}
+
 /// Tokens a top frame accepts on its own, and where it may complete with more bytes to follow.
 #[derive(Debug)]
 struct Local {
@@ -564,7 +577,7 @@ impl TokenAutomaton {
     /// The walk of a lexeme automaton from `state` over the whole trie (shared through the
     /// caches by every grammar over the vocabulary).
     fn lexeme_local(&self, dfa: &Arc<Dfa>, state: u32) -> Arc<Local> {
-        let key = CacheKey::LexemeWalk {
+        let key = LexemeWalkKey {
             vocab: self.shared.vocab.id(),
             dfa: Arc::as_ptr(dfa) as usize,
             state,

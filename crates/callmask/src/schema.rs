@@ -50,6 +50,7 @@ mod dependencies;
 mod enums;
 mod format_automata;
 pub(crate) mod keywords;
+mod lexeme_key;
 mod merge;
 mod negate;
 mod numbers;
@@ -65,6 +66,19 @@ mod unevaluated;
 mod unions;
 
 use crate::cache::{CacheKey, Caches};
+pub(crate) use lexeme_key::Lexeme;
+use lexeme_key::LexemeKey;
+
+/// The cache key of a lexeme automaton escaped for a JSON string: the source automaton by
+/// address (the entry holds it, so the address is not reused while it lives).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct EscapedKey {
+    source: usize,
+}
+
+impl CacheKey for EscapedKey {
+    type Value = (Arc<Dfa>, Arc<Dfa>);
+}
 use crate::error::{Error, Result};
 use crate::grammar::builder::{ptr, GrammarBuilder};
 use crate::grammar::dfa::{Dfa, DfaError, Op};
@@ -420,7 +434,9 @@ impl<'a> Compiler<'a> {
         // cannot be reused while the entry lives.
         let max = self.opts.max_lexeme_states;
         let pair = self.caches.get_or_build(
-            CacheKey::Escaped(Arc::as_ptr(&dfa) as usize),
+            EscapedKey {
+                source: Arc::as_ptr(&dfa) as usize,
+            },
             || -> Result<_> {
                 let e = Arc::new(
                     dfa.json_escaped(max)
@@ -447,7 +463,7 @@ impl<'a> Compiler<'a> {
         let id = self.b.push(Node::Never)?;
         self.any.insert(self.enc, id);
         let scalar = self.scalar_any()?;
-        let key = self.cached("any-key".into(), |this| {
+        let key = self.cached(Lexeme::AnyKey, |this| {
             let content = this.string_dfa(&Map::new(), "")?;
             this.quote(&content, "")
         })?;
@@ -470,7 +486,7 @@ impl<'a> Compiler<'a> {
     }
 
     fn scalar_any(&mut self) -> Result<NodeId> {
-        let d = self.cached("any-scalar".into(), |this| {
+        let d = self.cached(Lexeme::AnyScalar, |this| {
             let s = this.string_dfa(&Map::new(), "")?;
             let s = this.quote(&s, "")?;
             let literals = this.b.regex(
@@ -637,28 +653,28 @@ impl<'a> Compiler<'a> {
     /// A lexeme from the caches, or built (and cached unless lenient).
     pub(crate) fn cached(
         &mut self,
-        key: String,
+        lexeme: Lexeme,
         build: impl FnOnce(&mut Self) -> Result<Dfa>,
     ) -> Result<Arc<Dfa>> {
         if self.opts.lenient {
             return Ok(Arc::new(build(self)?));
         }
-        let enc = match (self.enc, self.json_literals) {
+        let encoding = match (self.enc, self.json_literals) {
             (Encoding::Python, false) => "py",
             (Encoding::Python, true) => "py+jsonlit",
             _ => "json",
         };
-        let numbers = if self.opts.ijson_numbers {
-            "ijson"
-        } else {
-            "json-numbers"
+        let key = LexemeKey {
+            lexeme,
+            max_states: self.opts.max_lexeme_states,
+            encoding,
+            ijson: self.opts.ijson_numbers,
         };
-        let key = format!("{key}|{}|{enc}|{numbers}", self.opts.max_lexeme_states);
         let caches = self.caches.clone();
-        let d = caches.get_or_build(CacheKey::Lexeme(key.clone()), || -> Result<_> {
+        let d = caches.get_or_build(key.clone(), || -> Result<_> {
             let table = self
                 .prebuilt_lexemes
-                .then(|| standard_lexemes::prebuilt(&key))
+                .then(|| standard_lexemes::prebuilt(&key.to_string()))
                 .flatten();
             let d = match table {
                 Some(d) => d,
@@ -668,7 +684,7 @@ impl<'a> Compiler<'a> {
             Ok((d, bytes))
         })?;
         #[cfg(test)]
-        self.built.push((key, d.clone()));
+        self.built.push((key.to_string(), d.clone()));
         Ok(d)
     }
 }

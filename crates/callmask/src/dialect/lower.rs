@@ -7,6 +7,7 @@ use super::syntax::{affix_text, Affix, Expr, XmlArgs, XmlTyping};
 use super::*;
 use crate::grammar::dfa::{Dfa, Op};
 use crate::schema::keywords::{Keyword, Role};
+use crate::schema::Lexeme;
 use serde_json::Map;
 use std::borrow::Cow;
 
@@ -227,7 +228,7 @@ pub(super) fn in_function(e: Error, name: &str) -> Error {
 
 /// A literal lexeme (kept in the compile's caches).
 pub(super) fn lit_node(c: &mut Compiler, bytes: &[u8]) -> Result<NodeId> {
-    let d = c.cached(format!("lit|{bytes:?}"), |c| {
+    let d = c.cached(Lexeme::Literal(bytes.to_vec()), |c| {
         crate::grammar::dfa::Dfa::literals([bytes], c.opts.max_lexeme_states)
             .map_err(|e| c.b.dfa_err(e, "", ""))
     })?;
@@ -236,7 +237,7 @@ pub(super) fn lit_node(c: &mut Compiler, bytes: &[u8]) -> Result<NodeId> {
 
 /// A regex lexeme (kept in the compile's caches, so its token walks are shared too).
 pub(super) fn regex_node(c: &mut Compiler, re: &str) -> Result<NodeId> {
-    let d = c.cached(format!("re|{re}"), |c| {
+    let d = c.cached(Lexeme::Regex(re.to_string()), |c| {
         c.b.regex(re, "")
             .map(crate::grammar::dfa::Dfa::with_text_states)
     })?;
@@ -246,7 +247,10 @@ pub(super) fn regex_node(c: &mut Compiler, re: &str) -> Result<NodeId> {
 /// Whitespace between a dialect's tokens (`@ws`), as [`CompileOptions::whitespace`] allows it.
 pub(super) fn ws_node(c: &mut Compiler) -> Result<NodeId> {
     let o = c.opts;
-    let key = format!("ws|{:?}|{}", o.whitespace, o.max_whitespace);
+    let key = Lexeme::Whitespace {
+        policy: o.whitespace,
+        max: o.max_whitespace,
+    };
     let d = c.cached(key, |c| {
         c.opts
             .whitespace_dfa(0, c.opts.max_lexeme_states)
@@ -263,7 +267,11 @@ pub(super) fn text_node(
     max: Option<u32>,
     cap: Capture,
 ) -> Result<NodeId> {
-    let d = c.cached(format!("text|{markers:?}|{max:?}"), |c| {
+    let key = Lexeme::Text {
+        markers: markers.to_vec(),
+        max,
+    };
+    let d = c.cached(key, |c| {
         let ms: Vec<&str> = markers.iter().map(String::as_str).collect();
         crate::grammar::dfa::Dfa::text_without(&ms, max.map(u64::from), c.opts.max_lexeme_states)
             .map_err(|e| c.b.dfa_err(e, "", ""))
@@ -362,21 +370,27 @@ impl<'a> Lowering<'a> {
                 // The regex, and at most `max_text` characters.
                 let max = t.max_text;
                 let d =
-                    t.c.cached(format!("text~|{r}|{max:?}"), |c| {
-                        let d = c.b.regex(r, "")?;
-                        let states = c.opts.max_lexeme_states;
-                        match max {
-                            // States that behave as free text walk the text index.
-                            None => Ok(d.with_text_states()),
-                            Some(m) => {
-                                crate::grammar::dfa::Dfa::char_count(0, Some(u64::from(m)), states)
-                                    .and_then(|n| {
-                                        d.product(&n, crate::grammar::dfa::Op::And, states)
-                                    })
-                                    .map_err(|e| c.b.dfa_err(e, "", ""))
+                    t.c.cached(
+                        Lexeme::TextMatching {
+                            regex: r.clone(),
+                            max,
+                        },
+                        |c| {
+                            let d = c.b.regex(r, "")?;
+                            let states = c.opts.max_lexeme_states;
+                            match max {
+                                // States that behave as free text walk the text index.
+                                None => Ok(d.with_text_states()),
+                                Some(m) => crate::grammar::dfa::Dfa::char_count(
+                                    0,
+                                    Some(u64::from(m)),
+                                    states,
+                                )
+                                .and_then(|n| d.product(&n, crate::grammar::dfa::Op::And, states))
+                                .map_err(|e| c.b.dfa_err(e, "", "")),
                             }
-                        }
-                    })
+                        },
+                    )
                     .map_err(|e| Error::Dialect {
                         dialect: t.dialect.name.clone(),
                         message: format!("@text_matching({r:?}): {e}"),
@@ -569,7 +583,7 @@ impl<'a> Lowering<'a> {
                 let mut entries = vec![(name_key.clone(), name_node), (args_key.clone(), args)];
                 let mut required = vec![name_key.clone(), args_key.clone()];
                 if let Some((key, re)) = id {
-                    let d = self.c.cached(format!("id|{re}"), |c| {
+                    let d = self.c.cached(Lexeme::Ident(re.clone()), |c| {
                         let d = c.b.regex(re, "")?;
                         d.json_string(c.opts.max_lexeme_states)
                             .map_err(|e| c.b.dfa_err(e, "", ""))
@@ -796,11 +810,11 @@ impl Lowering<'_> {
         pad: &[u8],
         path: &str,
     ) -> Result<NodeId> {
-        let key = format!(
-            "xmlraw|{without:?}|{}|{}",
-            Value::Array(parts.iter().cloned().map(Value::Object).collect()),
-            self.c.string_options_key()
-        );
+        let key = Lexeme::XmlRaw {
+            without: without.to_vec(),
+            parts: Value::Array(parts.iter().cloned().map(Value::Object).collect()).to_string(),
+            strings: self.c.string_options_key(),
+        };
         let d = self.c.cached(key, |c| {
             let states = c.opts.max_lexeme_states;
             let mut acc: Option<crate::grammar::dfa::Dfa> = None;
@@ -1090,11 +1104,11 @@ pub(super) fn raw_string_lexeme(
     path: &str,
 ) -> Result<NodeId> {
     let d = c.cached(
-        format!(
-            "xmlraw1|{stop:?}|{}|{}",
-            Value::Object(obj.clone()),
-            c.string_options_key()
-        ),
+        Lexeme::RawString {
+            stop: stop.to_string(),
+            schema: Value::Object(obj.clone()).to_string(),
+            strings: c.string_options_key(),
+        },
         |c| {
             let states = c.opts.max_lexeme_states;
             let d = raw_string_content(c, obj, path)?;

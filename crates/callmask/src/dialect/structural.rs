@@ -65,7 +65,7 @@ use super::lower::{
 use crate::error::{Error, Result};
 use crate::grammar::{ArgEncoding, Capture, Grammar, Node, NodeId};
 use crate::schema::keywords::{Keyword, Role};
-use crate::schema::{CompileOptions, Compiler, Encoding};
+use crate::schema::{CompileOptions, Compiler, Encoding, Lexeme};
 use crate::vocab::{TokenId, Vocab};
 use serde_json::{Map, Value};
 
@@ -1233,7 +1233,7 @@ impl<'a> StLower<'a> {
         let mut m: Vec<String> = markers.iter().filter(|s| !s.is_empty()).cloned().collect();
         m.sort();
         m.dedup();
-        let d = self.c.cached(format!("text+|{m:?}"), |c| {
+        let d = self.c.cached(Lexeme::NonEmptyText(m.clone()), |c| {
             let states = c.opts.max_lexeme_states;
             let ms: Vec<&str> = m.iter().map(String::as_str).collect();
             let t = crate::grammar::dfa::Dfa::text_without(&ms, None, states)
@@ -1748,11 +1748,11 @@ impl<'a> StLower<'a> {
         let mut alts = Vec::new();
         for m in &kinds.raw {
             let d = self.c.cached(
-                format!(
-                    "xmlvalue|{ends:?}|{}|{}",
-                    Value::Object(m.clone()),
-                    self.c.string_options_key()
-                ),
+                Lexeme::XmlValue {
+                    ends: ends.to_vec(),
+                    schema: Value::Object(m.clone()).to_string(),
+                    strings: self.c.string_options_key(),
+                },
                 |c| {
                     let states = c.opts.max_lexeme_states;
                     let mut d = raw_string_content(c, m, path)?;

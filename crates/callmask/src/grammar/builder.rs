@@ -122,7 +122,7 @@ impl Default for CompileOptions {
 ///
 /// A *gap* is the whitespace between two JSON tokens (`{`, a key, `:`, a value, `,`, ...), before
 /// or after a JSON Schema grammar's value, or a dialect's `@ws`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Whitespace {
     /// Any mix of space, tab, newline and carriage return, at most

@@ -29,6 +29,20 @@ pub(super) type FirstSteps = FxHashMap<Stack, Vec<Option<Option<Vec<Stack>>>>>;
 /// A cached first-byte walk, holding its automaton so that the address in its key stays unique.
 type SharedSubWalk = (Arc<Dfa>, Arc<SubWalk>);
 
+/// The cache key of a lexeme automaton's walk below one first-byte node of a vocabulary's
+/// trie, from one state (the automaton by address, held by the entry).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct SubWalkKey {
+    vocab: u64,
+    dfa: usize,
+    state: u32,
+    node: u32,
+}
+
+impl CacheKey for SubWalkKey {
+    type Value = SharedSubWalk;
+}
+
 /// A lexeme walk below one node: the tokens it takes and the nodes where it may end with more
 /// bytes to follow (as [`TokenTrie::walk_lex`] gives them).
 #[derive(Debug)]
@@ -375,7 +389,7 @@ impl Walker<'_> {
     /// the caches for every grammar over the vocabulary (the automaton's address is in the key,
     /// the entry keeps the automaton alive).
     fn sub_walk(&self, i: usize, dfa: &Arc<Dfa>, state: u32) -> Arc<SubWalk> {
-        let key = CacheKey::SubWalk {
+        let key = SubWalkKey {
             vocab: self.vocab,
             dfa: Arc::as_ptr(dfa) as usize,
             state,

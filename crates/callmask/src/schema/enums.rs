@@ -107,7 +107,10 @@ impl Compiler<'_> {
             }
         }
         if !strings.is_empty() || !scalars_text.is_empty() {
-            let key = format!("enum|{strings:?}|{scalars_text:?}");
+            let key = Lexeme::Enum {
+                strings: strings.clone(),
+                scalars: scalars_text.clone(),
+            };
             let d = self.cached(key, |this| {
                 let max = this.opts.max_lexeme_states;
                 let mut lex: Option<Dfa> = None;

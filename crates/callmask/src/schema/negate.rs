@@ -241,7 +241,7 @@ impl Compiler<'_> {
 
     /// Every scalar value of the types in `st`, one spelling each (see the module doc).
     fn universe(&mut self, st: u8, path: &str) -> Result<Dfa> {
-        self.cached(format!("neg-universe|{st}"), |this| {
+        self.cached(Lexeme::NegUniverse(st), |this| {
             let mut parts = Vec::new();
             if st & T_NULL != 0 {
                 parts.push(this.b.regex(this.literal("null"), path)?);

@@ -356,11 +356,10 @@ impl Compiler<'_> {
                 let d = match names {
                     // Any key but the listed ones, by the listed names alone: kept in the caches.
                     None => {
-                        let key = format!(
-                            "extra-keys|{}|{}",
-                            if kwargs { "kwargs" } else { "json" },
-                            Value::from(listed.clone())
-                        );
+                        let key = Lexeme::ExtraKeys {
+                            kwargs,
+                            listed: listed.iter().map(|k| k.to_string()).collect(),
+                        };
                         self.cached(key, |this| this.other_keys(&listed, None, kwargs, path))?
                     }
                     Some(nd) => Arc::new(self.other_keys(&listed, Some(nd), kwargs, path)?),

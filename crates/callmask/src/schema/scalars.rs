@@ -54,17 +54,16 @@ impl Compiler<'_> {
     /// of every one of those fields ([`Schema::canonical`]), so a scalar keyword cannot be left
     /// out of it. Compiled lexemes are shared through the caches (formats, bounded strings and
     /// numbers recur across tool sets).
-    pub(super) fn scalar_key(&self, s: &Schema, types: u8) -> String {
-        let mut key = format!("scalar|{types}|");
-        if self.draft4_integers && types & T_INT != 0 {
-            key.push_str("draft4|");
-        }
+    pub(super) fn scalar_key(&self, s: &Schema, types: u8) -> Lexeme {
         // `format` as an annotation by request does not change the automaton.
         let format_annotation = self.opts.format_annotation;
-        key.push_str(
-            &s.canonical(|k| k.role().is_scalar() && !(k == Keyword::Format && format_annotation)),
-        );
-        key
+        Lexeme::Scalar {
+            types,
+            draft4: self.draft4_integers && types & T_INT != 0,
+            keywords: s.canonical(|k| {
+                k.role().is_scalar() && !(k == Keyword::Format && format_annotation)
+            }),
+        }
     }
 
     /// What an automaton built by [`Compiler::string_dfa`] depends on besides its schema and
@@ -133,7 +132,7 @@ impl Compiler<'_> {
         &mut self,
         s: &Schema,
         types: u8,
-        key: &str,
+        key: &Lexeme,
         path: &str,
     ) -> Result<Option<Arc<Dfa>>> {
         if self.enc != Encoding::JsonInString || types != T_STR {
@@ -143,7 +142,7 @@ impl Compiler<'_> {
             return Ok(None);
         };
         let limit = self.opts.max_lexeme_states;
-        self.cached(format!("{key}|in-string"), |this| {
+        self.cached(Lexeme::InString(Box::new(key.clone())), |this| {
             Dfa::json_in_string_of_length(min, max, limit).map_err(|e| this.b.dfa_err(e, path, ""))
         })
         .map(Some)
