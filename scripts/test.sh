@@ -13,6 +13,13 @@ export PATH="$HOME/.local/bin:$PATH"
 
 scripts/setup.sh
 scripts/fetch-data.sh
+# The Python test venv, with llama-cpp-python built from its sdist on a machine whose cache lacks
+# its wheel (about 4 minutes of two cores), is set up in the background at the lowest CPU
+# priority: it takes the cycles the Rust builds and tests leave idle and is waited for before the
+# Python tests. Its output goes to target/python-setup.log, shown if it fails.
+mkdir -p target
+nice -n 19 scripts/python-setup.sh > target/python-setup.log 2>&1 &
+python_setup=$!
 cargo fmt --check
 # The core library stays free of CLI, download and llama.cpp dependencies.
 if cargo tree -p callmask -e normal --prefix none | grep -E '^(clap|indicatif|ureq|zip|sha2|llama-cpp-2|llama-cpp-sys-2) '; then
@@ -31,4 +38,10 @@ scripts/host-llama-test.sh
 # llama.cpp's server with callmask, light: the patch applies to the pinned sources and its files
 # compile (scripts/llama-server-e2e.sh builds and runs the server; see docs/engines.md).
 scripts/llama-server-check.sh
+if ! wait "$python_setup"; then
+  cat target/python-setup.log >&2
+  echo "test.sh: scripts/python-setup.sh failed (above)" >&2
+  exit 1
+fi
+cat target/python-setup.log
 scripts/python-test.sh

@@ -2,7 +2,7 @@
 //! `CALLMASK_E2E_MODEL=gemma`: `testkit::e2e_gguf`) on the CPU through llama.cpp, constrained by
 //! each seed dialect, for the prompts of two tool sets (weather/stocks/user lookup/time, and a
 //! set with nested objects, enums, arrays, patterns and formats):
-//! `CALLMASK_E2E_PROMPTS_PER_SET` of each set, default 4 (CI), at most all 10
+//! `CALLMASK_E2E_PROMPTS_PER_SET` of each set, default 2 (CI), at most all 10
 //! (`scripts/llama-e2e.sh`: 20 prompts). Every constrained output must parse and every call's
 //! arguments validate with the `jsonschema` crate. Also: a batch of sequences decoded together
 //! gives what decoding them one by one gives.
@@ -28,7 +28,7 @@ fn prompts_per_set() -> usize {
     std::env::var("CALLMASK_E2E_PROMPTS_PER_SET")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(4)
+        .unwrap_or(2)
         .clamp(1, 10)
 }
 
