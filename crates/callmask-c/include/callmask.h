@@ -14,7 +14,8 @@
 struct llama_vocab;
 struct llama_sampler;
 
-// Bytes of the compile caches before [`callmask_caches_set_max_bytes`] (256 MiB).
+// The default size of a vocabulary's caches, and a good one for [`callmask_caches_new`]
+// (256 MiB).
 #define CALLMASK_DEFAULT_CACHE_BYTES 268435456
 
 // What a call returned: `CALLMASK_STATUS_OK` (0) or the kind of failure; the message is in
@@ -67,6 +68,13 @@ typedef enum CallmaskStatus {
   // (see [`callmask_matcher_set_token_budget`]).
   CALLMASK_STATUS_BUDGET = 21,
 } CallmaskStatus;
+
+// Where compiled lexemes and token walks are kept across compiles and requests: bounded in
+// bytes, least recently used entries evicted first, shared across threads. Made by
+// [`callmask_caches_new`] (the caller's own) or [`callmask_vocab_caches`] (a vocabulary's own,
+// where automata over it keep their walks); given to the `callmask_grammar_from_*` compiles;
+// freed with [`callmask_caches_free`] (what was compiled into it keeps it alive).
+typedef struct CallmaskCaches CallmaskCaches;
 
 // A compiled grammar (a dialect with its tools, or a JSON Schema). Immutable and shareable
 // across threads: one per tool set serves every sequence. It keeps, per vocabulary it is used
@@ -135,19 +143,31 @@ const char *callmask_status_name(enum CallmaskStatus status);
 // `s` must be NULL or a string from callmask not freed before.
 void callmask_string_free(char *s);
 
-// Replaces the caches where compiles keep their lexemes and automata their token walks
-// (bounded in bytes, least recently used entries evicted first) by empty ones of at most
-// `max_bytes` (0: nothing is cached). Grammars compiled before keep the caches they had.
-enum CallmaskStatus callmask_caches_set_max_bytes(uintptr_t max_bytes);
-
-// Writes the compile caches' entries, bytes, limit and counters to `out`.
+// New empty caches of at most `max_bytes` (estimated; 0 caches nothing), written to `*out`.
 //
 // # Safety
-// `out` writable (NULL: `CALLMASK_STATUS_NULL_ARGUMENT`).
-enum CallmaskStatus callmask_caches_stats(struct CallmaskCacheStats *out);
+// `out` writable.
+enum CallmaskStatus callmask_caches_new(uintptr_t max_bytes, struct CallmaskCaches **out);
 
-// Empties the compile caches (a later compile or first mask is then cold).
-enum CallmaskStatus callmask_caches_clear(void);
+// Frees caches made by [`callmask_caches_new`] or [`callmask_vocab_caches`] (NULL: nothing);
+// grammars compiled into them keep them alive.
+//
+// # Safety
+// `caches` from this API, freed once.
+void callmask_caches_free(struct CallmaskCaches *caches);
+
+// Writes the caches' entries, bytes, limit and counters to `out`.
+//
+// # Safety
+// `caches` from this API (NULL: `CALLMASK_STATUS_NULL_ARGUMENT`); `out` writable.
+enum CallmaskStatus callmask_caches_stats(const struct CallmaskCaches *caches,
+                                          struct CallmaskCacheStats *out);
+
+// Empties the caches (a later compile or first mask is then cold).
+//
+// # Safety
+// `caches` from this API (NULL: `CALLMASK_STATUS_NULL_ARGUMENT`).
+enum CallmaskStatus callmask_caches_clear(const struct CallmaskCaches *caches);
 
 // Loads a Hugging Face `tokenizer.json` file.
 //
@@ -251,44 +271,59 @@ enum CallmaskStatus callmask_vocab_eos_tokens(const struct CallmaskVocab *vocab,
 // `vocab` NULL or a vocabulary not freed before.
 void callmask_vocab_free(struct CallmaskVocab *vocab);
 
+// A vocabulary's own caches (where automata over it keep their token walks when their grammar
+// has none), written to `*out` as a new handle on them: give it to the compiles of requests for
+// this model, free it with [`callmask_caches_free`].
+//
+// # Safety
+// `vocab` from this API; `out` writable.
+enum CallmaskStatus callmask_vocab_caches(const struct CallmaskVocab *vocab,
+                                          struct CallmaskCaches **out);
+
 // Compiles a built-in dialect (any name `callmask dialects` lists: `empower`, `functools`,
 // `pythonic`, `inline`, `hermes`, `llama31_json`, `qwen3`, `mistral`, `gpt_oss`, ...) for a
 // tool set: `tools_json` is an OpenAI `tools` list (or an object with a
-// `tools` list); `options_json` is NULL (defaults) or an object with `tool_choice` (`"auto"`,
-// `"required"`, `"none"`, a function name or OpenAI's object), `parallel_calls` (or
-// `parallel_tool_calls`), `reasoning` (`true` or `{"start", "end"}`), `max_text_chars`,
-// `strict_arguments`, `distinct_calls` (`false` lets a call repeat an earlier one), and
-// `compile` (schema limits, see [`callmask_grammar_from_json_schema`]); unknown fields are
-// `CALLMASK_STATUS_INVALID_OPTIONS`.
+// `tools` list); `options_json` is NULL (defaults) or an object of `DialectOptions`' fields
+// (`tool_choice`: `"auto"`, `"required"`, `"none"`, a function name or OpenAI's object;
+// `parallel_calls`, `reasoning`, `max_text_chars`, `strict_arguments`, `distinct_calls`) with
+// the compile options of [`callmask_grammar_from_json_schema`] beside them (or under
+// `compile`); see docs/library.md, "Options". Unknown fields are
+// `CALLMASK_STATUS_INVALID_OPTIONS`. `caches`: where compiled lexemes are kept for later
+// compiles (e.g. the model's vocabulary's, [`callmask_vocab_caches`]); NULL: this compile's own.
 //
 // # Safety
-// Strings NUL-terminated (`options_json` may be NULL); `out` writable.
+// Strings NUL-terminated (`options_json` may be NULL); `caches` NULL or from this API; `out`
+// writable.
 enum CallmaskStatus callmask_grammar_from_dialect(const char *dialect,
                                                   const char *tools_json,
                                                   const char *options_json,
+                                                  const struct CallmaskCaches *caches,
                                                   struct CallmaskGrammar **out);
 
 // As [`callmask_grammar_from_dialect`], with the text of a dialect grammar file (the format of
 // callmask's `grammars/README.md`) instead of a built-in name.
 //
 // # Safety
-// Strings NUL-terminated (`options_json` may be NULL); `out` writable.
+// Strings NUL-terminated (`options_json` may be NULL); `caches` NULL or from this API; `out`
+// writable.
 enum CallmaskStatus callmask_grammar_from_dialect_text(const char *dialect_text,
                                                        const char *tools_json,
                                                        const char *options_json,
+                                                       const struct CallmaskCaches *caches,
                                                        struct CallmaskGrammar **out);
 
 // Compiles a JSON Schema (draft 2020-12 or 7) for a single JSON value. `options_json` is NULL
-// (defaults) or an object with `lenient`, `max_whitespace`, `max_depth`, `max_schema_depth`,
-// `max_lexeme_states`, `max_total_states`, `max_nodes`, `max_compile_secs`,
-// `max_schema_values`, `max_memory` (bytes), `format_annotation` (true: `format` is not
-// enforced, as JSON Schema 2020-12's default), `ijson_numbers` (false: every number JSON
-// spells, not only those every JSON parser reads exactly).
+// (defaults) or an object of `CompileOptions`' fields: `lenient`, `format_annotation`,
+// `ijson_numbers`, `max_whitespace`, `whitespace`, `max_depth`, `max_compile_time` (seconds),
+// `max_memory` (bytes), ... (docs/library.md, "Options"). `caches` as in
+// [`callmask_grammar_from_dialect`].
 //
 // # Safety
-// Strings NUL-terminated (`options_json` may be NULL); `out` writable.
+// Strings NUL-terminated (`options_json` may be NULL); `caches` NULL or from this API; `out`
+// writable.
 enum CallmaskStatus callmask_grammar_from_json_schema(const char *schema_json,
                                                       const char *options_json,
+                                                      const struct CallmaskCaches *caches,
                                                       struct CallmaskGrammar **out);
 
 // Parses a whole output (`len` bytes of UTF-8 at `text`) into

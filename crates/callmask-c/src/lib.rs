@@ -392,17 +392,17 @@ pub unsafe extern "C" fn callmask_string_free(s: *mut c_char) {
 // ---------------------------------------------------------------------------------------------
 // Caches
 
-/// The caches every compile of this API uses (the library keeps no process-wide cache; this
-/// binding keeps one, resized by [`callmask_caches_set_max_bytes`]).
-static DEFAULT_CACHES: std::sync::Mutex<Option<Caches>> = std::sync::Mutex::new(None);
-
-/// The binding's caches, made at `CALLMASK_DEFAULT_CACHE_BYTES` on first use.
-fn default_caches() -> Caches {
-    let mut slot = DEFAULT_CACHES.lock().unwrap_or_else(|e| e.into_inner());
-    slot.get_or_insert_with(Caches::default).clone()
+/// Where compiled lexemes and token walks are kept across compiles and requests: bounded in
+/// bytes, least recently used entries evicted first, shared across threads. Made by
+/// [`callmask_caches_new`] (the caller's own) or [`callmask_vocab_caches`] (a vocabulary's own,
+/// where automata over it keep their walks); given to the `callmask_grammar_from_*` compiles;
+/// freed with [`callmask_caches_free`] (what was compiled into it keeps it alive).
+pub struct CallmaskCaches {
+    caches: Caches,
 }
 
-/// Bytes of the compile caches before [`callmask_caches_set_max_bytes`] (256 MiB).
+/// The default size of a vocabulary's caches, and a good one for [`callmask_caches_new`]
+/// (256 MiB).
 pub const CALLMASK_DEFAULT_CACHE_BYTES: usize = 268_435_456;
 const _: () = assert!(CALLMASK_DEFAULT_CACHE_BYTES == callmask::DEFAULT_CACHE_BYTES);
 
@@ -424,27 +424,51 @@ pub struct CallmaskCacheStats {
     pub evictions: u64,
 }
 
-/// Replaces the caches where compiles keep their lexemes and automata their token walks
-/// (bounded in bytes, least recently used entries evicted first) by empty ones of at most
-/// `max_bytes` (0: nothing is cached). Grammars compiled before keep the caches they had.
+/// New empty caches of at most `max_bytes` (estimated; 0 caches nothing), written to `*out`.
+///
+/// # Safety
+/// `out` writable.
 #[no_mangle]
-pub extern "C" fn callmask_caches_set_max_bytes(max_bytes: usize) -> CallmaskStatus {
+pub unsafe extern "C" fn callmask_caches_new(
+    max_bytes: usize,
+    out: *mut *mut CallmaskCaches,
+) -> CallmaskStatus {
     guard(None, || {
-        *DEFAULT_CACHES.lock().unwrap_or_else(|e| e.into_inner()) = Some(Caches::new(max_bytes));
+        // SAFETY: caller's contract.
+        let out = unsafe { out_ptr(out, "out") }?;
+        *out = boxed(CallmaskCaches {
+            caches: Caches::new(max_bytes),
+        });
         Ok(())
     })
 }
 
-/// Writes the compile caches' entries, bytes, limit and counters to `out`.
+/// Frees caches made by [`callmask_caches_new`] or [`callmask_vocab_caches`] (NULL: nothing);
+/// grammars compiled into them keep them alive.
 ///
 /// # Safety
-/// `out` writable (NULL: `CALLMASK_STATUS_NULL_ARGUMENT`).
+/// `caches` from this API, freed once.
 #[no_mangle]
-pub unsafe extern "C" fn callmask_caches_stats(out: *mut CallmaskCacheStats) -> CallmaskStatus {
+pub unsafe extern "C" fn callmask_caches_free(caches: *mut CallmaskCaches) {
+    if !caches.is_null() {
+        // SAFETY: made by `boxed`, freed once (caller's contract).
+        let _ = catch_unwind(AssertUnwindSafe(|| drop(unsafe { Box::from_raw(caches) })));
+    }
+}
+
+/// Writes the caches' entries, bytes, limit and counters to `out`.
+///
+/// # Safety
+/// `caches` from this API (NULL: `CALLMASK_STATUS_NULL_ARGUMENT`); `out` writable.
+#[no_mangle]
+pub unsafe extern "C" fn callmask_caches_stats(
+    caches: *const CallmaskCaches,
+    out: *mut CallmaskCacheStats,
+) -> CallmaskStatus {
     guard(None, || {
-        // SAFETY: caller's contract: NULL (refused) or writable.
-        let out = unsafe { get_mut(out, "out") }?;
-        let st = default_caches().stats();
+        // SAFETY: caller's contract: NULL (refused) or valid.
+        let (caches, out) = unsafe { (get(caches, "caches")?, get_mut(out, "out")?) };
+        let st = caches.caches.stats();
         *out = CallmaskCacheStats {
             entries: st.entries,
             bytes: st.bytes,
@@ -457,13 +481,26 @@ pub unsafe extern "C" fn callmask_caches_stats(out: *mut CallmaskCacheStats) -> 
     })
 }
 
-/// Empties the compile caches (a later compile or first mask is then cold).
+/// Empties the caches (a later compile or first mask is then cold).
+///
+/// # Safety
+/// `caches` from this API (NULL: `CALLMASK_STATUS_NULL_ARGUMENT`).
 #[no_mangle]
-pub extern "C" fn callmask_caches_clear() -> CallmaskStatus {
+pub unsafe extern "C" fn callmask_caches_clear(caches: *const CallmaskCaches) -> CallmaskStatus {
     guard(None, || {
-        default_caches().clear();
+        // SAFETY: caller's contract: NULL (refused) or valid.
+        unsafe { get(caches, "caches") }?.caches.clear();
         Ok(())
     })
+}
+
+/// The caches a compile keeps its lexemes in: `caches`, or none (the compile's own) for NULL.
+///
+/// # Safety
+/// `caches` NULL or from this API.
+unsafe fn compile_caches(caches: *const CallmaskCaches) -> Option<Caches> {
+    // SAFETY: caller's contract.
+    unsafe { caches.as_ref() }.map(|c| c.caches.clone())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -764,6 +801,29 @@ pub unsafe extern "C" fn callmask_vocab_free(vocab: *mut CallmaskVocab) {
     }
 }
 
+/// A vocabulary's own caches (where automata over it keep their token walks when their grammar
+/// has none), written to `*out` as a new handle on them: give it to the compiles of requests for
+/// this model, free it with [`callmask_caches_free`].
+///
+/// # Safety
+/// `vocab` from this API; `out` writable.
+#[no_mangle]
+pub unsafe extern "C" fn callmask_vocab_caches(
+    vocab: *const CallmaskVocab,
+    out: *mut *mut CallmaskCaches,
+) -> CallmaskStatus {
+    guard(None, || {
+        // SAFETY: caller's contract.
+        let out = unsafe { out_ptr(out, "out") }?;
+        // SAFETY: caller's contract: NULL (refused) or valid.
+        let vocab = unsafe { get(vocab, "vocab") }?;
+        *out = boxed(CallmaskCaches {
+            caches: vocab.vocab.caches().clone(),
+        });
+        Ok(())
+    })
+}
+
 // ---------------------------------------------------------------------------------------------
 // Grammars
 
@@ -806,6 +866,7 @@ fn compile_dialect(
     dialect: Dialect,
     tools_json: *const c_char,
     options_json: *const c_char,
+    caches: *const CallmaskCaches,
     out: *mut *mut CallmaskGrammar,
 ) -> Res<()> {
     // SAFETY: the exported callers pass their callers' pointers, under the same contract.
@@ -821,7 +882,8 @@ fn compile_dialect(
     }
     let tools = Tools::from_openai_value(tools)?;
     let mut options = DialectOptions::from_json(&options)?;
-    options.compile.caches = Some(default_caches());
+    // SAFETY: the exported callers pass their callers' pointer, under the same contract.
+    options.compile.caches = unsafe { compile_caches(caches) };
     *out = boxed(CallmaskGrammar::new(dialect.compile(&tools, &options)?));
     Ok(())
 }
@@ -829,20 +891,23 @@ fn compile_dialect(
 /// Compiles a built-in dialect (any name `callmask dialects` lists: `empower`, `functools`,
 /// `pythonic`, `inline`, `hermes`, `llama31_json`, `qwen3`, `mistral`, `gpt_oss`, ...) for a
 /// tool set: `tools_json` is an OpenAI `tools` list (or an object with a
-/// `tools` list); `options_json` is NULL (defaults) or an object with `tool_choice` (`"auto"`,
-/// `"required"`, `"none"`, a function name or OpenAI's object), `parallel_calls` (or
-/// `parallel_tool_calls`), `reasoning` (`true` or `{"start", "end"}`), `max_text_chars`,
-/// `strict_arguments`, `distinct_calls` (`false` lets a call repeat an earlier one), and
-/// `compile` (schema limits, see [`callmask_grammar_from_json_schema`]); unknown fields are
-/// `CALLMASK_STATUS_INVALID_OPTIONS`.
+/// `tools` list); `options_json` is NULL (defaults) or an object of `DialectOptions`' fields
+/// (`tool_choice`: `"auto"`, `"required"`, `"none"`, a function name or OpenAI's object;
+/// `parallel_calls`, `reasoning`, `max_text_chars`, `strict_arguments`, `distinct_calls`) with
+/// the compile options of [`callmask_grammar_from_json_schema`] beside them (or under
+/// `compile`); see docs/library.md, "Options". Unknown fields are
+/// `CALLMASK_STATUS_INVALID_OPTIONS`. `caches`: where compiled lexemes are kept for later
+/// compiles (e.g. the model's vocabulary's, [`callmask_vocab_caches`]); NULL: this compile's own.
 ///
 /// # Safety
-/// Strings NUL-terminated (`options_json` may be NULL); `out` writable.
+/// Strings NUL-terminated (`options_json` may be NULL); `caches` NULL or from this API; `out`
+/// writable.
 #[no_mangle]
 pub unsafe extern "C" fn callmask_grammar_from_dialect(
     dialect: *const c_char,
     tools_json: *const c_char,
     options_json: *const c_char,
+    caches: *const CallmaskCaches,
     out: *mut *mut CallmaskGrammar,
 ) -> CallmaskStatus {
     guard(None, || {
@@ -852,7 +917,13 @@ pub unsafe extern "C" fn callmask_grammar_from_dialect(
             // SAFETY: caller's contract (clear `out` even when the name is unusable).
             unsafe { out_ptr(out, "out") }?;
         }
-        compile_dialect(Dialect::by_name(name?)?, tools_json, options_json, out)
+        compile_dialect(
+            Dialect::by_name(name?)?,
+            tools_json,
+            options_json,
+            caches,
+            out,
+        )
     })
 }
 
@@ -860,12 +931,14 @@ pub unsafe extern "C" fn callmask_grammar_from_dialect(
 /// callmask's `grammars/README.md`) instead of a built-in name.
 ///
 /// # Safety
-/// Strings NUL-terminated (`options_json` may be NULL); `out` writable.
+/// Strings NUL-terminated (`options_json` may be NULL); `caches` NULL or from this API; `out`
+/// writable.
 #[no_mangle]
 pub unsafe extern "C" fn callmask_grammar_from_dialect_text(
     dialect_text: *const c_char,
     tools_json: *const c_char,
     options_json: *const c_char,
+    caches: *const CallmaskCaches,
     out: *mut *mut CallmaskGrammar,
 ) -> CallmaskStatus {
     guard(None, || {
@@ -879,24 +952,26 @@ pub unsafe extern "C" fn callmask_grammar_from_dialect_text(
             Dialect::parse("custom", text?)?,
             tools_json,
             options_json,
+            caches,
             out,
         )
     })
 }
 
 /// Compiles a JSON Schema (draft 2020-12 or 7) for a single JSON value. `options_json` is NULL
-/// (defaults) or an object with `lenient`, `max_whitespace`, `max_depth`, `max_schema_depth`,
-/// `max_lexeme_states`, `max_total_states`, `max_nodes`, `max_compile_secs`,
-/// `max_schema_values`, `max_memory` (bytes), `format_annotation` (true: `format` is not
-/// enforced, as JSON Schema 2020-12's default), `ijson_numbers` (false: every number JSON
-/// spells, not only those every JSON parser reads exactly).
+/// (defaults) or an object of `CompileOptions`' fields: `lenient`, `format_annotation`,
+/// `ijson_numbers`, `max_whitespace`, `whitespace`, `max_depth`, `max_compile_time` (seconds),
+/// `max_memory` (bytes), ... (docs/library.md, "Options"). `caches` as in
+/// [`callmask_grammar_from_dialect`].
 ///
 /// # Safety
-/// Strings NUL-terminated (`options_json` may be NULL); `out` writable.
+/// Strings NUL-terminated (`options_json` may be NULL); `caches` NULL or from this API; `out`
+/// writable.
 #[no_mangle]
 pub unsafe extern "C" fn callmask_grammar_from_json_schema(
     schema_json: *const c_char,
     options_json: *const c_char,
+    caches: *const CallmaskCaches,
     out: *mut *mut CallmaskGrammar,
 ) -> CallmaskStatus {
     guard(None, || {
@@ -912,7 +987,8 @@ pub unsafe extern "C" fn callmask_grammar_from_json_schema(
             return Err(null("schema_json"));
         }
         let mut options = CompileOptions::from_json(&options)?;
-        options.caches = Some(default_caches());
+        // SAFETY: caller's contract.
+        options.caches = unsafe { compile_caches(caches) };
         *out = boxed(CallmaskGrammar::new(Grammar::from_json_schema(
             &schema, &options,
         )?));

@@ -121,12 +121,12 @@ pub(crate) fn reproducer(
             "type": "function",
             "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
         })).collect::<Vec<_>>()),
-        "options": {
-            "tool_choice": g.tool_choice, "parallel_calls": !g.no_parallel_calls,
-            "distinct_calls": !g.allow_repeated_calls,
-            "reasoning": g.reasoning, "max_text": g.max_text, "lenient": g.lenient,
-            "max_whitespace": g.max_whitespace,
-        },
+        "options": match &loaded.source {
+            Source::Schema(o) => serde_json::to_value(o),
+            Source::Dialect(_, o) => serde_json::to_value(o),
+            Source::StructuralTag(_, o) => serde_json::to_value(&o.compile),
+        }
+        .unwrap_or_default(),
         "tokens": sample.tokens,
         "eos": sample.eos,
         "text": String::from_utf8_lossy(&sample.text),

@@ -20,9 +20,14 @@ pub(crate) struct GrammarArgs {
     /// Tools file: a list of tools, or an object with a `tools` list (OpenAI shape).
     #[arg(long, value_name = "FILE")]
     pub(crate) tools: Option<PathBuf>,
-    /// auto, required, none, or a function name.
-    #[arg(long, value_name = "C", default_value = "auto")]
-    pub(crate) tool_choice: String,
+    /// Options by their names in callmask's options types (DialectOptions with --dialect,
+    /// CompileOptions otherwise; docs/cli.md lists them): a JSON object, or @FILE. The flags
+    /// below are shorthands for some of them; an option given both ways is an error.
+    #[arg(long, value_name = "JSON|@FILE")]
+    pub(crate) options: Option<String>,
+    /// auto (the default), required, none, or a function name.
+    #[arg(long, value_name = "C")]
+    pub(crate) tool_choice: Option<String>,
     /// Allow at most one call (OpenAI's `parallel_tool_calls: false`).
     #[arg(long)]
     pub(crate) no_parallel_calls: bool,
@@ -50,27 +55,126 @@ pub(crate) struct GrammarArgs {
     #[arg(long)]
     pub(crate) json_numbers: bool,
     /// Most whitespace bytes in one gap between JSON tokens (with the tidy policy: spaces and
-    /// tabs on the gap's first line).
-    #[arg(long, value_name = "N", default_value_t = 20)]
-    pub(crate) max_whitespace: u16,
+    /// tabs on the gap's first line; default 20).
+    #[arg(long, value_name = "N")]
+    pub(crate) max_whitespace: Option<u16>,
     /// Whitespace policy: `tidy` (compact, `", "`-style or pretty-printed; at most one line
     /// break per gap, indentation bounded by the nesting) or `any` (any whitespace up to
-    /// --max-whitespace bytes).
-    #[arg(long, value_name = "P", default_value = "tidy")]
-    pub(crate) whitespace: WhitespaceArg,
-    /// The tidy policy's most indentation bytes per nesting level.
-    #[arg(long, value_name = "N", default_value_t = 4)]
-    pub(crate) indent: u16,
+    /// --max-whitespace bytes); default tidy.
+    #[arg(long, value_name = "P")]
+    pub(crate) whitespace: Option<WhitespaceArg>,
+    /// The tidy policy's most indentation bytes per nesting level (default 4).
+    #[arg(long, value_name = "N")]
+    pub(crate) indent: Option<u16>,
     /// Most memory of the compiled grammar, in MiB (default 256).
     #[arg(long, value_name = "MIB")]
     pub(crate) max_memory_mib: Option<usize>,
     /// Longest grammar compile, in seconds (default 10).
     #[arg(long, value_name = "SECS")]
-    pub(crate) max_compile_secs: Option<u64>,
+    pub(crate) max_compile_secs: Option<f64>,
     /// Resolve remote `$ref`s under BASE_URI (ending in `/`) from the files under DIR
     /// (repeatable); nothing is fetched over the network.
     #[arg(long, value_name = "DIR=BASE_URI")]
     pub(crate) schema_registry: Vec<String>,
+}
+
+/// The options of `args` as one JSON object: `--options`, with the shorthand flags that were
+/// given added under their options' names (an option given both ways is an error).
+fn options_json(args: &GrammarArgs) -> Result<Value, BadInput> {
+    let mut options = match args.options.as_deref() {
+        None => serde_json::Map::new(),
+        Some(text) => {
+            let value = match text.strip_prefix('@') {
+                Some(path) => read_json(Path::new(path))?,
+                None => serde_json::from_str(text)
+                    .map_err(|e| BadInput(format!("--options: invalid JSON: {e}")))?,
+            };
+            match value {
+                Value::Object(map) => map,
+                other => {
+                    return Err(BadInput(format!(
+                        "--options: expected a JSON object, not {other}"
+                    )))
+                }
+            }
+        }
+    };
+    let reasoning = match &args.reasoning {
+        None => None,
+        Some(m) => match m.split_once(',') {
+            Some((a, b)) if !a.is_empty() && !b.is_empty() => Some(serde_json::json!([a, b])),
+            _ => return Err(BadInput(format!("--reasoning {m:?}: expected START,END"))),
+        },
+    };
+    let flags: [(&str, &str, Option<Value>); 13] = [
+        (
+            "--tool-choice",
+            "tool_choice",
+            args.tool_choice.clone().map(Value::from),
+        ),
+        (
+            "--no-parallel-calls",
+            "parallel_calls",
+            args.no_parallel_calls.then_some(false.into()),
+        ),
+        (
+            "--allow-repeated-calls",
+            "distinct_calls",
+            args.allow_repeated_calls.then_some(false.into()),
+        ),
+        ("--reasoning", "reasoning", reasoning),
+        (
+            "--max-text",
+            "max_text_chars",
+            args.max_text.map(Value::from),
+        ),
+        ("--lenient", "lenient", args.lenient.then_some(true.into())),
+        (
+            "--format-annotation",
+            "format_annotation",
+            args.format_annotation.then_some(true.into()),
+        ),
+        (
+            "--json-numbers",
+            "ijson_numbers",
+            args.json_numbers.then_some(false.into()),
+        ),
+        (
+            "--max-whitespace",
+            "max_whitespace",
+            args.max_whitespace.map(Value::from),
+        ),
+        (
+            "--whitespace",
+            "whitespace",
+            args.whitespace.map(|w| match w {
+                WhitespaceArg::Tidy => "tidy".into(),
+                WhitespaceArg::Any => "any".into(),
+            }),
+        ),
+        ("--indent", "indent", args.indent.map(Value::from)),
+        (
+            "--max-memory-mib",
+            "max_memory",
+            args.max_memory_mib
+                .map(|m| m.saturating_mul(1 << 20).into()),
+        ),
+        (
+            "--max-compile-secs",
+            "max_compile_time",
+            args.max_compile_secs.map(Value::from),
+        ),
+    ];
+    for (flag, name, value) in flags {
+        let Some(value) = value else { continue };
+        if options.contains_key(name) {
+            return Err(BadInput(format!(
+                "{flag} and --options' {name:?} give the same option: give it once"
+            )));
+        }
+        options.insert(name.into(), value);
+    }
+    Ok(Value::Object(options))
 }
 
 /// `--whitespace`.
@@ -130,26 +234,14 @@ fn read_tools(path: &Path) -> Result<Tools, BadInput> {
 /// Compiles the grammar from a schema, from a dialect and tools, or from a structural tag
 /// (whose literals may hold `vocab`'s special tokens).
 pub(crate) fn load_grammar(args: &GrammarArgs, vocab: Option<&Vocab>) -> Result<Loaded, BadInput> {
-    let whitespace = match args.whitespace {
-        WhitespaceArg::Any => Whitespace::Any,
-        WhitespaceArg::Tidy => Whitespace::Tidy {
-            indent: args.indent,
-        },
+    let options = options_json(args)?;
+    let mut compile = if args.dialect.is_some() {
+        CompileOptions::default()
+    } else {
+        CompileOptions::from_json(&options).map_err(|e| BadInput(format!("--options: {e}")))?
     };
-    let mut compile = CompileOptions::default()
-        .lenient(args.lenient)
-        .format_annotation(args.format_annotation)
-        .ijson_numbers(!args.json_numbers)
-        .max_whitespace(args.max_whitespace)
-        .whitespace(whitespace);
     // Compiled lexemes go where the automata over the vocabulary keep their walks.
     compile.caches = vocab.map(|v| v.caches().clone());
-    if let Some(mib) = args.max_memory_mib {
-        compile.max_memory = mib.saturating_mul(1 << 20);
-    }
-    if let Some(secs) = args.max_compile_secs {
-        compile.max_compile_time = std::time::Duration::from_secs(secs);
-    }
     if !args.schema_registry.is_empty() {
         let mut registry = SchemaRegistry::new();
         for spec in &args.schema_registry {
@@ -199,23 +291,10 @@ pub(crate) fn load_grammar(args: &GrammarArgs, vocab: Option<&Vocab>) -> Result<
         }
         (None, Some(dialect), Some(tools_path)) => {
             let tools = read_tools(tools_path)?;
-            let reasoning = match &args.reasoning {
-                None => None,
-                Some(m) => match m.split_once(',') {
-                    Some((a, b)) if !a.is_empty() && !b.is_empty() => Some(Reasoning {
-                        start: a.into(),
-                        end: b.into(),
-                    }),
-                    _ => return Err(BadInput(format!("--reasoning {m:?}: expected START,END"))),
-                },
-            };
-            let options = DialectOptions::default()
-                .tool_choice(args.tool_choice.parse()?)
-                .parallel_calls(!args.no_parallel_calls)
-                .reasoning(reasoning)
-                .max_text_chars(args.max_text)
-                .distinct_calls(!args.allow_repeated_calls)
-                .compile(compile);
+            let mut options = DialectOptions::from_json(&options)
+                .map_err(|e| BadInput(format!("--options: {e}")))?;
+            options.compile.caches = compile.caches;
+            options.compile.registry = compile.registry;
             let d = Dialect::load(dialect)?;
             let grammar = d.compile(&tools, &options)?;
             Loaded {

@@ -42,9 +42,8 @@ use prompt::{prompt, PromptArgs};
 
 use callmask::fuzz::{Checked, Checker, Coverage, FuzzOptions, Fuzzer, Outcome, Sample, Strategy};
 use callmask::{
-    CompileOptions, Dialect, DialectOptions, Error, Grammar, Message, PromptOptions, Reasoning,
+    CompileOptions, Dialect, DialectOptions, Error, Grammar, Message, PromptOptions,
     SchemaRegistry, StructuralTag, StructuralTagOptions, TokenAutomaton, TokenId, Tools, Vocab,
-    Whitespace,
 };
 use clap::{Args, Parser, Subcommand};
 use rayon::prelude::*;

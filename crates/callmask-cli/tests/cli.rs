@@ -302,6 +302,92 @@ fn lenient_mode_lists_what_it_drops() {
     );
 }
 
+/// `--options` takes the options types' JSON (the same names as every binding), in line or from a
+/// file; the flags are shorthands, and an option given both ways, or unknown, is refused.
+#[test]
+fn options_json_is_the_options_types_own() {
+    let dir = scratch("options");
+    let schema = write(&dir, "s.json", OBJ);
+    let tools = PathBuf::from(format!("{EXAMPLES}/tools/weather.json"));
+    let base = |extra: &[&str]| {
+        let mut a = vec![
+            "check".to_string(),
+            "--schema".into(),
+            schema.to_string_lossy().into_owned(),
+            "--tokenizer".into(),
+            tokenizer(),
+        ];
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let go = |args: Vec<String>, text: &str| {
+        run(&args.iter().map(String::as_str).collect::<Vec<_>>(), text)
+    };
+    let spaced = r#"{"a": 1}"#;
+    assert_eq!(code(&go(base(&[]), spaced)), 0);
+    let compact = go(base(&["--options", r#"{"max_whitespace": 0}"#]), spaced);
+    assert_eq!(code(&compact), 1, "{}", show(&compact));
+    let file = write(
+        &dir,
+        "o.json",
+        r#"{"whitespace": "any", "max_whitespace": 0}"#,
+    );
+    let from_file = go(
+        base(&["--options", &format!("@{}", file.display())]),
+        spaced,
+    );
+    assert_eq!(code(&from_file), 1, "{}", show(&from_file));
+    for (extra, needle) in [
+        (
+            vec![
+                "--options",
+                r#"{"max_whitespace": 0}"#,
+                "--max-whitespace",
+                "2",
+            ],
+            "give it once",
+        ),
+        (vec!["--options", r#"{"max_dept": 3}"#], "max_dept"),
+        (vec!["--options", "[1]"], "JSON object"),
+        (
+            vec!["--options", r#"{"tool_choice": "auto"}"#],
+            "tool_choice",
+        ),
+    ] {
+        let out = go(base(&extra), spaced);
+        assert_eq!(code(&out), 2, "{extra:?}: {}", show(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(needle),
+            "{}",
+            show(&out)
+        );
+    }
+    // A dialect's options, with compile options beside them.
+    let dialect = |options: &str| {
+        vec![
+            "check".to_string(),
+            "--dialect".into(),
+            "hermes".into(),
+            "--tools".into(),
+            tools.to_string_lossy().into_owned(),
+            "--tokenizer".into(),
+            tokenizer(),
+            "--options".into(),
+            options.into(),
+        ]
+    };
+    let call = "<tool_call>\n{\"name\": \"get_current_weather\", \"arguments\": {\"location\": \"Oslo\"}}\n</tool_call>";
+    assert_eq!(
+        code(&go(dialect(r#"{"tool_choice": "required"}"#), call)),
+        0
+    );
+    let none = go(
+        dialect(r#"{"tool_choice": "none", "max_whitespace": 0}"#),
+        call,
+    );
+    assert_eq!(code(&none), 1, "{}", show(&none));
+}
+
 /// Runs `fuzz` on `schema` and returns the `--out` lines.
 fn fuzz(schema: &Path, n: usize, seed: u64, out_file: &Path) -> (Output, Vec<Value>) {
     let out = run(

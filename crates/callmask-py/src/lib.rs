@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 use callmask::parse::{Event, StreamParser};
 use callmask::{
-    Caches, CompileOptions, Dialect, DialectOptions, Error, Grammar, Matcher, Reasoning,
-    StructuralTagOptions, TokenAutomaton, TokenId, TokenMask, ToolChoice, Tools, Vocab,
+    Caches, CompileOptions, Dialect, DialectOptions, Error, Grammar, Matcher, StructuralTagOptions,
+    TokenAutomaton, TokenId, TokenMask, Tools, Vocab,
 };
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
@@ -74,7 +74,7 @@ create_exception!(
     _callmask,
     ToolsError,
     CallmaskError,
-    "The tools (or tool_choice) are not valid OpenAI tools."
+    "The tools are not valid OpenAI tools, or the options (tool_choice, ...) are not valid."
 );
 create_exception!(
     _callmask,
@@ -110,7 +110,7 @@ fn err(e: Error) -> PyErr {
         | Error::OverBudget { .. } => ForbiddenTokenError::new_err(msg),
         Error::BitmaskSize { .. } | Error::LogitsShape { .. } => BitmaskError::new_err(msg),
         Error::Rollback { .. } => RollbackError::new_err(msg),
-        Error::InvalidTools(_) => ToolsError::new_err(msg),
+        Error::InvalidTools(_) | Error::InvalidOptions(_) => ToolsError::new_err(msg),
         Error::Dialect { .. }
         | Error::Unrepresentable { .. }
         | Error::MissingSpecialToken(_)
@@ -141,17 +141,11 @@ fn json_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Value> {
 // ---------------------------------------------------------------------------------------------
 // Caches
 
-/// The caches compiles use when given none: one per process (the binding's; the library itself
-/// keeps no process-wide cache), of `callmask.DEFAULT_CACHE_BYTES`.
-fn default_caches() -> &'static Caches {
-    static DEFAULT: std::sync::OnceLock<Caches> = std::sync::OnceLock::new();
-    DEFAULT.get_or_init(Caches::default)
-}
-
 /// Where compiled lexemes and token walks are kept across requests: bounded in bytes, least
 /// recently used entries evicted first, shared across threads. Pass one to the `Grammar.from_*`
-/// compiles (`caches=`) to give a model its own budget; without one they share the process's
-/// default (`Caches.default()`). Automata keep their walks in their grammar's caches.
+/// compiles (`caches=`), e.g. a vocabulary's own (`Vocab.caches`), to keep compiled lexemes for
+/// later compiles; without one a compile shares its lexemes only within itself. Automata keep
+/// their walks in their grammar's caches, else in their vocabulary's.
 #[pyclass(module = "callmask._callmask", name = "Caches", frozen)]
 struct PyCaches {
     c: Caches,
@@ -165,14 +159,6 @@ impl PyCaches {
     fn new(max_bytes: usize) -> Self {
         PyCaches {
             c: Caches::new(max_bytes),
-        }
-    }
-
-    /// The process's default caches, used by compiles given none.
-    #[staticmethod]
-    fn default() -> Self {
-        PyCaches {
-            c: default_caches().clone(),
         }
     }
 
@@ -367,6 +353,16 @@ impl PyVocab {
         self.v.len()
     }
 
+    /// The vocabulary's own caches: where automata over it keep their token walks when their
+    /// grammar has no caches; pass them to the `Grammar.from_*` compiles (`caches=`) to keep
+    /// compiled lexemes there too (an engine's cache per model).
+    #[getter]
+    fn caches(&self) -> PyCaches {
+        PyCaches {
+            c: self.v.caches().clone(),
+        }
+    }
+
     /// End-of-generation token ids, ascending.
     #[getter]
     fn eos_token_ids(&self) -> Vec<TokenId> {
@@ -413,97 +409,59 @@ struct PyGrammar {
     g: Grammar,
 }
 
-#[allow(clippy::too_many_arguments)]
-fn compile_options(
-    lenient: bool,
-    format_annotation: bool,
-    ijson_numbers: bool,
-    max_whitespace: Option<u16>,
-    max_depth: Option<u32>,
-    max_compile_secs: Option<f64>,
-    caches: Option<&PyCaches>,
-) -> PyResult<CompileOptions> {
-    let mut o = CompileOptions::default();
-    o.caches = Some(caches.map_or_else(|| default_caches().clone(), |c| c.c.clone()));
-    o.lenient = lenient;
-    o.format_annotation = format_annotation;
-    o.ijson_numbers = ijson_numbers;
-    if let Some(w) = max_whitespace {
-        o.max_whitespace = w;
+/// The keyword options of a `Grammar.from_*` compile as one JSON object (for
+/// [`CompileOptions::from_json`] / [`DialectOptions::from_json`]): the keywords named as the
+/// options type's fields; a keyword given `None` keeps its default.
+fn options_json(options: Option<&Bound<'_, PyDict>>) -> PyResult<serde_json::Map<String, Value>> {
+    let mut out = serde_json::Map::new();
+    let Some(options) = options else {
+        return Ok(out);
+    };
+    for (k, v) in options.iter() {
+        if v.is_none() {
+            continue;
+        }
+        let k: String = k.extract()?;
+        let what = format!("option {k}");
+        let v = if v.is_instance_of::<PyString>() {
+            Value::String(v.extract()?)
+        } else {
+            json_arg(&v, &what)?
+        };
+        out.insert(k, v);
     }
-    if let Some(d) = max_depth {
-        o.max_depth = d;
-    }
-    if let Some(s) = max_compile_secs {
-        o.max_compile_time = std::time::Duration::try_from_secs_f64(s)
-            .map_err(|e| PyValueError::new_err(format!("max_compile_secs: {e}")))?;
-    }
-    Ok(o)
+    Ok(out)
 }
 
-fn tool_choice(obj: &Bound<'_, PyAny>) -> PyResult<ToolChoice> {
-    if let Ok(s) = obj.cast::<PyString>() {
-        return s.to_cow()?.parse().map_err(err);
-    }
-    // OpenAI's {"type": "function", "function": {"name": "f"}}.
-    let v = json_arg(obj, "tool_choice")?;
-    match v.pointer("/function/name").and_then(Value::as_str) {
-        Some(name) if !name.is_empty() => Ok(ToolChoice::Function(name.to_owned())),
-        _ => Err(ToolsError::new_err(format!(
-            "invalid tools: tool_choice must be \"auto\", \"required\", \"none\", a function \
-             name or {{\"type\": \"function\", \"function\": {{\"name\": ...}}}}, not {v}"
-        ))),
-    }
-}
-
-fn reasoning(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Reasoning>> {
-    let Some(obj) = obj else { return Ok(None) };
-    if obj.is_none() {
-        return Ok(None);
-    }
-    if let Ok(b) = obj.extract::<bool>() {
-        return Ok(b.then(Reasoning::default));
-    }
-    if let Ok((start, end)) = obj.extract::<(String, String)>() {
-        return Ok(Some(Reasoning { start, end }));
-    }
-    Err(PyTypeError::new_err(
-        "reasoning: expected None, a bool, or a (start, end) pair of markers",
-    ))
+/// The caches a compile keeps its lexemes in: the ones given, else `vocab`'s own, else none
+/// (the compile's own).
+fn compile_caches(caches: Option<&PyCaches>, vocab: Option<&PyVocab>) -> Option<Caches> {
+    caches
+        .map(|c| c.c.clone())
+        .or_else(|| vocab.map(|v| v.v.caches().clone()))
 }
 
 #[pymethods]
 impl PyGrammar {
-    /// Compiles a JSON Schema (a dict, or JSON text) for a single JSON value. `lenient=True`
-    /// drops keywords callmask cannot enforce (listed in `dropped_keywords`) instead of raising
-    /// `UnsupportedKeywordError`; `format_annotation=True` treats `format` as an annotation
-    /// (JSON Schema 2020-12's default: not enforced, never refused); `ijson_numbers=False`
-    /// allows every number JSON spells instead of only those every JSON parser reads exactly
-    /// (integers within ±(2^53 − 1), at most 15 significant digits).
+    /// Compiles a JSON Schema (a dict, or JSON text) for a single JSON value. The keyword
+    /// `options` are `CompileOptions`' fields (docs/library.md lists them), e.g.
+    /// `lenient=True` drops keywords callmask cannot enforce (listed in `dropped_keywords`)
+    /// instead of raising `UnsupportedKeywordError`; `format_annotation=True` treats `format` as
+    /// an annotation; `ijson_numbers=False` allows every number JSON spells; `max_whitespace`,
+    /// `max_depth`, `max_compile_time` (seconds), ...; an unknown one raises `ToolsError`.
+    /// `caches`: where compiled lexemes are kept for later compiles (none: this compile's own).
     #[staticmethod]
-    #[pyo3(signature = (schema, *, lenient=false, format_annotation=false, ijson_numbers=true, max_whitespace=None, max_depth=None, max_compile_secs=None, caches=None))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (schema, *, caches=None, **options))]
     fn from_json_schema(
         py: Python<'_>,
         schema: &Bound<'_, PyAny>,
-        lenient: bool,
-        format_annotation: bool,
-        ijson_numbers: bool,
-        max_whitespace: Option<u16>,
-        max_depth: Option<u32>,
-        max_compile_secs: Option<f64>,
         caches: Option<PyRef<'_, PyCaches>>,
+        options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let schema = json_arg(schema, "schema")?;
-        let o = compile_options(
-            lenient,
-            format_annotation,
-            ijson_numbers,
-            max_whitespace,
-            max_depth,
-            max_compile_secs,
-            caches.as_deref(),
-        )?;
+        let mut o =
+            CompileOptions::from_json(&Value::Object(options_json(options)?)).map_err(err)?;
+        o.caches = compile_caches(caches.as_deref(), None);
         let g = py
             .detach(|| Grammar::from_json_schema(&schema, &o))
             .map_err(err)?;
@@ -511,54 +469,43 @@ impl PyGrammar {
     }
 
     /// Compiles a tool-call dialect (a built-in name such as `"hermes"` or `"pythonic"`, or the
-    /// path of a dialect file) with OpenAI `tools` (a list, or JSON text). `tool_choice`:
-    /// `"auto"`, `"required"`, `"none"`, a function name or OpenAI's
-    /// `{"type": "function", "function": {"name": ...}}`; `parallel_tool_calls=False` allows
-    /// exactly one call; `reasoning`: True for a `<think>...</think>` block first, or a
-    /// `(start, end)` pair; `max_text_chars` bounds each stretch of free text;
+    /// path of a dialect file) with OpenAI `tools` (a list, or JSON text). The keyword `options`
+    /// are `DialectOptions`' fields and `CompileOptions`' (docs/library.md lists them):
+    /// `tool_choice`: `"auto"`, `"required"`, `"none"`, a function name or OpenAI's
+    /// `{"type": "function", "function": {"name": ...}}`; `parallel_tool_calls=False` (or
+    /// `parallel_calls`) allows exactly one call; `reasoning`: True for a `<think>...</think>`
+    /// block first, or a `(start, end)` pair; `max_text_chars` bounds each stretch of free text;
     /// `distinct_calls=False` lets a call repeat an earlier one (same function, equal
-    /// arguments), which matchers refuse by default; `lenient`, `format_annotation` and
-    /// `ijson_numbers` as in `from_json_schema`.
+    /// arguments); `strict_arguments`, and the compile options of `from_json_schema`.
     #[staticmethod]
-    #[pyo3(signature = (name_or_path, tools, tool_choice=None, parallel_tool_calls=true, reasoning=None, *, max_text_chars=None, distinct_calls=true, lenient=false, format_annotation=false, ijson_numbers=true, max_whitespace=None, max_depth=None, max_compile_secs=None, caches=None))]
+    #[pyo3(signature = (name_or_path, tools, tool_choice=None, parallel_tool_calls=None, reasoning=None, *, caches=None, **options))]
     #[allow(clippy::too_many_arguments)]
     fn from_dialect(
         py: Python<'_>,
         name_or_path: &str,
         tools: &Bound<'_, PyAny>,
         tool_choice: Option<&Bound<'_, PyAny>>,
-        parallel_tool_calls: bool,
+        parallel_tool_calls: Option<bool>,
         reasoning: Option<&Bound<'_, PyAny>>,
-        max_text_chars: Option<u32>,
-        distinct_calls: bool,
-        lenient: bool,
-        format_annotation: bool,
-        ijson_numbers: bool,
-        max_whitespace: Option<u16>,
-        max_depth: Option<u32>,
-        max_compile_secs: Option<f64>,
         caches: Option<PyRef<'_, PyCaches>>,
+        options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let tools = Tools::from_openai_value(json_arg(tools, "tools")?).map_err(err)?;
-        let mut o = DialectOptions::default();
-        if let Some(tc) = tool_choice {
-            if !tc.is_none() {
-                o.tool_choice = self::tool_choice(tc)?;
+        let all = PyDict::new(py);
+        if let Some(options) = options {
+            all.update(options.as_mapping())?;
+        }
+        for (name, value) in [("tool_choice", tool_choice), ("reasoning", reasoning)] {
+            if let Some(v) = value {
+                all.set_item(name, v)?;
             }
         }
-        o.parallel_calls = parallel_tool_calls;
-        o.reasoning = self::reasoning(reasoning)?;
-        o.max_text_chars = max_text_chars;
-        o.distinct_calls = distinct_calls;
-        o.compile = compile_options(
-            lenient,
-            format_annotation,
-            ijson_numbers,
-            max_whitespace,
-            max_depth,
-            max_compile_secs,
-            caches.as_deref(),
-        )?;
+        if let Some(p) = parallel_tool_calls {
+            all.set_item("parallel_tool_calls", p)?;
+        }
+        let mut o =
+            DialectOptions::from_json(&Value::Object(options_json(Some(&all))?)).map_err(err)?;
+        o.compile.caches = compile_caches(caches.as_deref(), None);
         let name = name_or_path.to_owned();
         let g = py
             .detach(|| Dialect::load(&name)?.compile(&tools, &o))
@@ -570,37 +517,26 @@ impl PyGrammar {
     /// the older `{"structures": [...], "triggers": [...]}` form vLLM and SGLang send for
     /// tools; a dict or JSON text). With `vocab`, a literal that contains the text of one of its
     /// special tokens matches there that token or its plain spelling (as XGrammar matches
-    /// tokens by their text). Formats callmask cannot enforce exactly are refused by name
-    /// (`DialectError`).
+    /// tokens by their text), and compiled lexemes are kept in the vocabulary's caches unless
+    /// `caches` is given. Formats callmask cannot enforce exactly are refused by name
+    /// (`DialectError`). The keyword `options` are those of `from_json_schema`.
     #[staticmethod]
-    #[pyo3(signature = (tag, vocab=None, *, lenient=false, format_annotation=false, ijson_numbers=true, max_whitespace=None, max_depth=None, max_compile_secs=None, caches=None))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (tag, vocab=None, *, caches=None, **options))]
     fn from_structural_tag(
         py: Python<'_>,
         tag: &Bound<'_, PyAny>,
         vocab: Option<&PyVocab>,
-        lenient: bool,
-        format_annotation: bool,
-        ijson_numbers: bool,
-        max_whitespace: Option<u16>,
-        max_depth: Option<u32>,
-        max_compile_secs: Option<f64>,
         caches: Option<PyRef<'_, PyCaches>>,
+        options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let tag = json_arg(tag, "tag")?;
         let mut o = match vocab {
             Some(v) => StructuralTagOptions::for_vocab(&v.v),
             None => StructuralTagOptions::default(),
         };
-        o.compile = compile_options(
-            lenient,
-            format_annotation,
-            ijson_numbers,
-            max_whitespace,
-            max_depth,
-            max_compile_secs,
-            caches.as_deref(),
-        )?;
+        o.compile =
+            CompileOptions::from_json(&Value::Object(options_json(options)?)).map_err(err)?;
+        o.compile.caches = compile_caches(caches.as_deref(), vocab);
         let g = py
             .detach(|| Grammar::from_structural_tag(&tag, &o))
             .map_err(err)?;

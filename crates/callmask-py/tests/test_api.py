@@ -38,7 +38,7 @@ def test_errors_are_typed():
         callmask.Vocab.from_tokenizer_json("/nonexistent/tokenizer.json")
     with pytest.raises(callmask.VocabError):
         callmask.Vocab.from_parts([b"a"], [False], [7])
-    with pytest.raises(TypeError):
+    with pytest.raises(callmask.ToolsError, match="no_such_option"):
         callmask.Grammar.from_json_schema({}, no_such_option=1)
     assert issubclass(callmask.UnsupportedKeywordError, callmask.CallmaskError)
 
@@ -97,8 +97,9 @@ def test_ijson_numbers():
 
 
 def test_caches_are_owned_sized_and_shared(llama_vocab):
-    """Compiles keep lexemes in the caches they are given (the process default otherwise), and
-    automata their walks; a small cache stays within its size and gives the same masks."""
+    """Compiles keep lexemes in the caches they are given (a vocabulary's own, or one of the
+    caller's; none is kept across compiles otherwise), and automata their walks; a small cache
+    stays within its size and gives the same masks."""
     schema = {"type": "object", "properties": {"e": {"type": "string", "format": "email"}}}
     own = callmask.Caches(64 << 20)
     assert own.bytes == 0 and own.max_bytes == 64 << 20
@@ -107,7 +108,12 @@ def test_caches_are_owned_sized_and_shared(llama_vocab):
     hits = own.stats()["hits"]
     callmask.Grammar.from_json_schema(schema, caches=own)
     assert own.stats()["hits"] > hits
-    assert callmask.Caches.default().max_bytes == callmask.DEFAULT_CACHE_BYTES
+    assert not hasattr(callmask.Caches, "default")  # no process-wide cache
+    vocab_caches = llama_vocab.caches
+    assert vocab_caches.max_bytes == callmask.DEFAULT_CACHE_BYTES
+    before = vocab_caches.stats()["misses"]
+    callmask.Grammar.from_json_schema({"type": "string", "maxLength": 7}, caches=vocab_caches)
+    assert llama_vocab.caches.stats()["misses"] > before  # the same caches, not a copy
     tiny = callmask.Caches(1 << 16)
     small = callmask.Grammar.from_json_schema(schema, caches=tiny)
     text = '{"e": "a.b@example.com"}'
@@ -125,6 +131,51 @@ def test_caches_are_owned_sized_and_shared(llama_vocab):
     assert tiny.bytes == 0 and tiny.stats()["entries"] == 0
     with pytest.raises(TypeError):
         callmask.Grammar.from_json_schema(schema, caches="no")
+
+
+def test_options_are_the_options_types_fields():
+    """Every compile option is a keyword named as its field in callmask's options types (one
+    set of names with the C API, the engine specs and the CLI's --options); the older keyword
+    names still work; an unknown option or a wrong value is refused by name."""
+    schema = {"type": "object", "properties": {"n": {"type": "number"}}}
+    compact = callmask.Grammar.from_json_schema(schema, max_whitespace=0, max_compile_time=2.5)
+    assert compact.check('{"n":1}') is None and compact.check('{"n": 1}') is not None
+    old = callmask.Grammar.from_json_schema(schema, max_whitespace=0, max_compile_secs=2)
+    assert old.check('{"n": 1}') is not None
+    wide = callmask.Grammar.from_json_schema(schema, whitespace="any", ijson_numbers=False)
+    assert wide.check('{"n":\n\n 12345678901234567}') is None
+    indented = callmask.Grammar.from_json_schema(schema, whitespace={"tidy": {"indent": 1}})
+    assert indented.check('{\n "n": 1\n}') is None
+    assert indented.check('{\n    "n": 1\n}') is not None
+    g = callmask.Grammar.from_dialect(
+        "hermes",
+        WEATHER,
+        "required",
+        False,
+        None,
+        max_text_chars=5,
+        strict_arguments=False,
+        distinct_calls=False,
+        lenient=True,
+        max_depth=8,
+    )
+    assert g.functions
+    one = callmask.Grammar.from_dialect("hermes", WEATHER, parallel_calls=False)
+    assert one.functions
+    for bad in (
+        {"max_dept": 3},
+        {"max_whitespace": "wide"},
+        {"whitespace": "loose"},
+        {"tool_choice": ""},
+        {"reasoning": ("", "x")},
+        {"parallel_calls": True, "parallel_tool_calls": False},
+    ):
+        with pytest.raises(callmask.ToolsError):
+            callmask.Grammar.from_dialect("hermes", WEATHER, **bad)
+    with pytest.raises(callmask.ToolsError, match="max_dept"):
+        callmask.Grammar.from_json_schema(schema, max_dept=3)
+    with pytest.raises(callmask.ToolsError, match="tool_choice"):
+        callmask.Grammar.from_json_schema(schema, tool_choice="auto")
 
 
 def test_parse_and_stream(llama_vocab):

@@ -262,7 +262,9 @@ def test_validate_params_compiles_a_tool_set_once(monkeypatch):
 
     compiled = []
     real = lp.grammar_from_spec
-    monkeypatch.setattr(lp, "grammar_from_spec", lambda s: compiled.append(s) or real(s))
+    monkeypatch.setattr(
+        lp, "grammar_from_spec", lambda s, **kw: compiled.append(s) or real(s, **kw)
+    )
     monkeypatch.setattr(lp, "_VALIDATED", lp._SpecKeys(size=2))
     v = cm_vllm.CallmaskLogitsProcessor.validate_params
     for _ in range(5):

@@ -34,7 +34,7 @@ use std::path::Path;
 use std::sync::Arc;
 use syntax::{parse_rules, Expr};
 
-/// `DialectOptions::from_json`, `CompileOptions::from_json` (for the bindings).
+/// How [`DialectOptions`] and [`CompileOptions`] read and write JSON.
 mod options_json;
 
 /// Most rules, tokens and nesting in a dialect file (they are small).
@@ -89,14 +89,24 @@ impl Default for Reasoning {
 }
 
 /// How to compile a dialect for a tool set.
-#[derive(Debug, Clone)]
+///
+/// The one options type of dialect compiles: the bindings (C, Python), the engine specs and the
+/// CLI's `--options` read it from JSON with the field names below, and [`CompileOptions`]'s
+/// fields may stand beside them instead of under `compile` (see [`DialectOptions::from_json`]).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct DialectOptions {
     /// Which calls are allowed or required.
     pub tool_choice: ToolChoice,
-    /// `true`: one or more calls; `false`: exactly one call when calling.
+    /// `true`: one or more calls; `false`: exactly one call when calling (in JSON also
+    /// OpenAI's name, `parallel_tool_calls`).
+    #[serde(alias = "parallel_tool_calls")]
     pub parallel_calls: bool,
     /// An optional reasoning block before the answer (unconstrained text between the markers).
+    /// In JSON: `true` (`<think>`/`</think>`), `false` or `null` (none), `{"start": ..., "end":
+    /// ...}` or `[start, end]`.
+    #[serde(with = "options_json::reasoning")]
     pub reasoning: Option<Reasoning>,
     /// At most this many characters in each stretch of free text (`@text...` builtins): keeps a
     /// model from rambling before (or instead of) its calls. `None` (the default): unbounded

@@ -207,7 +207,7 @@ int main(int argc, char **argv) {
 
   /* Compile once; matchers over both vocabularies. */
   CallmaskGrammar *g = NULL;
-  OK(callmask_grammar_from_dialect("pythonic", tools, "{\"tool_choice\": \"auto\"}", &g));
+  OK(callmask_grammar_from_dialect("pythonic", tools, "{\"tool_choice\": \"auto\"}", NULL, &g));
   CallmaskMatcher *m = NULL, *m2 = NULL, *m3 = NULL;
   OK(callmask_matcher_new(g, vocab, &m));
   OK(callmask_matcher_new(g, vocab2, &m2));
@@ -342,60 +342,85 @@ int main(int argc, char **argv) {
   OK(callmask_grammar_from_json_schema(
       "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"minimum\":1}},"
       "\"required\":[\"n\"]}",
-      "{\"max_whitespace\": 0}", &sg));
+      "{\"max_whitespace\": 0}", NULL, &sg));
   OK(callmask_grammar_parse(sg, "{\"n\":12}", 8, &json)); /* a schema grammar validates */
   callmask_string_free(json);
   EXPECT_STATUS(callmask_grammar_parse(sg, "{\"n\":0}", 7, &json), CALLMASK_STATUS_PARSE);
   EXPECT_STATUS(callmask_grammar_parse(sg, "{\"n\": 1}", 8, &json), CALLMASK_STATUS_PARSE);
 
-  /* The compile caches: filled by the compiles above, bounded, emptied, resized. */
+  /* Caches: the caller's own, filled by the compiles given them, bounded, emptied; a
+     zero-byte one keeps nothing; a vocabulary's own; none without them. */
+  CallmaskCaches *own = NULL;
+  OK(callmask_caches_new(CALLMASK_DEFAULT_CACHE_BYTES, &own));
+  const char *email = "{\"type\": \"string\", \"format\": \"email\"}";
+  CallmaskGrammar *cached = NULL;
+  OK(callmask_grammar_from_json_schema(email, NULL, own, &cached));
   CallmaskCacheStats st;
-  OK(callmask_caches_stats(&st));
+  OK(callmask_caches_stats(own, &st));
   CHECK(st.entries > 0 && st.bytes > 0 && st.bytes <= st.max_bytes, "caches filled: %zu entries",
         st.entries);
-  CHECK(st.max_bytes == CALLMASK_DEFAULT_CACHE_BYTES, "default cache size %zu", st.max_bytes);
-  OK(callmask_caches_clear());
-  OK(callmask_caches_stats(&st));
+  CHECK(st.max_bytes == CALLMASK_DEFAULT_CACHE_BYTES, "cache size %zu", st.max_bytes);
+  uint64_t hits = st.hits;
+  callmask_grammar_free(cached);
+  OK(callmask_grammar_from_json_schema(email, NULL, own, &cached));
+  OK(callmask_caches_stats(own, &st));
+  CHECK(st.hits > hits, "a second compile finds its lexemes (%llu hits)",
+        (unsigned long long)st.hits);
+  OK(callmask_caches_clear(own));
+  OK(callmask_caches_stats(own, &st));
   CHECK(st.entries == 0 && st.bytes == 0, "caches cleared");
-  OK(callmask_caches_set_max_bytes(0));
+  callmask_caches_free(own); /* the grammar keeps them alive */
+  callmask_grammar_free(cached);
+  CallmaskCaches *none_kept = NULL;
+  OK(callmask_caches_new(0, &none_kept));
   CallmaskGrammar *uncached = NULL;
   OK(callmask_grammar_from_json_schema("{\"type\": \"string\", \"maxLength\": 5}", NULL,
-                                       &uncached));
-  OK(callmask_caches_stats(&st));
+                                       none_kept, &uncached));
+  OK(callmask_caches_stats(none_kept, &st));
   CHECK(st.max_bytes == 0 && st.entries == 0, "a zero-byte cache keeps nothing");
   callmask_grammar_free(uncached);
-  OK(callmask_caches_set_max_bytes(CALLMASK_DEFAULT_CACHE_BYTES));
-  EXPECT_STATUS(callmask_caches_stats(NULL), CALLMASK_STATUS_NULL_ARGUMENT);
+  callmask_caches_free(none_kept);
+  CallmaskCaches *of_vocab = NULL;
+  OK(callmask_vocab_caches(vocab, &of_vocab));
+  OK(callmask_caches_stats(of_vocab, &st));
+  CHECK(st.max_bytes == CALLMASK_DEFAULT_CACHE_BYTES, "a vocabulary's caches: %zu bytes",
+        st.max_bytes);
+  callmask_caches_free(of_vocab);
+  callmask_caches_free(NULL);
+  EXPECT_STATUS(callmask_caches_stats(NULL, &st), CALLMASK_STATUS_NULL_ARGUMENT);
+  EXPECT_STATUS(callmask_caches_clear(NULL), CALLMASK_STATUS_NULL_ARGUMENT);
+  EXPECT_STATUS(callmask_vocab_caches(NULL, &of_vocab), CALLMASK_STATUS_NULL_ARGUMENT);
+  EXPECT_STATUS(callmask_caches_new(1, NULL), CALLMASK_STATUS_NULL_ARGUMENT);
 
   /* Error paths: a status and a message each, never a crash. */
   printf("error paths:\n");
   CallmaskGrammar *bad = (CallmaskGrammar *)1;
-  EXPECT_STATUS(callmask_grammar_from_dialect("pythonic", "[{\"name\": ", NULL, &bad),
+  EXPECT_STATUS(callmask_grammar_from_dialect("pythonic", "[{\"name\": ", NULL, NULL, &bad),
                 CALLMASK_STATUS_JSON);
   CHECK(bad == NULL, "out pointer cleared on failure");
-  EXPECT_STATUS(callmask_grammar_from_dialect("no_such_dialect", tools, NULL, &bad),
+  EXPECT_STATUS(callmask_grammar_from_dialect("no_such_dialect", tools, NULL, NULL, &bad),
                 CALLMASK_STATUS_DIALECT);
-  EXPECT_STATUS(callmask_grammar_from_dialect("pythonic", tools, "{\"tool_chioce\": \"auto\"}",
+  EXPECT_STATUS(callmask_grammar_from_dialect("pythonic", tools, "{\"tool_chioce\": \"auto\"}", NULL,
                                               &bad),
                 CALLMASK_STATUS_INVALID_OPTIONS);
-  EXPECT_STATUS(callmask_grammar_from_dialect("pythonic", tools, "{\"parallel_calls\": 3}", &bad),
+  EXPECT_STATUS(callmask_grammar_from_dialect("pythonic", tools, "{\"parallel_calls\": 3}", NULL, &bad),
                 CALLMASK_STATUS_INVALID_OPTIONS);
-  EXPECT_STATUS(callmask_grammar_from_dialect("pythonic", "{\"tools\": 7}", NULL, &bad),
+  EXPECT_STATUS(callmask_grammar_from_dialect("pythonic", "{\"tools\": 7}", NULL, NULL, &bad),
                 CALLMASK_STATUS_INVALID_TOOLS);
-  EXPECT_STATUS(callmask_grammar_from_dialect_text("root ::= (", tools, NULL, &bad),
+  EXPECT_STATUS(callmask_grammar_from_dialect_text("root ::= (", tools, NULL, NULL, &bad),
                 CALLMASK_STATUS_DIALECT);
   EXPECT_STATUS(callmask_grammar_from_json_schema("{\"type\": \"array\", \"uniqueItems\": true}",
-                                                  NULL, &bad),
+                                                  NULL, NULL, &bad),
                 CALLMASK_STATUS_SCHEMA);
   EXPECT_STATUS(callmask_grammar_from_json_schema("{\"type\": \"string\"}",
-                                                  "{\"compile\": {}}", &bad),
+                                                  "{\"compile\": {}}", NULL, &bad),
                 CALLMASK_STATUS_INVALID_OPTIONS);
-  EXPECT_STATUS(callmask_grammar_from_dialect(NULL, tools, NULL, &bad),
+  EXPECT_STATUS(callmask_grammar_from_dialect(NULL, tools, NULL, NULL, &bad),
                 CALLMASK_STATUS_NULL_ARGUMENT);
-  EXPECT_STATUS(callmask_grammar_from_dialect("pythonic", tools, NULL, NULL),
+  EXPECT_STATUS(callmask_grammar_from_dialect("pythonic", tools, NULL, NULL, NULL),
                 CALLMASK_STATUS_NULL_ARGUMENT);
   CallmaskGrammar *needs_special = NULL;
-  OK(callmask_grammar_from_dialect_text("root ::= <|no_such_token|> \"x\"", tools, NULL,
+  OK(callmask_grammar_from_dialect_text("root ::= <|no_such_token|> \"x\"", tools, NULL, NULL,
                                         &needs_special));
   CallmaskMatcher *none = (CallmaskMatcher *)1;
   EXPECT_STATUS(callmask_matcher_new(needs_special, vocab, &none),

@@ -56,10 +56,13 @@ static int generate(struct llama_model *model, const CallmaskVocab *cvocab, cons
                     const char *dialect, const char *question, uint32_t seed, int budget) {
   const struct llama_vocab *vocab = llama_model_get_vocab(model);
   CallmaskGrammar *grammar = NULL;
+  CallmaskCaches *caches = NULL; /* the vocabulary's own: what this model's compiles share */
+  CM(callmask_vocab_caches(cvocab, &caches));
   CM(callmask_grammar_from_dialect(
       dialect, tools,
-      "{\"tool_choice\": \"required\", \"parallel_calls\": false, \"max_text_chars\": 100}",
+      "{\"tool_choice\": \"required\", \"parallel_calls\": false, \"max_text_chars\": 100}", caches,
       &grammar));
+  callmask_caches_free(caches); /* the grammar keeps them */
 
   struct llama_context_params cp = llama_context_default_params();
   cp.n_ctx = 2048;

@@ -48,9 +48,6 @@ class Caches:
     """Compiled lexemes and token walks kept across requests: bounded in bytes, LRU-evicted."""
 
     def __init__(self, max_bytes: int = ...) -> None: ...
-    @staticmethod
-    def default() -> "Caches":
-        """The process's default caches, used by compiles given none."""
     @property
     def max_bytes(self) -> int: ...
     @property
@@ -91,6 +88,9 @@ class Vocab:
         """From a GGUF model through llama.cpp (builds with the ``llama`` feature only)."""
     def __len__(self) -> int: ...
     @property
+    def caches(self) -> Caches:
+        """The vocabulary's own caches (pass them to the ``Grammar.from_*`` compiles)."""
+    @property
     def eos_token_ids(self) -> list[int]:
         """End-of-generation token ids, ascending."""
     def token_bytes(self, id: int) -> Optional[bytes]:
@@ -107,50 +107,35 @@ class Grammar:
 
     @staticmethod
     def from_json_schema(
-        schema: _Json,
-        *,
-        lenient: bool = False,
-        format_annotation: bool = False,
-        ijson_numbers: bool = True,
-        max_whitespace: Optional[int] = None,
-        max_depth: Optional[int] = None,
-        max_compile_secs: Optional[float] = None,
-        caches: Optional[Caches] = None,
+        schema: _Json, *, caches: Optional[Caches] = None, **options: Any
     ) -> "Grammar":
-        """Compiles a JSON Schema (dict or JSON text)."""
+        """Compiles a JSON Schema (dict or JSON text). ``options``: ``CompileOptions``' fields
+        (``lenient``, ``format_annotation``, ``ijson_numbers``, ``max_whitespace``,
+        ``whitespace``, ``max_depth``, ``max_compile_time``, ...; docs/library.md)."""
     @staticmethod
     def from_dialect(
         name_or_path: str,
         tools: _Json,
-        tool_choice: Union[str, Mapping[str, Any], None] = "auto",
-        parallel_tool_calls: bool = True,
+        tool_choice: Union[str, Mapping[str, Any], None] = None,
+        parallel_tool_calls: Optional[bool] = None,
         reasoning: Union[None, bool, Tuple[str, str]] = None,
         *,
-        max_text_chars: Optional[int] = None,
-        distinct_calls: bool = True,
-        lenient: bool = False,
-        format_annotation: bool = False,
-        ijson_numbers: bool = True,
-        max_whitespace: Optional[int] = None,
-        max_depth: Optional[int] = None,
-        max_compile_secs: Optional[float] = None,
         caches: Optional[Caches] = None,
+        **options: Any,
     ) -> "Grammar":
-        """Compiles a tool-call dialect (built-in name or file path) with OpenAI tools."""
+        """Compiles a tool-call dialect (built-in name or file path) with OpenAI tools.
+        ``options``: ``DialectOptions``' fields (``max_text_chars``, ``distinct_calls``,
+        ``strict_arguments``, ...) and ``CompileOptions``' (docs/library.md)."""
     @staticmethod
     def from_structural_tag(
         tag: _Json,
         vocab: Optional[Vocab] = None,
         *,
-        lenient: bool = False,
-        format_annotation: bool = False,
-        ijson_numbers: bool = True,
-        max_whitespace: Optional[int] = None,
-        max_depth: Optional[int] = None,
-        max_compile_secs: Optional[float] = None,
         caches: Optional[Caches] = None,
+        **options: Any,
     ) -> "Grammar":
-        """Compiles XGrammar's structural tag (both forms); ``vocab`` for its special tokens."""
+        """Compiles XGrammar's structural tag (both forms); ``vocab`` for its special tokens
+        (and its caches); ``options`` as in ``from_json_schema``."""
     @staticmethod
     def detect_dialect(chat_template: Optional[str], vocab: Vocab) -> str:
         """The built-in dialect of a model's chat template (``DialectError`` if none)."""

@@ -8,30 +8,23 @@ from collections import OrderedDict
 from concurrent.futures import Future
 from typing import Any, Mapping, Optional, Union
 
-from ._callmask import Grammar, TokenAutomaton, ToolsError, Vocab
+from ._callmask import Caches, Grammar, TokenAutomaton, ToolsError, Vocab
 from .bitmask import apply_token_bitmask_inplace
 
 Spec = Union[str, Mapping[str, Any]]
-"""A request's constraint: ``{"dialect": NAME_OR_PATH, "tools": [...], "tool_choice": ...,
-"parallel_tool_calls": bool, "reasoning": ..., "max_text_chars": int}``,
-``{"json_schema": {...}}`` or ``{"structural_tag": {...}}`` (XGrammar's, both forms), plus
-``"lenient": bool``, as a dict or JSON text."""
+"""A request's constraint: ``{"dialect": NAME_OR_PATH, "tools": [...]}``,
+``{"json_schema": {...}}`` or ``{"structural_tag": {...}}`` (XGrammar's, both forms), as a dict
+or JSON text, plus the options of that compile by their names in callmask's options types
+(``DialectOptions`` with a dialect: ``tool_choice``, ``parallel_tool_calls``, ``reasoning``,
+``max_text_chars``, ...; ``CompileOptions`` always: ``lenient``, ``max_whitespace``, ...; see
+docs/library.md). The compile checks the options: an unknown one is a ``ToolsError``."""
 
-_DIALECT_KEYS = {
-    "dialect",
-    "tools",
-    "tool_choice",
-    "parallel_tool_calls",
-    "reasoning",
-    "max_text_chars",
-    "lenient",
-}
-_SCHEMA_KEYS = {"json_schema", "lenient"}
-_TAG_KEYS = {"structural_tag", "lenient"}
+_GRAMMAR_KEYS = ("dialect", "json_schema", "structural_tag")
 
 
 def normalize_spec(spec: Spec) -> dict:
-    """The spec as a dict, checked for its keys (``ToolsError`` when malformed)."""
+    """The spec as a dict, checked for its shape (``ToolsError`` when malformed; its options
+    are checked by the compile)."""
     if isinstance(spec, (str, bytes)):
         try:
             spec = json.loads(spec)
@@ -40,20 +33,17 @@ def normalize_spec(spec: Spec) -> dict:
     if not isinstance(spec, Mapping):
         raise ToolsError("callmask spec must be an object")
     spec = dict(spec)
-    if "json_schema" in spec:
-        unknown = set(spec) - _SCHEMA_KEYS
-    elif "structural_tag" in spec:
-        unknown = set(spec) - _TAG_KEYS
-    elif "dialect" in spec:
+    given = [k for k in _GRAMMAR_KEYS if k in spec]
+    if len(given) != 1:
+        raise ToolsError(
+            "callmask spec needs one of `dialect` (with `tools`), `json_schema` or "
+            f"`structural_tag`, not {given or 'none'}"
+        )
+    if given[0] == "dialect":
         if "tools" not in spec:
             raise ToolsError("callmask spec: a dialect needs `tools`")
-        unknown = set(spec) - _DIALECT_KEYS
-    else:
-        raise ToolsError(
-            "callmask spec needs `dialect` (with `tools`), `json_schema` or `structural_tag`"
-        )
-    if unknown:
-        raise ToolsError(f"callmask spec: unknown keys {sorted(unknown)}")
+    elif "tools" in spec:
+        raise ToolsError(f"callmask spec: `tools` belongs with `dialect`, not `{given[0]}`")
     return spec
 
 
@@ -70,36 +60,33 @@ def spec_of_structural_tag(text: str) -> dict:
     return {"structural_tag": data}
 
 
-def grammar_from_spec(spec: Spec, vocab: Optional[Vocab] = None) -> Grammar:
+def grammar_from_spec(
+    spec: Spec, vocab: Optional[Vocab] = None, caches: Optional[Caches] = None
+) -> Grammar:
     """Compiles a request spec (see :data:`Spec`); ``vocab`` gives a structural tag the
-    vocabulary's special tokens."""
-    spec = normalize_spec(spec)
-    lenient = bool(spec.get("lenient", False))
-    if "json_schema" in spec:
-        return Grammar.from_json_schema(spec["json_schema"], lenient=lenient)
-    if "structural_tag" in spec:
-        return Grammar.from_structural_tag(spec["structural_tag"], vocab, lenient=lenient)
-    reasoning = spec.get("reasoning")
-    if isinstance(reasoning, list):
-        reasoning = tuple(reasoning)
-    return Grammar.from_dialect(
-        spec["dialect"],
-        spec["tools"],
-        tool_choice=spec.get("tool_choice", "auto"),
-        parallel_tool_calls=bool(spec.get("parallel_tool_calls", True)),
-        reasoning=reasoning,
-        max_text_chars=spec.get("max_text_chars"),
-        lenient=lenient,
-    )
+    vocabulary's special tokens; compiled lexemes are kept in ``caches``, else in the
+    vocabulary's."""
+    options = normalize_spec(spec)
+    if caches is None and vocab is not None:
+        caches = vocab.caches
+    if "json_schema" in options:
+        return Grammar.from_json_schema(options.pop("json_schema"), caches=caches, **options)
+    if "structural_tag" in options:
+        tag = options.pop("structural_tag")
+        return Grammar.from_structural_tag(tag, vocab, caches=caches, **options)
+    name, tools = options.pop("dialect"), options.pop("tools")
+    return Grammar.from_dialect(name, tools, caches=caches, **options)
 
 
 class AutomatonCache:
     """Automata by spec for one vocabulary (least recently used dropped beyond ``size``).
     Thread-safe; a spec asked for while it compiles waits for that compile instead of starting
-    another (a batch of requests over a new tool set compiles it once)."""
+    another (a batch of requests over a new tool set compiles it once). Compiles keep their
+    lexemes in ``caches``, else in the vocabulary's."""
 
-    def __init__(self, vocab: Vocab, size: int = 64):
+    def __init__(self, vocab: Vocab, size: int = 64, caches: Optional[Caches] = None):
         self.vocab = vocab
+        self.caches = caches
         self.size = size
         self._lock = threading.Lock()
         self._cache: "OrderedDict[str, TokenAutomaton]" = OrderedDict()
@@ -121,7 +108,7 @@ class AutomatonCache:
         if not owner:
             return pending.result()
         try:
-            a = TokenAutomaton(grammar_from_spec(spec, self.vocab), self.vocab)
+            a = TokenAutomaton(grammar_from_spec(spec, self.vocab, self.caches), self.vocab)
         except BaseException as e:
             with self._lock:
                 del self._compiling[key]

@@ -207,7 +207,11 @@ def create_chat_completion(
         dialect = Grammar.detect_dialect(chat_template, vocab)
     prompt = render_prompt(dialect, list(tools), list(messages), template=chat_template)
     grammar = Grammar.from_dialect(
-        dialect, list(tools), tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls
+        dialect,
+        list(tools),
+        tool_choice=tool_choice,
+        parallel_tool_calls=parallel_tool_calls,
+        caches=vocab.caches,
     )
     processor = LogitsProcessor(
         TokenAutomaton(grammar, vocab), max_tokens=max_tokens, eos_token_ids=vocab.eos_token_ids

@@ -11,11 +11,18 @@ use super::dfa::{Dfa, DfaError, Op};
 use super::registry::SchemaRegistry;
 use super::{Grammar, GrammarInner, LexId, Node, NodeId};
 use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How to compile a schema, and the limits that keep hostile schemas bounded.
-#[derive(Debug, Clone)]
+///
+/// The one options type of JSON Schema compiles: the bindings (C, Python), the engine specs and
+/// the CLI's `--options` read it from JSON with the field names below (every field optional, a
+/// missing one keeps its default, an unknown one is an error; see [`CompileOptions::from_json`]).
+/// `max_compile_time` is a number of seconds there; `registry` and `caches` are not JSON.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct CompileOptions {
     /// Drop keywords that cannot be enforced (listing them) instead of refusing the schema.
@@ -39,7 +46,9 @@ pub struct CompileOptions {
     pub max_total_states: usize,
     /// Most grammar nodes.
     pub max_nodes: usize,
-    /// Longest compile time.
+    /// Longest compile time (in JSON: seconds, fractions allowed; the older name
+    /// `max_compile_secs` is still read, deprecated).
+    #[serde(with = "seconds", alias = "max_compile_secs")]
     pub max_compile_time: Duration,
     /// Most JSON values in the schema document(s) (every object, array, string, number,
     /// boolean and null counts one; a dialect counts all its tools' parameters together). This is
@@ -51,6 +60,7 @@ pub struct CompileOptions {
     pub max_memory: usize,
     /// Schemas for remote `$ref`s (see [`SchemaRegistry`]); none by default, so a `$ref` to
     /// another document is an [`Error::UnresolvedRef`]. Nothing is fetched over the network.
+    #[serde(skip)]
     pub registry: Option<Arc<SchemaRegistry>>,
     /// Treat `format` as an annotation, as JSON Schema 2020-12 does by default: never enforced
     /// and never refused, so any string passes whatever its `format`. Off by default: callmask
@@ -60,6 +70,7 @@ pub struct CompileOptions {
     /// Where compiled lexemes are kept for later compiles, and (for automata over this
     /// grammar) token walks: see [`crate::Caches`]. `None` (the default): a compile shares its
     /// lexemes only within itself, and automata use their vocabulary's caches.
+    #[serde(skip)]
     pub caches: Option<crate::cache::Caches>,
     /// Numbers every JSON parser reads exactly (I-JSON, RFC 7493), on by default: integers
     /// within ±(2^53 − 1) (and at most one `.0` after one) and other numbers with at most 15
@@ -148,6 +159,70 @@ pub enum Whitespace {
 impl Default for Whitespace {
     fn default() -> Self {
         Whitespace::Tidy { indent: 4 }
+    }
+}
+
+/// [`Whitespace`] in JSON: `"any"`, `"tidy"` (indentation 4) or `{"tidy": {"indent": N}}`.
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum WhitespaceJson {
+    Name(String),
+    Tidy { tidy: TidyJson },
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TidyJson {
+    indent: u16,
+}
+
+impl Serialize for Whitespace {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        match *self {
+            Whitespace::Any => WhitespaceJson::Name("any".into()),
+            Whitespace::Tidy { indent } => WhitespaceJson::Tidy {
+                tidy: TidyJson { indent },
+            },
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Whitespace {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        match WhitespaceJson::deserialize(d).map_err(|_| {
+            serde::de::Error::custom(
+                "whitespace: expected \"tidy\", \"any\" or {\"tidy\": {\"indent\": N}}",
+            )
+        })? {
+            WhitespaceJson::Name(n) if n == "any" => Ok(Whitespace::Any),
+            WhitespaceJson::Name(n) if n == "tidy" => Ok(Whitespace::default()),
+            WhitespaceJson::Name(n) => Err(serde::de::Error::custom(format!(
+                "whitespace: unknown policy {n:?} (\"tidy\" or \"any\")"
+            ))),
+            WhitespaceJson::Tidy { tidy } => Ok(Whitespace::Tidy {
+                indent: tidy.indent,
+            }),
+        }
+    }
+}
+
+/// A [`Duration`] in JSON as a number of seconds (fractions allowed).
+mod seconds {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub(super) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64())
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let secs = f64::deserialize(d)?;
+        Duration::try_from_secs_f64(secs).map_err(|_| {
+            serde::de::Error::custom(format!(
+                "max_compile_time: {secs} is not a non-negative number of seconds"
+            ))
+        })
     }
 }
 

@@ -66,6 +66,19 @@ std::string text_of(const json & spec, const char * key) {
     return spec.at(key).dump();
 }
 
+// The server's compile caches: the lexemes its requests' grammars compile, kept for the next
+// request (callmask keeps no process-wide cache; this server owns one, for its life).
+const CallmaskCaches * compile_caches() {
+    static CallmaskCaches * caches = [] {
+        CallmaskCaches * c = nullptr;
+        if (callmask_caches_new(CALLMASK_DEFAULT_CACHE_BYTES, &c) != CALLMASK_STATUS_OK) {
+            return (CallmaskCaches *) nullptr;  // compiles then keep their lexemes for themselves
+        }
+        return c;
+    }();
+    return caches;
+}
+
 // Compiles a spec (without max_tokens).
 grammar_ptr compile(const json & spec) {
     static const char * known[] = { "dialect", "dialect_text", "json_schema", "tools", "options", "max_tokens" };
@@ -91,19 +104,19 @@ grammar_ptr compile(const json & spec) {
         if (spec.contains("tools")) {
             throw std::invalid_argument("%callmask: tools go with a dialect, not a json_schema");
         }
-        status = callmask_grammar_from_json_schema(spec.at("json_schema").dump().c_str(), opts, &g);
+        status = callmask_grammar_from_json_schema(spec.at("json_schema").dump().c_str(), opts, compile_caches(), &g);
     } else {
         const std::string tools = spec.contains("tools") ? spec.at("tools").dump() : std::string("[]");
         if (spec.contains("dialect")) {
             if (!spec.at("dialect").is_string()) {
                 throw std::invalid_argument("%callmask: dialect must be a string");
             }
-            status = callmask_grammar_from_dialect(spec.at("dialect").get<std::string>().c_str(), tools.c_str(), opts, &g);
+            status = callmask_grammar_from_dialect(spec.at("dialect").get<std::string>().c_str(), tools.c_str(), opts, compile_caches(), &g);
         } else {
             if (!spec.at("dialect_text").is_string()) {
                 throw std::invalid_argument("%callmask: dialect_text must be a string");
             }
-            status = callmask_grammar_from_dialect_text(spec.at("dialect_text").get<std::string>().c_str(), tools.c_str(), opts, &g);
+            status = callmask_grammar_from_dialect_text(spec.at("dialect_text").get<std::string>().c_str(), tools.c_str(), opts, compile_caches(), &g);
         }
     }
     if (status != CALLMASK_STATUS_OK) {

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from .._callmask import Caches
 from .._common import normalize_spec
+
+COMPILE_CACHES = Caches()
+"""Where this vLLM's callmask compiles keep their lexemes: the tool parser and
+``validate_params`` (API server) and the logits processor (engine) compile into it, so a spec
+compiled once is compiled again from its cached lexemes where they share a process."""
 
 EXTRA_ARGS_KEY = "callmask"
 """The key of a request's callmask spec in ``SamplingParams.extra_args``."""

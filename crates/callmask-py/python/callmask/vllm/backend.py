@@ -16,14 +16,11 @@ from typing import Any, Optional
 
 from .._callmask import Matcher, Vocab
 from .._common import AutomatonCache, spec_of_structural_tag
+from ._spec import COMPILE_CACHES
 
 try:  # pragma: no cover
-    from vllm.v1.structured_output.backend_types import (
-        StructuredOutputBackend as _VllmBackend,
-    )
-    from vllm.v1.structured_output.backend_types import (
-        StructuredOutputGrammar as _VllmGrammar,
-    )
+    from vllm.v1.structured_output.backend_types import StructuredOutputBackend as _VllmBackend
+    from vllm.v1.structured_output.backend_types import StructuredOutputGrammar as _VllmGrammar
 except Exception:
     _VllmBackend = object  # type: ignore[assignment,misc]
     _VllmGrammar = object  # type: ignore[assignment,misc]
@@ -83,7 +80,7 @@ class CallmaskBackend(_VllmBackend):
         self.tokenizer = tokenizer
         self.vocab_size = vocab_size
         self.vocab = vocab if vocab is not None else Vocab.from_hf(tokenizer)
-        self.automata = AutomatonCache(self.vocab)
+        self.automata = AutomatonCache(self.vocab, caches=COMPILE_CACHES)
 
     def compile_grammar(
         self, request_type: Any, grammar_spec: str, stop_token_ids: Optional[set] = None

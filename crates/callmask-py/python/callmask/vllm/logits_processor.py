@@ -47,7 +47,7 @@ from .._callmask import Vocab, mask_logits
 from .._common import AutomatonCache, grammar_from_spec, normalize_spec
 from ..bitmask import apply_token_bitmask_inplace, bitmask_words, native_logits
 from ._constraint import Constraint, feed_all
-from ._spec import request_spec
+from ._spec import COMPILE_CACHES, request_spec
 
 try:  # pragma: no cover - depends on vLLM being installed
     from vllm.v1.sample.logits_processor import LogitsProcessor as _V1
@@ -164,7 +164,7 @@ class CallmaskLogitsProcessor(*_BASES):  # type: ignore[misc]
                 )
             key = json.dumps(normalize_spec(spec), sort_keys=True)
             if not _VALIDATED.seen(key):
-                grammar_from_spec(spec)
+                grammar_from_spec(spec, caches=COMPILE_CACHES)
                 _VALIDATED.add(key)
         except Exception as e:
             raise ValueError(f"callmask: {e}") from e
@@ -176,7 +176,7 @@ class CallmaskLogitsProcessor(*_BASES):  # type: ignore[misc]
         if not self._v2 and getattr(vllm_config, "speculative_config", None):
             raise ValueError(SPEC_DECODING_REFUSED)
         self.vocab = vocab_for_model(vllm_config)
-        self.automata = AutomatonCache(self.vocab)
+        self.automata = AutomatonCache(self.vocab, caches=COMPILE_CACHES)
         model_config = getattr(vllm_config, "model_config", None)
         self.max_model_len = getattr(model_config, "max_model_len", None)
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="callmask-compile")

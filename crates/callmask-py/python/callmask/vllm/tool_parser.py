@@ -43,7 +43,7 @@ from typing import Any, Optional, Sequence
 
 from .._callmask import CallmaskError, Grammar, StreamParser, Vocab
 from .._common import grammar_from_spec
-from ._spec import EXTRA_ARGS_KEY
+from ._spec import COMPILE_CACHES, EXTRA_ARGS_KEY
 
 try:  # pragma: no cover - depends on vLLM being installed
     from vllm.entrypoints.generate.base.protocol import (
@@ -151,7 +151,9 @@ class CallmaskToolParser(ToolParser):  # type: ignore[misc,valid-type]
         spec = self.spec_for(request)
         if spec is None:
             return request
-        self._grammar = grammar_from_spec(spec)  # refuses bad tools here: HTTP 400
+        self._grammar = grammar_from_spec(
+            spec, caches=COMPILE_CACHES
+        )  # refuses bad tools here: HTTP 400
         xargs = dict(getattr(request, "vllm_xargs", None) or {})
         xargs[EXTRA_ARGS_KEY] = json.dumps(spec)
         request.vllm_xargs = xargs
@@ -163,7 +165,7 @@ class CallmaskToolParser(ToolParser):  # type: ignore[misc,valid-type]
         if self._grammar is None:
             spec = self.spec_for(request)
             if spec is not None:
-                self._grammar = grammar_from_spec(spec)
+                self._grammar = grammar_from_spec(spec, caches=COMPILE_CACHES)
         return self._grammar
 
     # -- whole outputs -----------------------------------------------------------------------
