@@ -88,6 +88,7 @@ impl Default for Reasoning {
     }
 }
 
+crate::setters::options_struct! {
 /// How to compile a dialect for a tool set.
 ///
 /// The one options type of dialect compiles: the bindings (C, Python), the engine specs and the
@@ -98,24 +99,24 @@ impl Default for Reasoning {
 #[non_exhaustive]
 pub struct DialectOptions {
     /// Which calls are allowed or required.
-    pub tool_choice: ToolChoice,
+    pub tool_choice: ToolChoice = ToolChoice::Auto,
     /// `true`: one or more calls; `false`: exactly one call when calling (in JSON also
     /// OpenAI's name, `parallel_tool_calls`).
     #[serde(alias = "parallel_tool_calls")]
-    pub parallel_calls: bool,
+    pub parallel_calls: bool = true,
     /// An optional reasoning block before the answer (unconstrained text between the markers).
     /// In JSON: `true` (`<think>`/`</think>`), `false` or `null` (none), `{"start": ..., "end":
     /// ...}` or `[start, end]`.
     #[serde(with = "options_json::reasoning")]
-    pub reasoning: Option<Reasoning>,
+    pub reasoning: Option<Reasoning> = None,
     /// At most this many characters in each stretch of free text (`@text...` builtins): keeps a
     /// model from rambling before (or instead of) its calls. `None` (the default): unbounded
     /// with `tool_choice` `auto` or `none`, and [`DEFAULT_REQUIRED_TEXT_CHARS`] with
     /// `required` or a named function, where a call must come; `Some(u32::MAX)` lifts that
     /// bound too.
-    pub max_text_chars: Option<u32>,
+    pub max_text_chars: Option<u32> = None,
     /// Schema compile options and limits (whitespace, depth, states, time, lenient mode).
-    pub compile: CompileOptions,
+    pub compile: CompileOptions = CompileOptions::default(),
     /// Strict tool arguments (default `true`), as OpenAI's `strict: true` and XGrammar's strict
     /// mode: in a tool's parameters, an object schema that lists `properties` and says nothing
     /// of `additionalProperties` (nor `patternProperties`, `unevaluatedProperties`, or a
@@ -123,33 +124,18 @@ pub struct DialectOptions {
     /// cannot invent arguments. A tool opts out with `"strict": false` ([`crate::Tool::strict`]);
     /// `false` here keeps JSON Schema's default (extra keys allowed) for every tool.
     /// [`crate::Grammar::from_json_schema`] always keeps JSON Schema's default.
-    pub strict_arguments: bool,
+    pub strict_arguments: bool = true,
     /// No call may repeat an earlier call of the same output (same function, arguments equal
     /// as JSON values: key order, spelling and number form aside), on by default; the
     /// default of every [`crate::Matcher`] over the grammar ([`crate::Matcher::set_distinct_calls`]).
-    pub distinct_calls: bool,
+    pub distinct_calls: bool = true,
 }
-
-crate::setters::option_setters!(DialectOptions { tool_choice: ToolChoice, parallel_calls: bool, reasoning: Option<Reasoning>, max_text_chars: Option<u32>, compile: CompileOptions, strict_arguments: bool, distinct_calls: bool });
+}
 
 /// The bound on each stretch of free text (e.g. before the first call) when `tool_choice` is
 /// `required` or a named function and [`DialectOptions::max_text_chars`] is `None`: enough for a
 /// sentence of preamble, short enough that the call comes.
 pub const DEFAULT_REQUIRED_TEXT_CHARS: u32 = 100;
-
-impl Default for DialectOptions {
-    fn default() -> Self {
-        DialectOptions {
-            tool_choice: ToolChoice::Auto,
-            parallel_calls: true,
-            reasoning: None,
-            max_text_chars: None,
-            compile: CompileOptions::default(),
-            strict_arguments: true,
-            distinct_calls: true,
-        }
-    }
-}
 
 /// A parsed dialect file, ready to compile with tool sets.
 #[derive(Debug, Clone)]

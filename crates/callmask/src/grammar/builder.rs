@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+crate::setters::options_struct! {
 /// How to compile a schema, and the limits that keep hostile schemas bounded.
 ///
 /// The one options type of JSON Schema compiles: the bindings (C, Python), the engine specs and
@@ -26,59 +27,60 @@ use std::time::{Duration, Instant};
 #[non_exhaustive]
 pub struct CompileOptions {
     /// Drop keywords that cannot be enforced (listing them) instead of refusing the schema.
-    pub lenient: bool,
+    pub lenient: bool = false,
     /// Most whitespace bytes in one gap between JSON tokens (0 = compact JSON only). With
     /// [`Whitespace::Tidy`] (the default) this bounds the spaces and tabs on the gap's line; the
     /// indentation after a line break has its own, depth-relative bound.
-    pub max_whitespace: u16,
+    pub max_whitespace: u16 = 20,
     /// What the whitespace in a gap may look like (between JSON tokens, around a JSON Schema's
     /// value, and in a dialect's `@ws`): by default compact, `", "`-style and pretty-printed
     /// output, but no blank lines and no runaway indentation.
-    pub whitespace: Whitespace,
+    pub whitespace: Whitespace = Whitespace::default(),
     /// Most nested objects/arrays in an output.
-    pub max_depth: u32,
+    pub max_depth: u32 = 64,
     /// Most nested subschemas while compiling.
-    pub max_schema_depth: usize,
+    pub max_schema_depth: usize = 200,
     /// Most states in one lexeme automaton.
-    pub max_lexeme_states: usize,
+    pub max_lexeme_states: usize = 50_000,
     /// Most states over all of a grammar's distinct lexeme automata (one shared by many values
     /// counts once).
-    pub max_total_states: usize,
+    pub max_total_states: usize = 200_000,
     /// Most grammar nodes.
-    pub max_nodes: usize,
+    pub max_nodes: usize = 200_000,
     /// Longest compile time (in JSON: seconds, fractions allowed; the older name
     /// `max_compile_secs` is still read, deprecated).
     #[serde(with = "seconds", alias = "max_compile_secs")]
-    pub max_compile_time: Duration,
+    pub max_compile_time: Duration = Duration::from_secs(10),
     /// Most JSON values in the schema document(s) (every object, array, string, number,
     /// boolean and null counts one; a dialect counts all its tools' parameters together). This is
     /// the schema-size limit: it is checked before anything else, so an oversized document is
     /// refused in one linear pass. Typical schemas weigh 10–40 bytes of JSON per value.
-    pub max_schema_values: usize,
+    pub max_schema_values: usize = 1_000_000,
     /// Most heap bytes of one compiled grammar, estimated as it is built: lexeme automata
     /// (transition tables), grammar nodes, object key lists and key tries.
-    pub max_memory: usize,
+    pub max_memory: usize = 256 << 20,
     /// Schemas for remote `$ref`s (see [`SchemaRegistry`]); none by default, so a `$ref` to
     /// another document is an [`Error::UnresolvedRef`]. Nothing is fetched over the network.
     #[serde(skip)]
-    pub registry: Option<Arc<SchemaRegistry>>,
+    pub registry: Option<Arc<SchemaRegistry>> = None; own_setter,
     /// Treat `format` as an annotation, as JSON Schema 2020-12 does by default: never enforced
     /// and never refused, so any string passes whatever its `format`. Off by default: callmask
     /// asserts the formats it knows (the format-assertion vocabulary) and refuses the others by
     /// name.
-    pub format_annotation: bool,
+    pub format_annotation: bool = false,
     /// Where compiled lexemes are kept for later compiles, and (for automata over this
     /// grammar) token walks: see [`crate::Caches`]. `None` (the default): a compile shares its
     /// lexemes only within itself, and automata use their vocabulary's caches.
     #[serde(skip)]
-    pub caches: Option<crate::cache::Caches>,
+    pub caches: Option<crate::cache::Caches> = None,
     /// Numbers every JSON parser reads exactly (I-JSON, RFC 7493), on by default: integers
     /// within ±(2^53 − 1) (and at most one `.0` after one) and other numbers with at most 15
     /// significant digits, unless the
     /// schema's own bounds reach further (a `minimum` past 2^53 − 1 lifts the cap on that side;
     /// a number bound of 10^15 or more keeps 19 digits). Off: integers of up to 19 digits and
     /// numbers of up to 19 integer and 20 fraction digits, as JSON allows.
-    pub ijson_numbers: bool,
+    pub ijson_numbers: bool = true,
+}
 }
 
 impl CompileOptions {
@@ -87,45 +89,6 @@ impl CompileOptions {
     pub fn registry(mut self, registry: SchemaRegistry) -> Self {
         self.registry = Some(Arc::new(registry));
         self
-    }
-}
-
-crate::setters::option_setters!(CompileOptions {
-    lenient: bool,
-    max_whitespace: u16,
-    whitespace: Whitespace,
-    max_depth: u32,
-    max_schema_depth: usize,
-    max_lexeme_states: usize,
-    max_total_states: usize,
-    max_nodes: usize,
-    max_compile_time: Duration,
-    max_schema_values: usize,
-    max_memory: usize,
-    format_annotation: bool,
-    caches: Option<crate::cache::Caches>,
-    ijson_numbers: bool
-});
-
-impl Default for CompileOptions {
-    fn default() -> Self {
-        CompileOptions {
-            lenient: false,
-            max_whitespace: 20,
-            whitespace: Whitespace::default(),
-            max_depth: 64,
-            max_schema_depth: 200,
-            max_lexeme_states: 50_000,
-            max_total_states: 200_000,
-            max_nodes: 200_000,
-            max_compile_time: Duration::from_secs(10),
-            max_schema_values: 1_000_000,
-            max_memory: 256 << 20,
-            registry: None,
-            format_annotation: false,
-            caches: None,
-            ijson_numbers: true,
-        }
     }
 }
 
