@@ -112,7 +112,7 @@ class LogitsProcessor:
     def _check(self, input_ids: np.ndarray) -> Optional[str]:
         if self._prompt_len is None:
             self._prompt_len = len(input_ids)
-        elif len(input_ids) != self._last_len + 1:
+        elif self._last_len is None or len(input_ids) != self._last_len + 1:
             return (
                 f"called with {len(input_ids)} tokens after {self._last_len}: a draft model "
                 "(speculative decoding) is not supported, as llama-cpp-python passes a "
