@@ -98,6 +98,9 @@ class StepTimer:
         self.total, self.calls, self.longest = 0.0, 0, 0.0
 
 
+SPEC_OPTIONS: Dict[str, Any] = {}
+"""More options of callmask's spec for every request (``--spec-options``)."""
+
 DEFAULT_PLAN = "5:required:1,16,64,256;100:required:16,64;5:auto:16,64;100:auto:16,64"
 
 
@@ -134,8 +137,14 @@ def main() -> int:
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--json", default=None)
+    ap.add_argument(
+        "--spec-options",
+        default="{}",
+        help='more options of callmask\'s spec, JSON (e.g. \'{"distinct_calls": false}\')',
+    )
     ap.add_argument("--render", nargs="+", default=None, metavar="JSON")
     args = ap.parse_args()
+    SPEC_OPTIONS.update(json.loads(args.spec_options))
     if args.render:
         rows: List[dict] = []
         for path in args.render:
@@ -188,7 +197,7 @@ def main() -> int:
             return SamplingParams(
                 structured_outputs=StructuredOutputsParams(json=call_schema(tools)), **common
             )
-        spec = {"dialect": "hermes", "tools": tools, "tool_choice": choice}
+        spec = {"dialect": "hermes", "tools": tools, "tool_choice": choice, **SPEC_OPTIONS}
         return SamplingParams(extra_args={"callmask": spec}, **common)
 
     def run(way: str, batch: int, tools: List[dict], choice: str) -> dict:
