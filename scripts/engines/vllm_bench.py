@@ -140,7 +140,7 @@ def main() -> int:
     ap.add_argument(
         "--spec-options",
         default="{}",
-        help='more options of callmask\'s spec, JSON (e.g. \'{"distinct_calls": false}\')',
+        help="more options of callmask's spec, JSON (e.g. '{\"distinct_calls\": false}')",
     )
     ap.add_argument("--render", nargs="+", default=None, metavar="JSON")
     args = ap.parse_args()
