@@ -1213,27 +1213,39 @@ impl StackSet {
     /// Adds `stack` to `set` unless an equal stack is there; `set` holds exactly the stacks
     /// added through this set.
     pub(crate) fn insert(&mut self, set: &mut Vec<Stack>, stack: Stack) {
-        if set.len() < Self::SCAN {
-            if !set.contains(&stack) {
-                set.push(stack);
-            }
-            return;
+        if self.is_new(set, |s| s, &stack) {
+            set.push(stack);
+        }
+    }
+
+    /// True when no item of `items` has a stack (`stack_of`) equal to `stack`; the caller
+    /// then pushes the item with it, so that `items` holds exactly the items pushed after
+    /// this test (the index remembers the new stack at the end of `items`).
+    pub(crate) fn is_new<T>(
+        &mut self,
+        items: &[T],
+        stack_of: impl Fn(&T) -> &[Frame],
+        stack: &[Frame],
+    ) -> bool {
+        if items.len() < Self::SCAN {
+            return !items.iter().any(|i| stack_of(i) == stack);
         }
         if self.index.is_empty() {
-            for (i, s) in set.iter().enumerate() {
-                self.index.entry(Self::hash(s)).or_insert(i as u32);
+            for (i, s) in items.iter().enumerate() {
+                self.index
+                    .entry(Self::hash(stack_of(s)))
+                    .or_insert(i as u32);
             }
         }
-        match self.index.entry(Self::hash(&stack)) {
+        match self.index.entry(Self::hash(stack)) {
             std::collections::hash_map::Entry::Vacant(e) => {
-                e.insert(set.len() as u32);
-                set.push(stack);
+                e.insert(items.len() as u32);
+                true
             }
             std::collections::hash_map::Entry::Occupied(e) => {
                 // The first stack of this hash, then (a collision) all of them.
-                if set[*e.get() as usize] != stack && !set.contains(&stack) {
-                    set.push(stack);
-                }
+                stack_of(&items[*e.get() as usize]) != stack
+                    && !items.iter().any(|i| stack_of(i) == stack)
             }
         }
     }

@@ -295,6 +295,7 @@ impl StreamParser {
         let g = &self.grammar.inner;
         let p = self.buf.len();
         let mut out: Vec<Path> = Vec::new();
+        let mut seen = crate::automaton::StackSet::default();
         let mut raw = Vec::new();
         for path in &self.paths {
             raw.clear();
@@ -326,7 +327,7 @@ impl StreamParser {
                         close(&mut segs, *key, p + len);
                     }
                 }
-                if !out.iter().any(|o| o.stack == t) {
+                if seen.is_new(&out, |o| &o.stack, &t) {
                     out.push(Path { stack: t, segs });
                 }
             }

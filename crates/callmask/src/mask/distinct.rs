@@ -31,6 +31,10 @@
 //!   are all different and either no call of an already-called function is in progress and
 //!   the output ends without a new call within the budget, or such a call is in a value that
 //!   the rule above shows can still make it new (each searched byte counting one token).
+//!   Before its own search, a token replays the ways the searches of earlier tokens of the
+//!   same mask found ([`KNOWN_WAYS`], one step per byte where a search tries every byte): the
+//!   way after the token's own bytes where they begin it, else the way alone. Tokens that
+//!   differ in whitespace, or in how much of a name they spell, mostly share one way.
 //!
 //! A call of a function called before counts as new, and is checked as the first case, once
 //! it differs from each earlier call in an argument it has completed, or in the string value
@@ -489,6 +493,128 @@ fn in_args(g: &GrammarInner, frames: &[Frame]) -> bool {
     })
 }
 
+/// One position of a search ([`Ctx::search`]): its states and calls, and how its bytes are
+/// spelled.
+struct SearchNode {
+    states: Vec<Stack>,
+    log: CallLog,
+    spelling: Spelling,
+}
+
+/// The bytes from a search's start, and per prefix of them the fewest tokens that spell it,
+/// each token one the budget allows where it comes (INF: none).
+struct Spelling {
+    bytes: Vec<u8>,
+    tokens: Vec<u32>,
+    /// Per prefix: the fewest tokens a completion needs from there.
+    rests: Vec<u32>,
+    /// The starts `j` whose bytes from `j` on begin some token, with those tokens.
+    live: Vec<(u32, TokenPrefix)>,
+}
+
+impl Spelling {
+    /// The spelling of no bytes, `rest` tokens needed from there.
+    fn start(rest: u32) -> Spelling {
+        Spelling {
+            bytes: Vec::new(),
+            tokens: vec![0],
+            rests: vec![rest],
+            live: Vec::new(),
+        }
+    }
+
+    /// The spelling with `byte` after these bytes (spelled in `spelled` tokens, `rest` needed
+    /// after it, live starts `live`).
+    fn child(&self, byte: u8, spelled: u32, rest: u32, live: Vec<(u32, TokenPrefix)>) -> Spelling {
+        let mut bytes = self.bytes.clone();
+        bytes.push(byte);
+        let mut tokens = self.tokens.clone();
+        tokens.push(spelled);
+        let mut rests = self.rests.clone();
+        rests.push(rest);
+        Spelling {
+            bytes,
+            tokens,
+            rests,
+            live,
+        }
+    }
+
+    /// [`Spelling::child`], in place.
+    fn push(&mut self, byte: u8, spelled: u32, rest: u32, live: Vec<(u32, TokenPrefix)>) {
+        self.bytes.push(byte);
+        self.tokens.push(spelled);
+        self.rests.push(rest);
+        self.live = live;
+    }
+
+    /// The fewest tokens that spell these bytes and then `byte` (INF: none) with
+    /// every token the budget's mask allows where it comes (the tokens so far and the fewest
+    /// the completer counts from there, `rest` after `byte`, within `limit`), and the starts
+    /// whose bytes from there, `byte` included, begin some token: each start of this node
+    /// still live, and the new byte's own, narrowed by `byte`.
+    fn spell_next(
+        &self,
+        vocab: &Vocab,
+        byte: u8,
+        rest: u32,
+        limit: u32,
+    ) -> (u32, Vec<(u32, TokenPrefix)>) {
+        let n = self.bytes.len() as u32;
+        let mut best = INF;
+        let mut live = Vec::with_capacity(self.live.len() + 1);
+        let starts = self.live.iter().copied();
+        for (j, prefix) in starts.chain(std::iter::once((n, vocab.all_tokens_prefix()))) {
+            let (next, exact) = if j == n {
+                vocab.first_byte_prefix(byte)
+            } else {
+                vocab.extend_prefix(prefix, byte)
+            };
+            if next.is_empty() {
+                continue;
+            }
+            let before = self.tokens[j as usize];
+            if exact && before < INF && (before + 1).saturating_add(rest) <= limit {
+                best = best.min(before + 1);
+            }
+            live.push((j, next));
+        }
+        (best, live)
+    }
+
+    /// A lower bound on the tokens of any output that goes on through these bytes and one
+    /// more (spelled in `spelled` tokens, `rest` tokens needed after it): the token
+    /// that holds the new byte starts at one of the `live` starts (the bytes from there to
+    /// the new byte begin some token), or the new byte ends the last token; the spelling up
+    /// to that start and the fewest tokens from there add up to at least this. (Only starts a
+    /// token can span from: a cheap completion a few bytes back must not let the search
+    /// wander on past it for the longest token's length.)
+    fn least_tokens(&self, live: &[(u32, TokenPrefix)], spelled: u32, rest: u32) -> u32 {
+        live.iter()
+            .map(|&(j, _)| self.tokens[j as usize].saturating_add(self.rests[j as usize]))
+            .chain(std::iter::once(spelled.saturating_add(rest)))
+            .min()
+            .unwrap_or(INF)
+    }
+}
+
+/// Most ways one filter keeps to replay ([`Ctx::replay_known`]).
+const KNOWN_WAYS: usize = 4;
+
+/// Adds the way of token bytes `token` then `way` to `known`, unless there, keeping the
+/// [`KNOWN_WAYS`] newest.
+fn remember_way(known: &mut Vec<(usize, Vec<u8>)>, token: &[u8], way: &[u8]) {
+    let mut all = token.to_vec();
+    all.extend_from_slice(way);
+    if known.iter().any(|(_, w)| *w == all) {
+        return;
+    }
+    if known.len() >= KNOWN_WAYS {
+        known.remove(0);
+    }
+    known.push((token.len(), all));
+}
+
 /// What the filter needs to know about the output so far.
 pub(crate) struct Ctx<'a> {
     pub(crate) auto: &'a TokenAutomaton,
@@ -637,14 +763,42 @@ impl<'a> Ctx<'a> {
 
     /// [`Ctx::check_token`] for a token whose states are `next` and log `log`.
     fn check_after(&self, next: &[Stack], log: CallLog, cap: usize) -> Result<(), Miss> {
+        self.way_after(next, log, cap).map(|_| ())
+    }
+
+    /// [`Ctx::check_after`], with the bytes of the way its search found (`None` where the
+    /// value rule, [`Ctx::stack_stays_new`], admitted the token).
+    fn way_after(&self, next: &[Stack], log: CallLog, cap: usize) -> Result<Option<Vec<u8>>, Miss> {
         if log.broken {
             return Err(Miss::None);
         }
         let open = log.open_name().map(|n| log.count(n));
         if open.is_some_and(|c| c > 0) && next.iter().any(|s| self.stack_stays_new(s, self.limit)) {
-            return Ok(());
+            return Ok(None);
         }
-        self.search_within(next, log, cap).map(|_| ())
+        let way = self.search_within(next, log, cap)?;
+        Ok(Some(way.iter().map(|&b| b as u8).collect()))
+    }
+
+    /// True when one of the `known` ways (newest first) leads to a goal after a token with
+    /// bytes `token` (`None`: a special token), states `next` and calls `log`: the way after
+    /// the token's own bytes where they begin it, else the way after the bytes of the token
+    /// that found it ([`Ctx::replay`]).
+    fn replay_known(
+        &self,
+        known: &[(usize, Vec<u8>)],
+        token: Option<&[u8]>,
+        next: &[Stack],
+        log: &CallLog,
+    ) -> bool {
+        !log.broken
+            && known.iter().rev().any(|(len, way)| {
+                let rest = match token {
+                    Some(b) if way.starts_with(b) => &way[b.len()..],
+                    _ => &way[*len..],
+                };
+                self.replay(next, log.clone(), rest)
+            })
     }
 
     /// Best-first search over single bytes for a [`Ctx::goal`]: states in order of the fewest
@@ -665,32 +819,14 @@ impl<'a> Ctx<'a> {
         }
         let g = self.auto.g();
         let comp = self.auto.completer();
-        let h0 = comp.remaining_any(states);
-        if h0 >= INF || h0 > self.limit {
+        let Some(h0) = self.start_cost(states) else {
             return Err(Miss::None);
-        }
-        // The nodes found: states, log, parent, the byte from it, the bytes from the start,
-        // and per prefix of them the fewest tokens that spell it, each token one the budget allows
-        // where it comes (INF: none).
-        struct Node {
-            states: Vec<Stack>,
-            log: CallLog,
-            bytes: Vec<u8>,
-            tokens: Vec<u32>,
-            /// Per prefix: the fewest tokens a completion needs from there.
-            rests: Vec<u32>,
-            /// The starts `j` whose bytes from `j` on begin some token, with those tokens.
-            live: Vec<(u32, TokenPrefix)>,
-        }
+        };
         let vocab = &self.auto.shared.vocab;
-        let longest = (self.auto.longest_token() as usize).clamp(1, 64);
-        let mut nodes = vec![Node {
+        let mut nodes = vec![SearchNode {
             states: states.to_vec(),
             log,
-            bytes: Vec::new(),
-            tokens: vec![0],
-            rests: vec![h0],
-            live: Vec::new(),
+            spelling: Spelling::start(h0),
         }];
         // (tokens + cost, cost, order found, node).
         let mut open = BinaryHeap::new();
@@ -705,7 +841,7 @@ impl<'a> Ctx<'a> {
             }
             expanded += 1;
             self.spent.set(self.spent.get() + 1);
-            if nodes[at].bytes.len() >= SEARCH_DEPTH {
+            if nodes[at].spelling.bytes.len() >= SEARCH_DEPTH {
                 continue;
             }
             let mut seen = [false; 256];
@@ -725,8 +861,9 @@ impl<'a> Ctx<'a> {
                 if h >= INF {
                     continue;
                 }
-                let (spelled, live) = spell_next(vocab, &nodes[at], sym as u8, h, self.limit);
-                let least = least_tokens(&nodes[at], spelled, h, longest);
+                let here = &nodes[at].spelling;
+                let (spelled, live) = here.spell_next(vocab, sym as u8, h, self.limit);
+                let least = here.least_tokens(&live, spelled, h);
                 if least <= self.limit {
                     cands.push((least, h, spelled, sym, std::mem::take(&mut out), live));
                 }
@@ -748,74 +885,72 @@ impl<'a> Ctx<'a> {
                 }
                 // A goal only where the bytes so far are whole tokens.
                 let found = spelled < INF && self.goal(&st, &log, spelled);
-                let mut bytes = nodes[at].bytes.clone();
-                bytes.push(sym as u8);
-                let mut tokens = nodes[at].tokens.clone();
-                tokens.push(spelled);
-                let mut rests = nodes[at].rests.clone();
-                rests.push(h);
-                nodes.push(Node {
+                let spelling = nodes[at].spelling.child(sym as u8, spelled, h, live);
+                if found {
+                    return Ok(spelling.bytes.iter().map(|&b| Sym::from(b)).collect());
+                }
+                nodes.push(SearchNode {
                     states: st,
                     log,
-                    bytes,
-                    tokens,
-                    rests,
-                    live,
+                    spelling,
                 });
                 let id = nodes.len() - 1;
-                if found {
-                    return Ok(nodes[id].bytes.iter().map(|&b| Sym::from(b)).collect());
-                }
                 open.push(Reverse((least, h, id, id)));
             }
         }
-        /// The fewest tokens that spell the bytes of `node` and then `byte` (INF: none) with
-        /// every token the budget's mask allows where it comes (the tokens so far and the
-        /// fewest the completer counts from there, `rest` after `byte`, within `limit`), and
-        /// the starts whose bytes from there, `byte` included, begin some token: each start
-        /// of `node` still live, and the new byte's own, narrowed by `byte`.
-        fn spell_next(
-            vocab: &Vocab,
-            node: &Node,
-            byte: u8,
-            rest: u32,
-            limit: u32,
-        ) -> (u32, Vec<(u32, TokenPrefix)>) {
-            let n = node.bytes.len() as u32;
-            let mut best = INF;
-            let mut live = Vec::with_capacity(node.live.len() + 1);
-            let starts = node.live.iter().copied();
-            for (j, prefix) in starts.chain(std::iter::once((n, vocab.all_tokens_prefix()))) {
-                let (next, exact) = if j == n {
-                    vocab.first_byte_prefix(byte)
-                } else {
-                    vocab.extend_prefix(prefix, byte)
-                };
-                if next.is_empty() {
-                    continue;
-                }
-                let before = node.tokens[j as usize];
-                if exact && before < INF && (before + 1).saturating_add(rest) <= limit {
-                    best = best.min(before + 1);
-                }
-                live.push((j, next));
-            }
-            (best, live)
-        }
-        /// A lower bound on the tokens of any output that goes on through the bytes of `node`
-        /// and one more (spelled in `spelled` tokens, `rest` tokens needed after it): its last
-        /// token boundary at or before the new byte is some prefix, whose spelling and the
-        /// fewest tokens from there add up to at least this.
-        fn least_tokens(node: &Node, spelled: u32, rest: u32, longest: usize) -> u32 {
-            let n = node.bytes.len() + 1;
-            let start = n.saturating_sub(longest);
-            (start..n)
-                .map(|j| node.tokens[j].saturating_add(node.rests[j]))
-                .chain(std::iter::once(spelled.saturating_add(rest)))
-                .min()
-                .unwrap_or(INF)
-        }
         Err(Miss::None)
+    }
+
+    /// The fewest tokens a completion from `states` needs; `None` where none fits the limit.
+    fn start_cost(&self, states: &[Stack]) -> Option<u32> {
+        let h0 = self.auto.completer().remaining_any(states);
+        (h0 < INF && h0 <= self.limit).then_some(h0)
+    }
+
+    /// True when the bytes of `path`, written from `states` with calls `log`, reach a
+    /// [`Ctx::goal`] (at their end or before) by the search's own checks, byte by byte: the
+    /// completion a search found from another position, tried again from this one at the
+    /// price of one step per byte (a search tries every byte at every step).
+    fn replay(&self, states: &[Stack], mut log: CallLog, path: &[u8]) -> bool {
+        if self.goal(states, &log, 0) {
+            return true;
+        }
+        let Some(h0) = self.start_cost(states) else {
+            return false;
+        };
+        let g = self.auto.g();
+        let comp = self.auto.completer();
+        let vocab = &self.auto.shared.vocab;
+        let mut spelling = Spelling::start(h0);
+        let mut now = states.to_vec();
+        let mut out = Vec::new();
+        for &b in path.iter().take(SEARCH_DEPTH) {
+            if !comp.usable(b) {
+                return false;
+            }
+            advance(g, &now, Sym::from(b), &mut out);
+            if out.is_empty() {
+                return false;
+            }
+            let h = comp.remaining_any(&out);
+            if h >= INF {
+                return false;
+            }
+            let (spelled, live) = spelling.spell_next(vocab, b, h, self.limit);
+            if spelling.least_tokens(&live, spelled, h) > self.limit {
+                return false;
+            }
+            log.push_sym(Sym::from(b));
+            if log.broken {
+                return false;
+            }
+            if spelled < INF && self.goal(&out, &log, spelled) {
+                return true;
+            }
+            spelling.push(b, spelled, h, live);
+            std::mem::swap(&mut now, &mut out);
+        }
+        false
     }
 
     /// Filters `mask` (the grammar's mask, under the budget) for the states `states`:
@@ -950,16 +1085,22 @@ impl<'a> Ctx<'a> {
         let mut remove = Vec::new();
         // The states and calls after tokens whose search hit its bound.
         let mut bounded: rustc_hash::FxHashSet<(Vec<Stack>, LogKey)> = Default::default();
+        // The ways found from here so far, newest last: a token's bytes, then the way its
+        // search found after it (the token's length, the bytes). Each later token tries them
+        // before a search of its own: tokens that differ only in whitespace or in how much of
+        // a name they spell mostly share one.
+        let mut known: Vec<(usize, Vec<u8>)> = Vec::new();
         for t in mask.iter() {
             if (t as usize) < vocab_len && ok.is_allowed(t) {
                 continue;
             }
             let left = FILTER_NODES.saturating_sub(self.spent.get());
-            if left == 0 {
+            if left == 0 && known.is_empty() {
                 // The searches' shared bound is spent: the rest is removed unchecked.
                 remove.push(t);
                 continue;
             }
+            let bytes = vocab.token_bytes(t).filter(|_| !vocab.is_special(t));
             let good = match next(t) {
                 None => false,
                 Some(None) => self.check_token(t, None, 0).is_ok(),
@@ -969,11 +1110,18 @@ impl<'a> Ctx<'a> {
                     // bound: so would this one's; removed unchecked. (The calls matter: two
                     // digits leave a number lexeme in one state, but only one may repeat.)
                     let key = (nx, log.key());
-                    if bounded.contains(&key) {
+                    if self.replay_known(&known, bytes, &key.0, &log) {
+                        true
+                    } else if left == 0 || bounded.contains(&key) {
                         false
                     } else {
-                        match self.check_after(&key.0, log, SEARCH_NODES.min(left)) {
-                            Ok(()) => true,
+                        match self.way_after(&key.0, log, SEARCH_NODES.min(left)) {
+                            Ok(way) => {
+                                if let (Some(way), Some(b)) = (way, bytes) {
+                                    remember_way(&mut known, b, &way);
+                                }
+                                true
+                            }
                             Err(Miss::Bound) => {
                                 bounded.insert(key);
                                 false
