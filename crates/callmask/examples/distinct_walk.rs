@@ -42,6 +42,9 @@ struct Totals {
     longest: Duration,
     calls: usize,
     gave_up: u64,
+    /// A checksum of every mask (equal masks, equal sums: a change that must not change the
+    /// masks is checked by comparing it).
+    sum: u64,
 }
 
 /// `walks` random outputs, each drawn with its own seed, the rule `on` or off.
@@ -81,6 +84,9 @@ fn walk_all(auto: &TokenAutomaton, vocab: &Vocab, budget: usize, walks: usize, o
                     String::from_utf8_lossy(&text)
                 );
             }
+            t.sum = mask.words().iter().fold(t.sum, |h, &w| {
+                (h.rotate_left(5) ^ w).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            });
             let allowed: Vec<_> = mask.iter().collect();
             assert!(!allowed.is_empty(), "empty mask before the end");
             let tok = allowed[rng.random_range(0..allowed.len())];
@@ -145,14 +151,15 @@ fn main() {
         }
         let t = walk_all(&auto, &vocab, budget, walks, on);
         println!(
-            "rule {}: {} masks, {:.3} ms total, {:.1} us/mask, longest {:.3} ms, {} calls, gave way {}",
+            "rule {}: {} masks, {:.3} ms total, {:.1} us/mask, longest {:.3} ms, {} calls, gave way {}, masks' checksum {:016x}",
             if on { "on " } else { "off" },
             t.masks,
             t.time.as_secs_f64() * 1e3,
             t.time.as_secs_f64() * 1e6 / t.masks.max(1) as f64,
             t.longest.as_secs_f64() * 1e3,
             t.calls,
-            t.gave_up
+            t.gave_up,
+            t.sum
         );
     }
 }

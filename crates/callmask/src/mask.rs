@@ -14,8 +14,9 @@
 //! are checked against the real stack at run time. Whole masks are also cached per matcher state.
 //!
 //! Every cache is bounded, so memory does not grow with use: per automaton, the top-frame walks
-//! hold at most 64 MiB (emptied when full) and whole masks at most 512 entries (no more are
-//! added once full); the lexeme walks shared by every grammar over a vocabulary go into a
+//! hold at most 64 MiB (emptied when full), the budget's token costs per matcher state at most
+//! 64 MiB (emptied when full), and whole masks at most 512 entries (no more are added once
+//! full); the lexeme walks shared by every grammar over a vocabulary go into a
 //! [`crate::Caches`] (bounded in bytes, least recently used evicted first: see
 //! [`TokenAutomaton::with_caches`]). A [`Matcher`] keeps one rollback snapshot per accepted token, at
 //! most [`DEFAULT_MAX_ROLLBACK`] of them unless told otherwise ([`Matcher::set_max_rollback`]);
@@ -40,7 +41,7 @@ mod text_walks;
 mod walks;
 
 pub use bitset::TokenMask;
-use bitset::TokenSet;
+use bitset::{TokenSet, TokenSetBuilder};
 pub(crate) use distinct::json_eq;
 pub use matcher::{fill_u32_rows, Matcher};
 use walks::{ExitChildren, FirstSteps, Walker};
@@ -74,7 +75,7 @@ struct Local {
 }
 
 /// Token bitmaps by cost, while a state's costs are gathered.
-type Groups = std::collections::BTreeMap<u32, Vec<u64>>;
+type Groups = std::collections::BTreeMap<u32, TokenSetBuilder>;
 
 /// A top frame's own tokens grouped by the fewest tokens the frame (with what it pushed)
 /// needs after each before it is complete.
@@ -88,6 +89,11 @@ struct Costs {
 }
 
 impl Costs {
+    /// Estimated heap bytes.
+    fn bytes(&self) -> usize {
+        self.groups.iter().map(|(_, set)| set.bytes() + 8).sum()
+    }
+
     fn new(list: Vec<(TokenId, u32)>, vocab_len: usize) -> Costs {
         // Grouped by cost without sorting the (large) list; a token reached along several paths
         // may land in several groups, which is what `groups` allows.
@@ -111,9 +117,22 @@ const FULL_CACHE_ENTRIES: usize = 512;
 /// them (walks are recomputed on demand, identically).
 const LOCAL_CACHE_BYTES: usize = 64 << 20;
 
+/// Most bytes of a token budget's costs per matcher state kept per automaton; emptied when it
+/// would exceed them (recomputed on demand, identically). Most states' cost groups are a few
+/// tokens each (kept as ids), so this holds thousands of states: a batch of random outputs
+/// reaches a new state at nearly every token.
+const COSTS_CACHE_BYTES: usize = 64 << 20;
+
 /// How many tokens a new [`Matcher`] can roll back: one state snapshot is kept per accepted
 /// token, the oldest dropped beyond this many.
 pub const DEFAULT_MAX_ROLLBACK: usize = 1024;
+
+/// A token budget's costs per matcher state, and their estimated heap bytes.
+#[derive(Default)]
+struct CostsCache {
+    map: FxHashMap<Vec<Stack>, Arc<Costs>>,
+    bytes: usize,
+}
 
 /// Top-frame walks and their estimated heap bytes.
 #[derive(Default)]
@@ -137,7 +156,7 @@ struct Shared {
     /// Shortest completions, built when a token budget is first set.
     completer: OnceLock<Completer>,
     /// Per matcher state: its allowed tokens by completion cost (bounded like `full`).
-    budget_costs: RwLock<FxHashMap<Vec<Stack>, Arc<Costs>>>,
+    budget_costs: RwLock<CostsCache>,
     /// Shortest completions that start no new call (the distinct-calls rule), built when
     /// first needed.
     no_calls: OnceLock<Completer>,
@@ -223,7 +242,7 @@ impl TokenAutomaton {
                 full: RwLock::new(FxHashMap::default()),
                 missing_bytes: OnceLock::new(),
                 completer: OnceLock::new(),
-                budget_costs: RwLock::new(FxHashMap::default()),
+                budget_costs: RwLock::new(CostsCache::default()),
                 no_calls: OnceLock::new(),
                 symbols: OnceLock::new(),
                 call_nodes: OnceLock::new(),
@@ -464,32 +483,23 @@ impl TokenAutomaton {
             p
         });
         let below = parent.as_ref().map_or(0, |p| comp.remaining(p));
+        let words = self.shared.vocab.len().div_ceil(64);
         for (c, set) in &self.local_costs(top, &local).groups {
             let c = c.saturating_add(below).min(INF);
-            let words = groups
-                .entry(c)
-                .or_insert_with(|| vec![0; self.shared.vocab.len().div_ceil(64)]);
-            set.or_into_words(words);
+            groups.entry(c).or_default().add_set(set, words);
         }
         let Some(parent) = parent else { return };
-        let mut memo = [0u8; 256];
-        for &node in &local.exits {
-            if node == 0 {
-                self.stack_costs(&parent, groups, out);
-            } else if self
-                .walker()
-                .any_child_taken(self.g(), node as usize, &parent, &mut memo)
-            {
-                self.walker()
-                    .walk_costs(self.g(), comp, node as usize, vec![parent.clone()], out);
-            }
+        if local.exits.first() == Some(&0) {
+            self.stack_costs(&parent, groups, out);
         }
+        self.walker()
+            .walk_indexed_costs(self.g(), comp, &local.children, &parent, out);
     }
 
     /// Every token allowed in `states` (end-of-generation tokens excepted) by the fewest
     /// tokens a complete output needs after it; cached per state.
     fn state_costs(&self, states: &[Stack]) -> Arc<Costs> {
-        if let Some(c) = read(&self.shared.budget_costs).get(states) {
+        if let Some(c) = read(&self.shared.budget_costs).map.get(states) {
             return c.clone();
         }
         let mut list = Vec::new();
@@ -510,14 +520,13 @@ impl TokenAutomaton {
         }
         let words = self.shared.vocab.len().div_ceil(64);
         for (t, c) in list {
-            let w = groups.entry(c).or_insert_with(|| vec![0; words]);
-            w[t as usize / 64] |= 1 << (t % 64);
+            groups.entry(c).or_default().add(t, words);
         }
         let c = Arc::new(Costs {
             max: groups.keys().next_back().copied().unwrap_or(0),
             groups: groups
                 .into_iter()
-                .map(|(c, w)| (c, TokenSet::Dense(w)))
+                .map(|(c, set)| (c, set.finish()))
                 .collect(),
         });
         let mut cache = self
@@ -525,10 +534,15 @@ impl TokenAutomaton {
             .budget_costs
             .write()
             .unwrap_or_else(|e| e.into_inner());
-        if cache.len() >= FULL_CACHE_ENTRIES {
-            cache.clear();
+        let frames: usize = states.iter().map(|s| s.len()).sum();
+        let bytes = c.bytes() + frames * std::mem::size_of::<Frame>() + states.len() * 24 + 64;
+        if cache.bytes + bytes > COSTS_CACHE_BYTES {
+            cache.map.clear();
+            cache.bytes = 0;
         }
-        cache.insert(states.to_vec(), c.clone());
+        if cache.map.insert(states.to_vec(), c.clone()).is_none() {
+            cache.bytes += bytes;
+        }
         c
     }
 
@@ -547,7 +561,8 @@ impl TokenAutomaton {
     pub fn cache_bytes(&self) -> usize {
         let local = read(&self.shared.local).bytes;
         let full = read(&self.shared.full).len() * self.shared.vocab.len().div_ceil(8);
-        local + full
+        let costs = read(&self.shared.budget_costs).bytes;
+        local + full + costs
     }
 
     pub(crate) fn g(&self) -> &GrammarInner {

@@ -111,6 +111,74 @@ pub(super) enum TokenSet {
     Dense(Vec<u64>),
 }
 
+/// A [`TokenSet`] being gathered: its ids while they are few (a state's cost groups mostly
+/// hold a handful of tokens each, where a bitmap of the vocabulary is tens of kilobytes to
+/// zero, fill and keep), then a bitmap.
+#[derive(Debug)]
+pub(super) enum TokenSetBuilder {
+    /// The ids so far (unsorted, possibly repeated).
+    Ids(Vec<TokenId>),
+    /// One bit per token id.
+    Words(Vec<u64>),
+}
+
+impl Default for TokenSetBuilder {
+    fn default() -> Self {
+        TokenSetBuilder::Ids(Vec::new())
+    }
+}
+
+impl TokenSetBuilder {
+    /// Turns the ids into a bitmap of `words` words.
+    fn densify(&mut self, words: usize) {
+        if let TokenSetBuilder::Ids(ids) = self {
+            let mut w = vec![0u64; words];
+            for &t in ids.iter() {
+                w[t as usize / 64] |= 1 << (t % 64);
+            }
+            *self = TokenSetBuilder::Words(w);
+        }
+    }
+
+    /// Adds `token` (a vocabulary of `words` bitmap words).
+    pub(super) fn add(&mut self, token: TokenId, words: usize) {
+        match self {
+            TokenSetBuilder::Ids(ids) => {
+                ids.push(token);
+                if ids.len() * 2 >= words {
+                    self.densify(words);
+                }
+            }
+            TokenSetBuilder::Words(w) => w[token as usize / 64] |= 1 << (token % 64),
+        }
+    }
+
+    /// Adds every token of `set` (a vocabulary of `words` bitmap words).
+    pub(super) fn add_set(&mut self, set: &TokenSet, words: usize) {
+        match set {
+            TokenSet::Sparse(ids) => ids.iter().for_each(|&t| self.add(t, words)),
+            TokenSet::Dense(d) => {
+                self.densify(words);
+                if let TokenSetBuilder::Words(w) = self {
+                    w.iter_mut().zip(d).for_each(|(a, b)| *a |= b);
+                }
+            }
+        }
+    }
+
+    /// The set gathered: sorted distinct ids, or the bitmap.
+    pub(super) fn finish(self) -> TokenSet {
+        match self {
+            TokenSetBuilder::Ids(mut ids) => {
+                ids.sort_unstable();
+                ids.dedup();
+                TokenSet::Sparse(ids)
+            }
+            TokenSetBuilder::Words(w) => TokenSet::Dense(w),
+        }
+    }
+}
+
 impl TokenSet {
     pub(super) fn new(ids: Vec<TokenId>, vocab_len: usize) -> TokenSet {
         let words = vocab_len.div_ceil(64);
@@ -137,15 +205,6 @@ impl TokenSet {
         match self {
             TokenSet::Sparse(ids) => ids.iter().for_each(|&t| mask.set(t)),
             TokenSet::Dense(w) => mask.words.iter_mut().zip(w).for_each(|(a, b)| *a |= b),
-        }
-    }
-
-    pub(super) fn or_into_words(&self, words: &mut [u64]) {
-        match self {
-            TokenSet::Sparse(ids) => ids
-                .iter()
-                .for_each(|&t| words[t as usize / 64] |= 1 << (t % 64)),
-            TokenSet::Dense(w) => words.iter_mut().zip(w).for_each(|(a, b)| *a |= b),
         }
     }
 

@@ -483,48 +483,106 @@ impl Walker<'_> {
             let d = self.trie.nodes[i].depth as usize - base;
             let mut next = Vec::new();
             advance(g, &levels[d - 1], self.trie.nodes[i].byte as Sym, &mut next);
-            if next.is_empty() {
+            if next.is_empty() || self.cost_node(g, comp, i, &next, &mut toks, out) {
                 i = self.trie.nodes[i].next as usize;
                 continue;
-            }
-            if self.trie.nodes[i].tok != NO_TOKEN {
-                let c = comp.remaining_any(&next);
-                toks.clear();
-                self.trie.push_tokens(i, &mut toks);
-                out.extend(toks.iter().map(|&t| (t, c)));
-            }
-            // Fast path: one stack inside a lexeme runs the lexeme's automaton alone (its cost
-            // is the lexeme's distance to accepting plus what the rest of the stack needs), and
-            // what follows the lexeme is walked from the nodes where it may end.
-            if let [stack] = next.as_slice() {
-                if let Some((lex, state, after)) = g.as_lexeme(stack.last().unwrap()) {
-                    if after.is_some() || stack.len() > 1 {
-                        let cont = continuation(stack, after);
-                        let below = comp.remaining(&cont);
-                        let dfa = &g.lexemes[lex as usize];
-                        let start_len = out.len();
-                        self.walk_lex_costs(i, dfa, state, comp.lex_distances(lex), out);
-                        for o in &mut out[start_len..] {
-                            o.1 = (o.1 + below).min(INF);
-                        }
-                        let mut lex_exits = Vec::new();
-                        self.walk_lex(i, dfa, state, &mut Vec::new(), &mut lex_exits);
-                        let mut memo = [0u8; 256];
-                        for &e in &lex_exits {
-                            if self.any_child_taken(g, e as usize, &cont, &mut memo) {
-                                self.walk_costs(g, comp, e as usize, vec![cont.clone()], out);
-                            }
-                        }
-                        i = self.trie.nodes[i].next as usize;
-                        continue;
-                    }
-                }
             }
             if levels.len() <= d {
                 levels.resize(d + 1, Vec::new());
             }
             levels[d] = next;
             i += 1;
+        }
+    }
+
+    /// Node `i` of a costs walk ([`Walker::walk_costs`]), reached with the stacks `next`: the
+    /// cost of its token; and where one stack is inside a lexeme, the whole subtree below `i`
+    /// by the lexeme's automaton, with what follows the lexeme walked from the nodes where it
+    /// may end (true: the caller skips the subtree).
+    fn cost_node(
+        &self,
+        g: &GrammarInner,
+        comp: &Completer,
+        i: usize,
+        next: &[Stack],
+        toks: &mut Vec<TokenId>,
+        out: &mut Vec<(TokenId, u32)>,
+    ) -> bool {
+        if self.trie.nodes[i].tok != NO_TOKEN {
+            let c = comp.remaining_any(next);
+            toks.clear();
+            self.trie.push_tokens(i, toks);
+            out.extend(toks.iter().map(|&t| (t, c)));
+        }
+        // Fast path: one stack inside a lexeme runs the lexeme's automaton alone (its cost is
+        // the lexeme's distance to accepting plus what the rest of the stack needs).
+        let [stack] = next else {
+            return false;
+        };
+        let Some((lex, state, after)) = g.as_lexeme(stack.last().unwrap()) else {
+            return false;
+        };
+        if after.is_none() && stack.len() == 1 {
+            return false;
+        }
+        let cont = continuation(stack, after);
+        let below = comp.remaining(&cont);
+        let dfa = &g.lexemes[lex as usize];
+        let start_len = out.len();
+        self.walk_lex_costs(i, dfa, state, comp.lex_distances(lex), out);
+        for o in &mut out[start_len..] {
+            o.1 = (o.1 + below).min(INF);
+        }
+        let mut lex_exits = Vec::new();
+        self.walk_lex(i, dfa, state, &mut Vec::new(), &mut lex_exits);
+        let mut memo = [0u8; 256];
+        for &e in &lex_exits {
+            if self.any_child_taken(g, e as usize, &cont, &mut memo) {
+                self.walk_costs(g, comp, e as usize, vec![cont.clone()], out);
+            }
+        }
+        true
+    }
+
+    /// [`Walker::walk_costs`] out of a frame, from all its exits at once: `stack` (the frame's
+    /// parent, the frame complete) walked into the exits' `children`, by byte, only the bytes
+    /// it takes (one step each, where a walk per exit would try each exit's children).
+    pub(super) fn walk_indexed_costs(
+        &self,
+        g: &GrammarInner,
+        comp: &Completer,
+        children: &ExitChildren,
+        stack: &Stack,
+        out: &mut Vec<(TokenId, u32)>,
+    ) {
+        let mut kids: Vec<u32> = Vec::new();
+        let mut next = Vec::new();
+        let mut toks = Vec::new();
+        for b in 0..256usize {
+            if let ExitChildren::Sorted { starts, .. } = children {
+                if starts[b] == starts[b + 1] {
+                    continue;
+                }
+            }
+            advance(g, std::slice::from_ref(stack), b as Sym, &mut next);
+            if next.is_empty() {
+                continue;
+            }
+            let list = match children {
+                ExitChildren::Sorted { children, starts } => {
+                    &children[starts[b] as usize..starts[b + 1] as usize]
+                }
+                ExitChildren::Text(t) => {
+                    kids.clear();
+                    self.text_children(t, b as u8, &mut kids);
+                    &kids[..]
+                }
+            };
+            for &c in list {
+                if !self.cost_node(g, comp, c as usize, &next, &mut toks, out) {
+                    self.walk_costs(g, comp, c as usize, next.clone(), out);
+                }
+            }
         }
     }
 }
