@@ -90,6 +90,16 @@ pub(super) enum ExitChildren {
 }
 
 impl ExitChildren {
+    /// False when no child has byte `byte` (a text walk's are read when asked for: true).
+    pub(super) fn may_have(&self, byte: u8) -> bool {
+        match self {
+            ExitChildren::Sorted { starts, .. } => {
+                starts[byte as usize] != starts[byte as usize + 1]
+            }
+            ExitChildren::Text(_) => true,
+        }
+    }
+
     /// Estimated heap bytes.
     pub(super) fn bytes(&self) -> usize {
         match self {
@@ -276,6 +286,26 @@ impl Walker<'_> {
         }
     }
 
+    /// The exits' children of byte `byte` (`kids` holds them where they are read from the
+    /// text index).
+    fn children_by<'k>(
+        &self,
+        children: &'k ExitChildren,
+        byte: u8,
+        kids: &'k mut Vec<u32>,
+    ) -> &'k [u32] {
+        match children {
+            ExitChildren::Sorted { children, starts } => {
+                &children[starts[byte as usize] as usize..starts[byte as usize + 1] as usize]
+            }
+            ExitChildren::Text(t) => {
+                kids.clear();
+                self.text_children(t, byte, kids);
+                kids
+            }
+        }
+    }
+
     /// [`Walker::walk_exits`] out of exits indexed by child byte ([`Walker::exit_children`] or
     /// a shared walk's): a byte `stack` cannot take skips all its children at once.
     pub(super) fn walk_indexed_exits(
@@ -290,10 +320,8 @@ impl Walker<'_> {
         let mut first = memo.remove(stack).unwrap_or_else(|| vec![None; 256]);
         let mut kids: Vec<u32> = Vec::new();
         for (b, step) in first.iter_mut().enumerate() {
-            if let ExitChildren::Sorted { starts, .. } = children {
-                if starts[b] == starts[b + 1] {
-                    continue;
-                }
+            if !children.may_have(b as u8) {
+                continue;
             }
             let next = step.get_or_insert_with(|| {
                 let mut n = Vec::new();
@@ -301,17 +329,7 @@ impl Walker<'_> {
                 (!n.is_empty()).then_some(n)
             });
             let Some(next) = next.clone() else { continue };
-            let list = match children {
-                ExitChildren::Sorted { children, starts } => {
-                    &children[starts[b] as usize..starts[b + 1] as usize]
-                }
-                ExitChildren::Text(t) => {
-                    kids.clear();
-                    self.text_children(t, b as u8, &mut kids);
-                    &kids[..]
-                }
-            };
-            for &c in list {
+            for &c in self.children_by(children, b as u8, &mut kids) {
                 self.walk_node(g, c as usize, next.clone(), out, exits.as_deref_mut(), memo);
             }
         }
@@ -558,27 +576,15 @@ impl Walker<'_> {
         let mut kids: Vec<u32> = Vec::new();
         let mut next = Vec::new();
         let mut toks = Vec::new();
-        for b in 0..256usize {
-            if let ExitChildren::Sorted { starts, .. } = children {
-                if starts[b] == starts[b + 1] {
-                    continue;
-                }
+        for b in 0..=255u8 {
+            if !children.may_have(b) {
+                continue;
             }
-            advance(g, std::slice::from_ref(stack), b as Sym, &mut next);
+            advance(g, std::slice::from_ref(stack), Sym::from(b), &mut next);
             if next.is_empty() {
                 continue;
             }
-            let list = match children {
-                ExitChildren::Sorted { children, starts } => {
-                    &children[starts[b] as usize..starts[b + 1] as usize]
-                }
-                ExitChildren::Text(t) => {
-                    kids.clear();
-                    self.text_children(t, b as u8, &mut kids);
-                    &kids[..]
-                }
-            };
-            for &c in list {
+            for &c in self.children_by(children, b, &mut kids) {
                 if !self.cost_node(g, comp, c as usize, &next, &mut toks, out) {
                     self.walk_costs(g, comp, c as usize, next.clone(), out);
                 }
