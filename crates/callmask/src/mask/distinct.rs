@@ -56,8 +56,8 @@
 //! completion again, and the first tokens of its shortest spellings are allowed (each leaves
 //! the rest of it, which ends the output with distinct calls within the budget). Where the
 //! current position is itself such an end (a value that one more character makes new), the
-//! one-byte tokens that pass the check are allowed. Only a token admitted by a cheap rule,
-//! whose completion the search from the next position does not find within its bound, could
+//! one-byte tokens that pass the check are allowed. Only a token admitted by a cheap rule or a
+//! replay, whose completion the search from the next position does not find within its bound, could
 //! still leave an empty mask: there the rule gives way for the rest of the output (the
 //! grammar's and the budget's mask, so never a dead end), counted by
 //! `Matcher::distinct_gave_up`.
@@ -551,8 +551,8 @@ impl Spelling {
     /// The fewest tokens that spell these bytes and then `byte` (INF: none) with
     /// every token the budget's mask allows where it comes (the tokens so far and the fewest
     /// the completer counts from there, `rest` after `byte`, within `limit`), and the starts
-    /// whose bytes from there, `byte` included, begin some token: each start of this node
-    /// still live, and the new byte's own, narrowed by `byte`.
+    /// whose bytes from there, `byte` included, begin some token: each start so far still
+    /// live, and the new byte's own, narrowed by `byte`.
     fn spell_next(
         &self,
         vocab: &Vocab,
