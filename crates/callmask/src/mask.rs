@@ -155,7 +155,7 @@ struct Shared {
     missing_bytes: OnceLock<Vec<u8>>,
     /// Shortest completions, built when a token budget is first set.
     completer: OnceLock<Completer>,
-    /// Per matcher state: its allowed tokens by completion cost (bounded like `full`).
+    /// Per matcher state: its allowed tokens by completion cost (bounded in bytes).
     budget_costs: RwLock<CostsCache>,
     /// Shortest completions that start no new call (the distinct-calls rule), built when
     /// first needed.
