@@ -13,6 +13,7 @@
 //! the root variant is picked from the options. So `auto` allows text or calls, `none` only the
 //! call-free paths, `required` only paths with a call, and `parallel_calls: false` exactly one.
 
+mod ir;
 mod lower;
 mod structural;
 mod syntax;
@@ -27,12 +28,13 @@ use crate::grammar::{Capture, Grammar, Node, NodeId};
 use crate::python::is_identifier;
 use crate::schema::{CompileOptions, Compiler, Encoding};
 use crate::tools::Tools;
+use ir::Expr;
 use lower::lower;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
-use syntax::{parse_rules, Expr};
+use syntax::parse_rules;
 
 /// How [`DialectOptions`] and [`CompileOptions`] read and write JSON.
 mod options_json;

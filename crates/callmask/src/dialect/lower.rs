@@ -1,15 +1,25 @@
-//! Lowering a parsed dialect into one grammar: each rule in up to four call-count variants
-//! (no call, one, at least one, any number), built-ins (`@text`, `@text_without`, `@ws`, the
-//! calls generated from the tools' schemas) compiled through the schema compiler's
-//! [`GrammarBuilder`](crate::grammar::builder::GrammarBuilder).
+//! The one lowerer: a tool-call format's [`Expr`] tree, from a dialect file or a structural
+//! tag, into one grammar through the schema compiler's
+//! [`GrammarBuilder`](crate::grammar::builder::GrammarBuilder). A dialect's rules are lowered in
+//! up to four call-count variants (no call, one, at least one, any number) with the calls
+//! generated from the tools' schemas; a structural tag's forms (`tags.rs`, its XML styles in
+//! `xml.rs`) in one, its calls being its object-schema regions. Literals, regexes, special
+//! tokens, sequences, choices, repetitions and text are lowered alike for both.
 
-use super::syntax::{affix_text, Affix, Expr, XmlArgs, XmlTyping};
+mod tags;
+mod xml;
+
+pub(super) use tags::{lower_tag, TagVocab};
+use xml::{raw_string_schema, xml_top_keyword};
+
+use super::ir::{affix_text, Affix, Expr, XmlArgs, XmlTyping};
 use super::*;
 use crate::grammar::dfa::{Dfa, Op};
 use crate::schema::keywords::{Keyword, Role};
 use crate::schema::Lexeme;
 use serde_json::Map;
 use std::borrow::Cow;
+use tags::TagScope;
 
 /// Adds `"additionalProperties": false` to every object schema in `schema` that lists
 /// `properties` and leaves extra keys to JSON Schema's default, where nothing else (pattern or
@@ -127,25 +137,16 @@ pub(super) fn lower(
             }
         })
         .collect::<Result<_>>()?;
-    let mut l = Lowering {
-        c: Compiler::new(&null, &options.compile),
-        dialect,
-        tools,
-        allowed,
-        memo: HashMap::new(),
-        cur: None,
-        specials: Vec::new(),
-        calls: HashMap::new(),
-        params: &params,
-        max_text: match (&options.tool_choice, options.max_text_chars) {
-            (_, Some(u32::MAX)) => None,
-            (_, Some(n)) => Some(n),
-            (ToolChoice::Required | ToolChoice::Function(_), None) => {
-                Some(DEFAULT_REQUIRED_TEXT_CHARS)
-            }
-            _ => None,
-        },
+    let max_text = match (&options.tool_choice, options.max_text_chars) {
+        (_, Some(u32::MAX)) => None,
+        (_, Some(n)) => Some(n),
+        (ToolChoice::Required | ToolChoice::Function(_), None) => Some(DEFAULT_REQUIRED_TEXT_CHARS),
+        _ => None,
     };
+    let c = Compiler::new(&null, &options.compile);
+    let mut l = Lowering::new(c, dialect, tools, &params, max_text);
+    l.allowed = allowed;
+    l.functions = tools.as_slice().iter().map(|t| t.name.clone()).collect();
     let root = dialect.rule("root").expect("checked at parse time");
     let body = match (&options.tool_choice, options.parallel_calls) {
         (ToolChoice::None, _) => l.lower(root, V::Zero, 0)?,
@@ -174,11 +175,8 @@ pub(super) fn lower(
             l.c.b.push(Node::Seq(vec![opt, body]))?
         }
     };
-    let functions = tools.as_slice().iter().map(|t| t.name.clone()).collect();
-    let specials = std::mem::take(&mut l.specials);
     l.c.b.distinct_calls = options.distinct_calls;
-    let g = l.c.b.finish(root, false, specials, functions)?;
-    Ok(g)
+    l.finish(root, false)
 }
 
 /// Call-count variant of a rule: no call, exactly one, at least one, any number.
@@ -204,6 +202,46 @@ pub(super) struct Lowering<'a> {
     params: &'a [Cow<'a, Value>],
     /// Bound on each stretch of free text, in characters.
     max_text: Option<u32>,
+    /// Call labels, by index of [`Capture::Call`]: the tools' names, then a structural tag's
+    /// regions.
+    functions: Vec<String>,
+    /// The vocabulary's special-token texts, longest first: a literal holding one matches
+    /// there the special token or its spelling (structural tags; empty for dialect files).
+    vocab_specials: Vec<String>,
+    /// Where a structural tag's lowering stands.
+    tag: TagScope<'a>,
+}
+
+impl<'a> Lowering<'a> {
+    fn new(
+        c: Compiler<'a>,
+        dialect: &'a Dialect,
+        tools: &'a Tools,
+        params: &'a [Cow<'a, Value>],
+        max_text: Option<u32>,
+    ) -> Lowering<'a> {
+        Lowering {
+            c,
+            dialect,
+            tools,
+            allowed: Vec::new(),
+            memo: HashMap::new(),
+            cur: None,
+            specials: Vec::new(),
+            calls: HashMap::new(),
+            params,
+            max_text,
+            functions: Vec::new(),
+            vocab_specials: Vec::new(),
+            tag: TagScope::default(),
+        }
+    }
+
+    /// The grammar with `root` as its start.
+    fn finish(mut self, root: NodeId, json_root: bool) -> Result<Grammar> {
+        let specials = std::mem::take(&mut self.specials);
+        self.c.b.finish(root, json_root, specials, self.functions)
+    }
 }
 
 /// Says which function's parameters an error is about.
@@ -285,8 +323,41 @@ impl<'a> Lowering<'a> {
         self.c.b.push(Node::Never)
     }
 
+    /// `bytes` as a literal, except that a vocabulary special token's text in it (see
+    /// [`Self::vocab_specials`]) may also be that special token.
     pub(super) fn lit(&mut self, bytes: &[u8]) -> Result<NodeId> {
-        lit_node(&mut self.c, bytes)
+        let text = match std::str::from_utf8(bytes) {
+            Ok(t) if !self.vocab_specials.is_empty() => t,
+            _ => return lit_node(&mut self.c, bytes),
+        };
+        let mut parts = Vec::new();
+        let mut plain = 0;
+        let mut i = 0;
+        while i < text.len() {
+            let hit = self
+                .vocab_specials
+                .iter()
+                .find(|s| text[i..].starts_with(s.as_str()))
+                .cloned();
+            match hit {
+                Some(s) => {
+                    if plain < i {
+                        parts.push(lit_node(&mut self.c, &bytes[plain..i])?);
+                    }
+                    parts.push(self.marker(&s)?);
+                    i += s.len();
+                    plain = i;
+                }
+                None => i += text[i..].chars().next().map_or(1, char::len_utf8),
+            }
+        }
+        if plain < text.len() {
+            parts.push(lit_node(&mut self.c, &bytes[plain..])?);
+        }
+        match parts.as_slice() {
+            [one] => Ok(*one),
+            _ => self.c.b.push(Node::Seq(parts)),
+        }
     }
 
     /// A regex lexeme (kept in the compile's caches, so its token walks are shared too).
@@ -308,7 +379,7 @@ impl<'a> Lowering<'a> {
     /// A marker that is a special token where the vocabulary has one so spelled, else text.
     pub(super) fn marker(&mut self, text: &str) -> Result<NodeId> {
         let s = self.special(text)?;
-        let t = self.lit(text.as_bytes())?;
+        let t = lit_node(&mut self.c, text.as_bytes())?;
         self.c.b.push(Node::Union(vec![s, t]))
     }
 
@@ -340,16 +411,46 @@ impl<'a> Lowering<'a> {
         match e {
             Expr::Lit(b) => leaf(self, &mut |t| t.lit(b)),
             Expr::Regex(r) => leaf(self, &mut |t| {
-                t.regex(r).map_err(|e| match e {
+                t.regex(r).map_err(|e| match (e, &t.tag.at) {
+                    // In a structural tag: the pattern's error, at the form's pointer.
+                    (
+                        Error::InvalidPattern {
+                            pattern, message, ..
+                        },
+                        Some(at),
+                    ) => Error::InvalidPattern {
+                        pattern,
+                        path: super::ir::pointer(at),
+                        message,
+                    },
                     // A limit met while compiling stays a limit (the whole grammar's, not the
                     // file's fault).
-                    e @ Error::LimitExceeded { .. } => e,
-                    e => Error::Dialect {
+                    (e @ Error::LimitExceeded { .. }, _) => e,
+                    (e, Some(_)) => e,
+                    (e, None) => Error::Dialect {
                         dialect: t.dialect.name.clone(),
                         message: format!("regex /{r}/: {e}"),
                     },
                 })
             }),
+            Expr::At(path, x) => {
+                let saved = self.tag.at.replace(path.clone());
+                let r = self.lower(x, v, depth + 1);
+                self.tag.at = saved;
+                r
+            }
+            Expr::Schema(_)
+            | Expr::AnyText { .. }
+            | Expr::Tag(_)
+            | Expr::Triggered(_)
+            | Expr::Separated { .. }
+            | Expr::Dispatch(_)
+            | Expr::Token(_)
+            | Expr::AnyTokens(_)
+            | Expr::ExcludeToken(_)
+            | Expr::SomeTokens { .. }
+            | Expr::TokenTriggered(_)
+            | Expr::TokenDispatch(_) => leaf(self, &mut |t| t.tag_form(e, depth)),
             Expr::Special(s) => leaf(self, &mut |t| t.special(s)),
             Expr::Ws => leaf(self, &mut |t| t.ws()),
             Expr::Text(m) => leaf(self, &mut |t| t.text(m, Capture::Text)),
@@ -665,23 +766,6 @@ impl<'a> Lowering<'a> {
     }
 }
 
-/// Most listed arguments for which `@xml_args` allows any order (it tracks which were written,
-/// one grammar node per subset); with more, they come in the schema's order.
-pub(super) const XML_ANY_ORDER_MAX: usize = 8;
-
-/// Top-level keywords of a parameters schema that `@xml_args` can honour (besides annotations).
-pub(super) const XML_TOP_KEYWORDS: &[Keyword] = &[
-    Keyword::Type,
-    Keyword::Properties,
-    Keyword::Required,
-    Keyword::AdditionalProperties,
-];
-
-/// True when `k` is one of [`XML_TOP_KEYWORDS`].
-fn xml_top_keyword(k: &str) -> bool {
-    Keyword::from_name(k).is_some_and(|k| XML_TOP_KEYWORDS.contains(&k))
-}
-
 impl Lowering<'_> {
     /// `@name`, `@name_json`, `@args(...)` or `@xml_args(...)` for the function of the
     /// enclosing `@call`.
@@ -772,7 +856,7 @@ impl Lowering<'_> {
         }
         let fname = self.tools.as_slice()[i].name.clone();
         let path = format!("/{fname}/properties/{key}");
-        let value = self.raw_value(&[string], &[], &[], &path)?;
+        let value = self.raw_value(&[string], &[], &[], &path, true)?;
         let k = match self.c.b.raw_arg_keys.iter().position(|x| x == key) {
             Some(k) => k,
             None => {
@@ -784,671 +868,11 @@ impl Lowering<'_> {
             .b
             .push(Node::Capture(Capture::RawArgs(k as u32), value))
     }
-
-    /// An `@xml_args` affix: its literals, special tokens and markers in sequence.
-    fn affix(&mut self, a: &[Affix]) -> Result<NodeId> {
-        let mut ids = Vec::new();
-        for x in a {
-            ids.push(match x {
-                Affix::Lit(b) => self.lit(b)?,
-                Affix::Special(s) => self.special(s)?,
-                Affix::Marker(m) => self.marker(m)?,
-            });
-        }
-        match ids.as_slice() {
-            [one] => Ok(*one),
-            _ => self.c.b.push(Node::Seq(ids)),
-        }
-    }
-
-    /// A raw value: text matching one of the string schemas `parts` (see
-    /// [`string_part`]) and holding none of `without`.
-    fn raw_value(
-        &mut self,
-        parts: &[Map<String, Value>],
-        without: &[String],
-        pad: &[u8],
-        path: &str,
-    ) -> Result<NodeId> {
-        let key = Lexeme::XmlRaw {
-            without: without.to_vec(),
-            parts: Value::Array(parts.iter().cloned().map(Value::Object).collect()).to_string(),
-            strings: self.c.string_options_key(),
-        };
-        let d = self.c.cached(key, |c| {
-            let states = c.opts.max_lexeme_states;
-            let mut acc: Option<crate::grammar::dfa::Dfa> = None;
-            for obj in parts {
-                let d = raw_string_content(c, obj, path)?;
-                acc = Some(match acc {
-                    None => d,
-                    Some(a) => a
-                        .product(&d, crate::grammar::dfa::Op::Or, states)
-                        .map_err(|e| c.b.dfa_err(e, path, ""))?,
-                });
-            }
-            let d = match acc {
-                Some(d) => d,
-                None => crate::grammar::dfa::Dfa::literals(std::iter::empty::<&[u8]>(), states)
-                    .map_err(|e| c.b.dfa_err(e, path, ""))?,
-            };
-            if without.is_empty() {
-                return Ok(d);
-            }
-            let alts: Vec<String> = without.iter().map(|w| regex_syntax::escape(w)).collect();
-            let bad =
-                c.b.regex(&format!("(?s:.)*(?:{})(?s:.)*", alts.join("|")), "")?;
-            d.product(&bad, crate::grammar::dfa::Op::AndNot, states)
-                .map_err(|e| c.b.dfa_err(e, path, ""))
-        })?;
-        self.c.enc = Encoding::Json;
-        if !pad.is_empty() {
-            return self.padded_raw(&d, pad, path);
-        }
-        let l = self.c.b.lexeme(d)?;
-        self.c.b.push(Node::Capture(Capture::Value(true), l))
-    }
-
-    /// A JSON value of `schema` (a property of function `i`), with an optional `pad` on either
-    /// side (a JSON value never starts nor ends with the pad's text: line breaks).
-    fn json_value(&mut self, i: usize, schema: &Value, pad: &[u8], path: &str) -> Result<NodeId> {
-        let v = self.json_value_bare(i, schema, path)?;
-        if pad.is_empty() {
-            return Ok(v);
-        }
-        let mut seq = Vec::new();
-        for _ in 0..2 {
-            let p = self.lit(pad)?;
-            seq.push(self.c.b.push(Node::Repeat {
-                item: p,
-                min: 0,
-                max: 1,
-            })?);
-        }
-        self.c.b.push(Node::Seq(vec![seq[0], v, seq[1]]))
-    }
-
-    fn json_value_bare(&mut self, i: usize, schema: &Value, path: &str) -> Result<NodeId> {
-        let fname = self.tools.as_slice()[i].name.clone();
-        let doc: &Value = &self.params[i];
-        self.c.set_document(doc, Encoding::Json);
-        let n = self
-            .c
-            .compile(schema, path)
-            .map_err(|e| in_function(e, &fname))?;
-        self.c.b.push(Node::Capture(Capture::Value(false), n))
-    }
-
-    /// The arguments of function `i` as tagged fields (see [`XmlArgs`]).
-    fn xml_args(&mut self, i: usize, x: &XmlArgs) -> Result<NodeId> {
-        let normalized = crate::schema::normalize_type_aliases(&self.params[i]);
-        let schema: &Value = &normalized;
-        let fname = self.tools.as_slice()[i].name.clone();
-        let refuse = |reason: String| Error::Unrepresentable {
-            what: "arguments of",
-            name: fname.clone(),
-            dialect: self.dialect.name.clone(),
-            reason,
-        };
-        let obj = schema
-            .as_object()
-            .ok_or_else(|| refuse("the parameters must be an object schema".into()))?;
-        if let Some(k) = obj
-            .keys()
-            .find(|k| !xml_top_keyword(k) && !crate::schema::is_annotation(k))
-        {
-            return Err(refuse(format!(
-                "tagged arguments take a plain object schema (properties, required), not `{k}`"
-            )));
-        }
-        if obj.get("type").is_some_and(|t| t != "object") {
-            return Err(refuse("the parameters must be of type object".into()));
-        }
-        let props: Vec<(String, Value)> = match obj.get("properties") {
-            None => Vec::new(),
-            Some(Value::Object(p)) => p.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-            Some(_) => return Err(refuse("`properties` must be an object".into())),
-        };
-        let required: Vec<String> = match obj.get("required") {
-            None => Vec::new(),
-            Some(Value::Array(r)) => r
-                .iter()
-                .filter_map(|v| v.as_str().map(str::to_owned))
-                .collect(),
-            Some(_) => return Err(refuse("`required` must be an array".into())),
-        };
-        if let Some(r) = required
-            .iter()
-            .find(|r| !props.iter().any(|(k, _)| k == *r))
-        {
-            return Err(refuse(format!(
-                "required argument {r:?} is not among the properties"
-            )));
-        }
-        // Keys are written as is: no markup or line breaks in them.
-        if let Some((k, _)) = props.iter().find(|(k, _)| {
-            k.is_empty() || k.bytes().any(|b| b"<>\"&\n\r".contains(&b)) || k.trim() != k
-        }) {
-            return Err(Error::Unrepresentable {
-                what: "argument name",
-                name: k.clone(),
-                dialect: self.dialect.name.clone(),
-                reason: "a tagged argument name may not be empty, hold <>\"& or line breaks, nor start or end with a space".into(),
-            });
-        }
-        let without = raw_exclusions(x);
-        let mut fields = Vec::new();
-        for (k, p) in &props {
-            self.c.b.check_budget()?;
-            let path = format!("/{fname}/properties/{k}");
-            let open = self.affix(&x.key_prefix)?;
-            let key = self.lit(k.as_bytes())?;
-            let key = self.c.b.push(Node::Capture(Capture::Key, key))?;
-            let close = self.affix(&x.value_suffix)?;
-            let value = match &x.typing {
-                XmlTyping::BySchema => {
-                    let mid = self.affix(&x.key_suffix)?;
-                    let v = match raw_string_schema(p) {
-                        Some(obj) => self.raw_value(&[obj], &without, &x.pad, &path)?,
-                        None => self.json_value(i, p, &x.pad, &path)?,
-                    };
-                    self.c.b.push(Node::Seq(vec![mid, v]))?
-                }
-                XmlTyping::Tagged(groups) => {
-                    let mut alts = Vec::new();
-                    for g in groups {
-                        let v = if g.raw() {
-                            match string_part(p, schema, 0) {
-                                Ok(None) => continue,
-                                Ok(Some(parts)) => {
-                                    self.raw_value(&parts, &without, &x.pad, &path)?
-                                }
-                                Err(reason) => {
-                                    return Err(Error::Unrepresentable {
-                                        what: "argument",
-                                        name: format!("{fname}.{k}"),
-                                        dialect: self.dialect.name.clone(),
-                                        reason: format!(
-                                            "its string values are written raw, and {reason}"
-                                        ),
-                                    })
-                                }
-                            }
-                        } else {
-                            match restrict_types(p, &g.types) {
-                                None => continue,
-                                Some(s) => self.json_value(i, &s, &x.pad, &path)?,
-                            }
-                        };
-                        let mid = self.affix(&g.suffix)?;
-                        alts.push(self.c.b.push(Node::Seq(vec![mid, v]))?);
-                    }
-                    self.c.b.push(Node::Union(alts))?
-                }
-            };
-            let mut parts = vec![open, key, value, close];
-            if !x.sep.is_empty() {
-                let s = self.lit(&x.sep)?;
-                let s = self.c.b.push(Node::Repeat {
-                    item: s,
-                    min: 0,
-                    max: 1,
-                })?;
-                parts.insert(0, s);
-            }
-            fields.push(self.c.b.push(Node::Seq(parts))?);
-        }
-        let req: Vec<bool> = props.iter().map(|(k, _)| required.contains(k)).collect();
-        let body = if fields.len() <= XML_ANY_ORDER_MAX {
-            // One node per set of written fields: any order, each at most once.
-            let n = fields.len();
-            let mut memo: HashMap<u32, NodeId> = HashMap::new();
-            self.field_sets(0, n, &fields, &req, &mut memo)?
-        } else {
-            let mut items = Vec::new();
-            for (f, r) in fields.iter().zip(&req) {
-                items.push(if *r {
-                    *f
-                } else {
-                    self.c.b.push(Node::Repeat {
-                        item: *f,
-                        min: 0,
-                        max: 1,
-                    })?
-                });
-            }
-            self.c.b.push(Node::Seq(items))?
-        };
-        self.c.b.push(Node::Capture(Capture::Fields, body))
-    }
-
-    /// A raw value with an optional `pad` on each side that is not part of it: the value may
-    /// not start nor end with the pad, and an empty value is written with at most one pad before
-    /// and one after, each output with one reading: `pad V pad?`, `V pad?` with V non-empty, or
-    /// V empty.
-    fn padded_raw(&mut self, d: &Arc<Dfa>, pad: &[u8], path: &str) -> Result<NodeId> {
-        let states = self.c.opts.max_lexeme_states;
-        let p = regex_syntax::escape(&String::from_utf8_lossy(pad));
-        let ends = self.c.b.regex(&format!("{p}(?s:.)*|(?s:.)*{p}"), "")?;
-        let inner = d
-            .product(&ends, Op::AndNot, states)
-            .map_err(|e| self.c.b.dfa_err(e, path, ""))?;
-        let empty = self.c.b.regex("", "")?;
-        let nonempty = inner
-            .product(&empty, Op::AndNot, states)
-            .map_err(|e| self.c.b.dfa_err(e, path, ""))?;
-        let empty_ok = inner.matches(b"");
-        let inner = Arc::new(inner);
-        let mut alts = Vec::new();
-        // pad V pad?
-        let v = self.c.b.lexeme(inner.clone())?;
-        let v = self.c.b.push(Node::Capture(Capture::Value(true), v))?;
-        let p1 = self.lit(pad)?;
-        let p2 = self.lit(pad)?;
-        let p2 = self.c.b.push(Node::Repeat {
-            item: p2,
-            min: 0,
-            max: 1,
-        })?;
-        alts.push(self.c.b.push(Node::Seq(vec![p1, v, p2]))?);
-        // V pad?, V non-empty
-        let v = self.c.b.lexeme(Arc::new(nonempty))?;
-        let v = self.c.b.push(Node::Capture(Capture::Value(true), v))?;
-        alts.push(self.c.b.push(Node::Seq(vec![v, p2]))?);
-        // V empty
-        if empty_ok {
-            let e = self.c.b.regex("", "")?;
-            let v = self.c.b.lexeme(Arc::new(
-                e.product(&inner, Op::And, states)
-                    .map_err(|e| self.c.b.dfa_err(e, path, ""))?,
-            ))?;
-            alts.push(self.c.b.push(Node::Capture(Capture::Value(true), v))?);
-        }
-        self.c.b.push(Node::Union(alts))
-    }
-
-    /// The fields that may follow once the fields in `seen` (a bit set) are written.
-    fn field_sets(
-        &mut self,
-        seen: u32,
-        n: usize,
-        fields: &[NodeId],
-        req: &[bool],
-        memo: &mut HashMap<u32, NodeId>,
-    ) -> Result<NodeId> {
-        if let Some(&id) = memo.get(&seen) {
-            return Ok(id);
-        }
-        let mut alts = Vec::new();
-        if (0..n).all(|k| !req[k] || seen & (1 << k) != 0) {
-            alts.push(self.c.b.push(Node::Seq(vec![]))?);
-        }
-        for k in 0..n {
-            if seen & (1 << k) == 0 {
-                let rest = self.field_sets(seen | (1 << k), n, fields, req, memo)?;
-                alts.push(self.c.b.push(Node::Seq(vec![fields[k], rest]))?);
-            }
-        }
-        let id = self.c.b.push(Node::Union(alts))?;
-        memo.insert(seen, id);
-        Ok(id)
-    }
-}
-
-/// A raw (unquoted) string value of a tagged argument, as `obj` (a string schema, see
-/// [`raw_string_schema`]) allows it, holding no `stop` (the value's closing tag).
-pub(super) fn raw_string_lexeme(
-    c: &mut Compiler,
-    obj: &serde_json::Map<String, Value>,
-    stop: &str,
-    path: &str,
-) -> Result<NodeId> {
-    let d = c.cached(
-        Lexeme::RawString {
-            stop: stop.to_string(),
-            schema: Value::Object(obj.clone()).to_string(),
-            strings: c.string_options_key(),
-        },
-        |c| {
-            let states = c.opts.max_lexeme_states;
-            let d = raw_string_content(c, obj, path)?;
-            let bad =
-                c.b.regex(&format!("(?s:.)*{}(?s:.)*", regex_syntax::escape(stop)), "")?;
-            d.product(&bad, crate::grammar::dfa::Op::AndNot, states)
-                .map_err(|e| c.b.dfa_err(e, path, ""))
-        },
-    )?;
-    c.enc = Encoding::Json;
-    c.b.lexeme(d)
-}
-
-/// The keywords of a property schema that admits only strings, which `@xml_args` writes raw:
-/// `{"type": "string", ...}` (lengths, pattern, format, enum, const) or an enum/const of strings.
-pub(super) fn raw_string_schema(p: &Value) -> Option<serde_json::Map<String, Value>> {
-    let o = p.as_object()?;
-    let typed = match o.get("type") {
-        Some(Value::String(t)) => t == "string",
-        Some(Value::Array(a)) => a.len() == 1 && a[0] == "string",
-        Some(_) => false,
-        None => false,
-    };
-    let all_str = |v: &Value| match v {
-        Value::Array(a) => a.iter().all(Value::is_string),
-        v => v.is_string(),
-    };
-    let enum_strings = ["enum", "const"]
-        .iter()
-        .filter_map(|k| o.get(*k))
-        .all(all_str)
-        && (o.contains_key("enum") || o.contains_key("const"));
-    if !typed && !enum_strings {
-        return None;
-    }
-    let ok = o.keys().all(|k| {
-        Keyword::from_name(k).is_some_and(Keyword::fits_string_schema)
-            || crate::schema::is_annotation(k)
-    });
-    if !ok
-        || !["enum", "const"]
-            .iter()
-            .filter_map(|k| o.get(*k))
-            .all(all_str)
-    {
-        return None;
-    }
-    Some(o.clone())
-}
-
-/// Whether raw values may not hold the key prefix's text (the peers' parsers end a value at
-/// the next field).
-const RAW_WITHOUT_KEY_PREFIX: bool = true;
-
-/// The texts a raw `@xml_args` value may not hold: the value suffix's (without the whitespace
-/// around it), the key prefix's, the text of every special token and marker in either (a marker
-/// falls back to its text where the vocabulary lacks the token; a special token's spelling would
-/// be read as the token by the text parser), and `value_without`'s.
-fn raw_exclusions(x: &XmlArgs) -> Vec<String> {
-    let trimmed = |a: &[Affix]| {
-        let t = String::from_utf8_lossy(&affix_text(a)).into_owned();
-        match t.trim() {
-            "" => t.clone(),
-            s => s.to_owned(),
-        }
-    };
-    let mut v = vec![trimmed(&x.value_suffix)];
-    if RAW_WITHOUT_KEY_PREFIX {
-        v.push(trimmed(&x.key_prefix));
-    }
-    for a in x.value_suffix.iter().chain(&x.key_prefix) {
-        if let Affix::Special(s) | Affix::Marker(s) = a {
-            v.push(s.clone());
-        }
-    }
-    v.extend(x.value_without.iter().cloned());
-    v.sort();
-    v.dedup();
-    v
-}
-
-/// The decoded content a raw-string schema `obj` allows: its string keywords' automaton, within
-/// its `enum`/`const` strings where it has them.
-pub(super) fn raw_string_content(
-    c: &mut Compiler,
-    obj: &Map<String, Value>,
-    path: &str,
-) -> Result<Dfa> {
-    let states = c.opts.max_lexeme_states;
-    let d = c.string_dfa(obj, path)?;
-    let Some(lits) = raw_literals(obj) else {
-        return Ok(d);
-    };
-    let l = Dfa::literals(lits.iter().map(|s| s.as_bytes()), states)
-        .map_err(|e| c.b.dfa_err(e, path, ""))?;
-    d.product(&l, Op::And, states)
-        .map_err(|e| c.b.dfa_err(e, path, ""))
-}
-
-/// The strings an `enum`/`const` of a raw-string schema `m` allows (the intersection of its
-/// lists; members that are not strings never match a raw string), if it has either.
-fn raw_literals(m: &Map<String, Value>) -> Option<Vec<String>> {
-    let mut acc: Option<Vec<String>> = None;
-    for kw in ["enum", "const"] {
-        let Some(v) = m.get(kw) else { continue };
-        let vals: Vec<String> = match v {
-            Value::Array(a) => a
-                .iter()
-                .filter_map(|x| x.as_str().map(str::to_owned))
-                .collect(),
-            Value::String(s) => vec![s.clone()],
-            _ => Vec::new(),
-        };
-        acc = Some(match acc {
-            None => vals,
-            Some(a) => a.into_iter().filter(|x| vals.contains(x)).collect(),
-        });
-    }
-    acc
-}
-
-/// The strings a property schema admits, as string schemas (`type: string` with `minLength`,
-/// `maxLength`, `pattern`, `format`, `enum`/`const` of strings) whose union they are: `None`
-/// where it admits no string; an error (why) where its strings depend on something a raw value
-/// cannot be checked against (`allOf`, `not`, `if`, a `oneOf` with several string branches,
-/// a remote `$ref`, ...). `root`: the parameters schema, for local `$ref`s.
-fn string_part(
-    p: &Value,
-    root: &Value,
-    depth: usize,
-) -> std::result::Result<Option<Vec<Map<String, Value>>>, String> {
-    if depth > 16 {
-        return Err("its `$ref`s nest too deeply".into());
-    }
-    let o = match p {
-        Value::Bool(true) => return Ok(Some(vec![Map::new()])),
-        Value::Bool(false) => return Ok(None),
-        Value::Object(o) => o,
-        _ => return Err("it is not a schema".into()),
-    };
-    if let Some(t) = o.get("type") {
-        let strings = match t {
-            Value::String(s) => s == "string",
-            Value::Array(a) => a.iter().any(|x| x == "string"),
-            _ => false,
-        };
-        if !strings {
-            return Ok(None);
-        }
-    }
-    let mut base = Map::new();
-    let mut subs: Vec<Vec<Map<String, Value>>> = Vec::new();
-    for (k, v) in o {
-        match Keyword::from_name(k) {
-            Some(Keyword::Type | Keyword::Nullable) => {}
-            Some(kw) if kw.role() == Role::String => {
-                base.insert(k.clone(), v.clone());
-            }
-            Some(Keyword::Enum) => {
-                let s: Vec<Value> = v
-                    .as_array()
-                    .map(|a| a.iter().filter(|x| x.is_string()).cloned().collect())
-                    .unwrap_or_default();
-                if s.is_empty() {
-                    return Ok(None);
-                }
-                base.insert(k.clone(), Value::Array(s));
-            }
-            Some(Keyword::Const) => {
-                if !v.is_string() {
-                    return Ok(None);
-                }
-                base.insert(k.clone(), v.clone());
-            }
-            Some(Keyword::Ref) => {
-                let target = v
-                    .as_str()
-                    .and_then(|r| r.strip_prefix('#'))
-                    .and_then(|ptr| root.pointer(ptr))
-                    .ok_or_else(|| format!("its `$ref` {v} is not a local reference"))?;
-                match string_part(target, root, depth + 1)? {
-                    None => return Ok(None),
-                    Some(parts) => subs.push(parts),
-                }
-            }
-            Some(Keyword::AnyOf | Keyword::OneOf) => {
-                let mut parts = Vec::new();
-                let mut branches = 0;
-                for b in v.as_array().map(Vec::as_slice).unwrap_or(&[]) {
-                    if let Some(ps) = string_part(b, root, depth + 1)? {
-                        branches += 1;
-                        parts.extend(ps);
-                    }
-                }
-                if k == "oneOf" && branches > 1 {
-                    return Err("several of its `oneOf` branches admit strings".into());
-                }
-                if branches == 0 {
-                    return Ok(None);
-                }
-                subs.push(parts);
-            }
-            Some(kw) if kw.never_constrains_strings() => {}
-            _ if crate::schema::is_annotation(k) => {}
-            _ => {
-                return Err(format!(
-                    "its strings are constrained through `{k}`, which a raw value cannot be \
-                     checked against"
-                ))
-            }
-        }
-    }
-    let mut out = vec![base];
-    if subs.len() > 1 {
-        return Err("it combines `$ref`, `anyOf` and `oneOf`".into());
-    }
-    if let Some(parts) = subs.pop() {
-        let base = out.pop().expect("one");
-        for mut part in parts {
-            for (k, v) in &base {
-                match part.get(k) {
-                    Some(w) if w != v => {
-                        return Err(format!(
-                            "its `{k}` stands both beside and inside a subschema"
-                        ))
-                    }
-                    _ => {
-                        part.insert(k.clone(), v.clone());
-                    }
-                }
-            }
-            out.push(part);
-        }
-    }
-    for m in &mut out {
-        m.insert("type".into(), "string".into());
-    }
-    Ok(Some(out))
-}
-
-/// True when `v` is of one of the JSON `types` (an integral number is an `integer`).
-fn of_type(v: &Value, types: &[&str]) -> bool {
-    match v {
-        Value::Null => types.contains(&"null"),
-        Value::Bool(_) => types.contains(&"boolean"),
-        Value::Number(n) => {
-            types.contains(&"number")
-                || (types.contains(&"integer")
-                    && (n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)))
-        }
-        Value::String(_) => types.contains(&"string"),
-        Value::Array(_) => types.contains(&"array"),
-        Value::Object(_) => types.contains(&"object"),
-    }
-}
-
-/// `p` restricted to values of the JSON `types` (its `type` intersected, its `enum`/`const`
-/// filtered), or `None` where it admits none of them.
-fn restrict_types(p: &Value, types: &[&str]) -> Option<Value> {
-    let mut o = match p {
-        Value::Bool(false) => return None,
-        Value::Bool(true) => Map::new(),
-        Value::Object(o) => o.clone(),
-        // Not a schema: the compiler says so.
-        _ => return Some(p.clone()),
-    };
-    let mut have: Vec<&str> = match o.get("type") {
-        None => types.to_vec(),
-        Some(Value::String(t)) => vec![t.as_str()],
-        Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).collect(),
-        Some(_) => return Some(p.clone()),
-    };
-    if o.contains_key("type") && o.get("nullable") == Some(&Value::Bool(true)) {
-        have.push("null");
-    }
-    let mut out: Vec<&str> = Vec::new();
-    for t in super::syntax::JSON_TYPES {
-        let admitted = have.contains(&t) || (t == "integer" && have.contains(&"number"));
-        let wanted = types.contains(&t) || (t == "integer" && types.contains(&"number"));
-        if admitted && wanted {
-            out.push(t);
-        }
-    }
-    // `number` admits integers: where both are in, `number` says it.
-    if out.contains(&"number") {
-        out.retain(|t| *t != "integer");
-    }
-    if out.is_empty() {
-        return None;
-    }
-    o.remove("nullable");
-    o.insert(
-        "type".into(),
-        match out.as_slice() {
-            [one] => Value::from(*one),
-            _ => Value::from(out.clone()),
-        },
-    );
-    if let Some(Value::Array(e)) = o.get("enum") {
-        let kept: Vec<Value> = e.iter().filter(|v| of_type(v, &out)).cloned().collect();
-        if kept.is_empty() {
-            return None;
-        }
-        o.insert("enum".into(), Value::Array(kept));
-    }
-    if o.get("const").is_some_and(|c| !of_type(c, &out)) {
-        return None;
-    }
-    Some(Value::Object(o))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::grammar::{CompileOptions, Node};
-
-    /// A raw value's automaton depends on [`CompileOptions::format_annotation`]: compiled with
-    /// it and then without it in one process, the second compile must not reuse the first's
-    /// automaton (which ignores `format`). Both shared one cache entry before the key held the
-    /// option.
-    #[test]
-    fn raw_value_cache_keeps_format_annotation_apart() {
-        let obj = serde_json::json!({"type": "string", "format": "date"});
-        let obj = obj.as_object().expect("an object").clone();
-        let root = Value::Bool(true);
-        let accepts_non_date = |annotation: bool| {
-            let opts = CompileOptions::default().format_annotation(annotation);
-            let mut c = Compiler::new(&root, &opts);
-            let id = raw_string_lexeme(&mut c, &obj, "</callmask-format-test>", "")
-                .expect("a raw string lexeme");
-            match c.b.nodes[id as usize] {
-                Node::Lex(l) => c.b.lexemes[l as usize].matches(b"x"),
-                _ => false,
-            }
-        };
-        for _ in 0..2 {
-            assert!(accepts_non_date(true), "format as an annotation: any text");
-            assert!(!accepts_non_date(false), "format asserted: `x` is no date");
-        }
-    }
 
     /// [`is_strict`] says exactly when [`strict_objects`] changes nothing (the lowering copies
     /// a tool's parameters only then).

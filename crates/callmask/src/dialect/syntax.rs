@@ -2,122 +2,8 @@
 //! every rule reference checked. Nothing here knows about tools or grammars; lowering the rules
 //! into a grammar is `lower.rs`.
 
+use super::ir::*;
 use super::*;
-
-/// A dialect expression.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) enum Expr {
-    Lit(Vec<u8>),
-    Regex(String),
-    Special(String),
-    Rule(String),
-    Seq(Vec<Expr>),
-    Alt(Vec<Expr>),
-    Repeat(Box<Expr>, u32, u32),
-    Text(Vec<String>),
-    TextMatching(String),
-    /// Reasoning text up to (not holding) any of the markers.
-    Reasoning(Vec<String>),
-    /// The vocabulary's special token of this text where it has one, else the text.
-    Marker(String),
-    Ws,
-    JsonCall {
-        name_key: String,
-        args_key: String,
-        enc: Encoding,
-        /// An extra `"key": "id"` entry whose string content matches the regex.
-        id: Option<(String, String)>,
-    },
-    /// `@python_call`; `true` with `literals=both`: values may also spell `true`, `false` and
-    /// `null` as JSON does.
-    PythonCall(bool),
-    ParenCall,
-    /// `@call(expr)`: one call per function, `expr` written with that function's `@name` and
-    /// `@args...`; `@call(expr, names="regex")`: only for the functions whose name matches.
-    Call(Box<Expr>, Option<String>),
-    /// `@call_id(expr)`: the call's own id, as the model writes it (inside `@call`); the parser
-    /// returns the text `expr` matched as the call's id.
-    CallId(Box<Expr>),
-    /// The function's name, as is (inside `@call`).
-    Name,
-    /// The function's name as a JSON string (inside `@call`).
-    NameJson,
-    /// The function's arguments in this encoding (inside `@call`).
-    Args(Encoding),
-    /// The function's arguments as the raw text of their one string argument, the one named
-    /// here (inside `@call`): `@args(as=raw, key="code")`.
-    RawArgs(String),
-    /// The function's arguments as tagged fields (inside `@call`): per argument
-    /// `key_prefix KEY key_suffix VALUE value_suffix`; see [`XmlArgs`].
-    XmlArgs(Box<XmlArgs>),
-}
-
-/// One piece of an `@xml_args` affix: literal bytes, a special token, or a marker (the special
-/// token where the vocabulary has one, else its text).
-#[derive(Debug, Clone, PartialEq)]
-pub(super) enum Affix {
-    Lit(Vec<u8>),
-    Special(String),
-    Marker(String),
-}
-
-/// The text an affix spells (special tokens and markers by their text).
-pub(super) fn affix_text(a: &[Affix]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for x in a {
-        match x {
-            Affix::Lit(b) => out.extend_from_slice(b),
-            Affix::Special(s) | Affix::Marker(s) => out.extend_from_slice(s.as_bytes()),
-        }
-    }
-    out
-}
-
-/// How `@xml_args` tells a raw string value from a JSON one.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) enum XmlTyping {
-    /// By the schema: raw where the property admits only strings, else JSON (one `key_suffix`).
-    BySchema,
-    /// By the suffix after the key: one suffix per group of JSON types (`json_key_suffix`, or
-    /// `types=(...)` with `{type}` in `key_suffix`); the group holding `string` is raw text.
-    Tagged(Vec<TypeGroup>),
-}
-
-/// The JSON types whose values follow `suffix` (raw text for `string`, alone in its group;
-/// JSON otherwise).
-#[derive(Debug, Clone, PartialEq)]
-pub(super) struct TypeGroup {
-    pub(super) types: Vec<&'static str>,
-    pub(super) suffix: Vec<Affix>,
-}
-
-impl TypeGroup {
-    pub(super) fn raw(&self) -> bool {
-        self.types == ["string"]
-    }
-}
-
-/// The JSON types, as `types=(...)` names them.
-pub(super) const JSON_TYPES: [&str; 7] = [
-    "string", "integer", "number", "boolean", "null", "object", "array",
-];
-
-/// `@xml_args(...)`.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) struct XmlArgs {
-    pub(super) key_prefix: Vec<Affix>,
-    pub(super) key_suffix: Vec<Affix>,
-    pub(super) value_suffix: Vec<Affix>,
-    pub(super) typing: XmlTyping,
-    /// Texts a raw value may not hold besides its suffix and the key prefix (`value_without`).
-    pub(super) value_without: Vec<String>,
-    /// Text that may come before each field (`sep`, may be empty).
-    pub(super) sep: Vec<u8>,
-    /// Text that may come right after the key suffix and right before the value suffix, not
-    /// part of the value (`pad`, may be empty): a raw value then may not start or end with it,
-    /// so each output has one reading.
-    pub(super) pad: Vec<u8>,
-}
 
 /// Lexes and parses a dialect file into its rules; checks that `root` exists, that no rule is
 /// defined twice, that every reference names a rule, and that the call parts stand where they
@@ -1162,6 +1048,7 @@ impl Parser {
             value_without: without.unwrap_or_default(),
             sep: sep.unwrap_or_default(),
             pad: pad.unwrap_or_default(),
+            reading: XmlReading::Strict,
         })))
     }
 }

@@ -60,18 +60,6 @@ pub(crate) enum Lexeme {
         parts: String,
         strings: &'static str,
     },
-    /// A raw string value (its schema as JSON text) that holds no `stop`.
-    RawString {
-        stop: String,
-        schema: String,
-        strings: &'static str,
-    },
-    /// A raw XML value (its schema as JSON text) inside a tag with end strings `ends`.
-    XmlValue {
-        ends: Vec<String>,
-        schema: String,
-        strings: &'static str,
-    },
 }
 
 /// A [`Lexeme`] with the compile options that change its automaton: the key of a compiled
@@ -129,16 +117,6 @@ impl fmt::Display for Lexeme {
                 parts,
                 strings,
             } => write!(f, "xmlraw|{without:?}|{parts}|{strings}"),
-            Lexeme::RawString {
-                stop,
-                schema,
-                strings,
-            } => write!(f, "xmlraw1|{stop:?}|{schema}|{strings}"),
-            Lexeme::XmlValue {
-                ends,
-                schema,
-                strings,
-            } => write!(f, "xmlvalue|{ends:?}|{schema}|{strings}"),
         }
     }
 }

@@ -124,15 +124,13 @@ pub(super) fn number_spelling_dfa(
                 (left > 0).then_some(Dot(left))
             }
             (Zero { neg }, b'.') => (frac_digits > 0).then_some(FracZeros { neg, zeros: 0 }),
-            (Dot(left) | Frac(left), b'0'..=b'9') => (left > 0).then_some(Frac(left - 1)),
+            (Dot(left) | Frac(left), b'0'..=b'9') => (left > 0).then(|| Frac(left - 1)),
             (FracZeros { neg, zeros }, b'0') => (zeros < frac_digits).then_some(FracZeros {
                 neg,
                 zeros: zeros + 1,
             }),
-            (FracZeros { zeros, .. }, b'1'..=b'9') => {
-                let left = (frac_digits - zeros - 1).min(sig - 1);
-                (zeros < frac_digits).then_some(Frac(left))
-            }
+            (FracZeros { zeros, .. }, b'1'..=b'9') => (zeros < frac_digits)
+                .then(|| Frac((frac_digits - zeros - 1).min(sig.saturating_sub(1)))),
             (Zero { neg }, b'e' | b'E') => exp(!neg),
             (FracZeros { neg, zeros }, b'e' | b'E') => exp(!neg && zeros > 0),
             (Int(_) | Frac(_), b'e' | b'E') => exp(true),
