@@ -1,7 +1,9 @@
 //! XGrammar's structural tags as input: `{"type": "structural_tag", "format": {...}}` (and the
 //! older `{"type": "structural_tag", "structures": [...], "triggers": [...]}` that vLLM and
 //! SGLang send for tool calling) compiled into one [`Grammar`], so that the strict tool-calling
-//! specs those engines emit compile unchanged.
+//! specs those engines emit compile unchanged. This is a front end: it reads the JSON into the
+//! intermediate form dialect files are read into (`ir.rs`), and the one lowerer (`lower.rs`)
+//! compiles it.
 //!
 //! Supported formats, with XGrammar's semantics (`docs/structural_tag/` in mlc-ai/xgrammar):
 //! `const_string`, `json_schema` (style `json`, and the XML styles `qwen_xml` (also as the
@@ -233,7 +235,7 @@ impl Reader {
         let c = o
             .get("content")
             .ok_or_else(|| bad(path, "missing `content`"))?;
-        Self::format(c, &format!("{path}/content"), depth + 1)
+        Self::form(c, &format!("{path}/content"), depth + 1)
     }
 
     fn elements(o: &Map<String, Value>, path: &str, depth: usize) -> Result<Vec<Expr>> {
@@ -246,7 +248,7 @@ impl Reader {
         }
         a.iter()
             .enumerate()
-            .map(|(i, e)| Self::format(e, &format!("{path}/elements/{i}"), depth + 1))
+            .map(|(i, e)| Self::form(e, &format!("{path}/elements/{i}"), depth + 1))
             .collect()
     }
 
@@ -340,7 +342,8 @@ impl Reader {
             .collect()
     }
 
-    fn format(v: &Value, path: &str, depth: usize) -> Result<Expr> {
+    /// Reads one format object (at JSON pointer `path`) into the intermediate form.
+    fn form(v: &Value, path: &str, depth: usize) -> Result<Expr> {
         if depth > MAX_NESTING {
             return Err(Error::LimitExceeded {
                 what: "structural tag nesting",
@@ -508,7 +511,7 @@ impl Reader {
                     let p = format!("{path}/rules/{i}");
                     match r.as_array().map(Vec::as_slice) {
                         Some([Value::String(pat), f]) if !pat.is_empty() => {
-                            rs.push((pat.clone(), Self::format(f, &format!("{p}/1"), depth + 1)?))
+                            rs.push((pat.clone(), Self::form(f, &format!("{p}/1"), depth + 1)?))
                         }
                         _ => return Err(bad(&p, "a rule must be [non-empty pattern, format]")),
                     }
@@ -587,7 +590,7 @@ impl Reader {
                     match r.as_array().map(Vec::as_slice) {
                         Some([t, f]) => rs.push((
                             Self::token(t, &format!("{p}/0"))?,
-                            Self::format(f, &format!("{p}/1"), depth + 1)?,
+                            Self::form(f, &format!("{p}/1"), depth + 1)?,
                         )),
                         _ => return Err(bad(&p, "a rule must be [token, format]")),
                     }
@@ -620,7 +623,7 @@ impl StructuralTag {
         crate::schema::check_schema_shape([value], &CompileOptions::default())?;
         let o = Reader::obj(value, "")?;
         let format = if let Some(f) = o.get("format") {
-            Reader::format(f, "/format", 1)?
+            Reader::form(f, "/format", 1)?
         } else if o.contains_key("structures") {
             let structures = o
                 .get("structures")
@@ -651,11 +654,11 @@ impl StructuralTag {
                 "tags": tags,
                 "at_least_one": o.get("at_least_one").cloned().unwrap_or(Value::Bool(false)),
             });
-            Reader::format(&legacy, "", 1)?
+            Reader::form(&legacy, "", 1)?
         } else if o.get("type").and_then(Value::as_str) == Some("structural_tag") {
             return Err(bad("", "missing `format` (or `structures` and `triggers`)"));
         } else {
-            Reader::format(value, "", 1)?
+            Reader::form(value, "", 1)?
         };
         Ok(StructuralTag { format })
     }
