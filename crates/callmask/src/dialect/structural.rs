@@ -362,61 +362,7 @@ impl Reader {
         };
         Ok(match ty {
             "const_string" => Expr::Lit(Self::str_field(o, "value", path)?.into_bytes()),
-            "json_schema" | "qwen_xml_parameter" => {
-                let style = match o.get("style") {
-                    None | Some(Value::Null) if ty == "json_schema" => "json".to_owned(),
-                    None | Some(Value::Null) => "qwen_xml".to_owned(),
-                    Some(Value::String(s)) => s.clone(),
-                    Some(_) => return Err(bad(path, "`style` must be a string")),
-                };
-                let xml = match style.as_str() {
-                    "json" => None,
-                    s => Some(XmlStyle::from_name(s).ok_or_else(|| match s {
-                        "minimax_m3_xml" | "cohere_xml" | "kimi_k3_xml" => unsupported(
-                            format!("style: {s}"),
-                            path,
-                            "this style nests arguments recursively (or types them in an \
-                             attribute); callmask compiles the json, qwen_xml, minimax_xml, \
-                             glm_xml, deepseek_xml and deepseek_v4_1_xml styles",
-                        ),
-                        _ => bad(path, format!("unknown `style` {s:?}")),
-                    })?),
-                };
-                match o.get("any_order") {
-                    None | Some(Value::Null | Value::Bool(_)) => {}
-                    Some(_) => return Err(bad(path, "`any_order` must be a boolean")),
-                }
-                if !Self::strings(o, "excludes", path, false)?.is_empty() {
-                    return Err(unsupported(
-                        "json_schema excludes",
-                        path,
-                        "substrings forbidden inside JSON strings are not compiled; leave \
-                         `excludes` empty",
-                    ));
-                }
-                let mut schema = o
-                    .get("json_schema")
-                    .cloned()
-                    .ok_or_else(|| bad(path, "missing `json_schema`"))?;
-                if !schema.is_object() && !schema.is_boolean() {
-                    return Err(bad(path, "`json_schema` must be an object or a boolean"));
-                }
-                // XGrammar's strict mode.
-                strict_objects(&mut schema);
-                // `$id`s, anchors and dynamic `$ref`s become local JSON pointers (no registry
-                // here: a remote `$ref` stays unresolved).
-                if let Some(r) = crate::schema::resolve_refs(&schema, &CompileOptions::default())? {
-                    schema = r;
-                }
-                let max_ws = Self::count(o, "max_whitespace_cnt", path)?
-                    .map(|n| u16::try_from(n).unwrap_or(u16::MAX));
-                Expr::Schema(Box::new(SchemaRegion {
-                    schema,
-                    max_ws,
-                    xml,
-                    path: path.to_owned(),
-                }))
-            }
+            "json_schema" | "qwen_xml_parameter" => Self::json_schema(o, ty, path)?,
             "any_text" => {
                 if Self::count(o, "max_tokens", path)?.is_some() {
                     return Err(unsupported(
@@ -442,91 +388,16 @@ impl Reader {
             "optional" => Expr::Repeat(Box::new(Self::content(o, path, depth)?), 0, 1),
             "star" => Expr::Repeat(Box::new(Self::content(o, path, depth)?), 0, u32::MAX),
             "plus" => Expr::Repeat(Box::new(Self::content(o, path, depth)?), 1, u32::MAX),
-            "repeat" => {
-                let min = match o.get("min").and_then(Value::as_i64) {
-                    Some(m) if m >= 0 => u32::try_from(m).unwrap_or(u32::MAX),
-                    _ => return Err(bad(path, "`min` must be a non-negative integer")),
-                };
-                let max = match o.get("max").and_then(Value::as_i64) {
-                    Some(-1) => u32::MAX,
-                    Some(m) if m >= 0 => u32::try_from(m).unwrap_or(u32::MAX),
-                    _ => return Err(bad(path, "`max` must be -1 (unbounded) or >= 0")),
-                };
-                if min > max {
-                    return Err(bad(path, "`min` must be at most `max`"));
-                }
-                // A huge count would make the shortest output (and any completion) huge.
-                if min > MAX_REPEAT || (max != u32::MAX && max > MAX_REPEAT) {
-                    return Err(Error::LimitExceeded {
-                        what: "structural tag repeat count",
-                        limit: MAX_REPEAT as usize,
-                    });
-                }
-                Expr::Repeat(Box::new(Self::content(o, path, depth)?), min, max)
-            }
+            "repeat" => Self::repeat(o, path, depth)?,
             "tag" => Expr::Tag(Box::new(Self::tag(v, path, depth)?)),
-            "triggered_tags" => {
-                let triggers = Self::strings(o, "triggers", path, true)?;
-                if triggers.is_empty() || triggers.iter().any(String::is_empty) {
-                    return Err(bad(path, "`triggers` must be non-empty strings"));
-                }
-                let tags = Self::tags(o, path, depth)?;
-                for t in &tags {
-                    let Delim::Text(begin) = &t.begin else {
-                        // XGrammar: token begins belong to token_triggered_tags.
-                        return Err(bad(
-                            &t.path,
-                            "a tag of triggered_tags must have a string begin",
-                        ));
-                    };
-                    let n = triggers.iter().filter(|g| begin.starts_with(*g)).count();
-                    if n != 1 {
-                        return Err(bad(
-                            &t.path,
-                            format!("the tag's begin {begin:?} matches {n} triggers (must be 1)"),
-                        ));
-                    }
-                }
-                Expr::Triggered(Box::new(Triggered {
-                    triggers,
-                    tags,
-                    at_least_one: Self::bool_field(o, "at_least_one", path)?,
-                    stop_after_first: Self::bool_field(o, "stop_after_first", path)?,
-                    excludes: Self::strings(o, "excludes", path, false)?,
-                }))
-            }
+            "triggered_tags" => Self::triggered_tags(o, path, depth)?,
             "tags_with_separator" => Expr::Separated {
                 tags: Self::tags(o, path, depth)?,
                 separator: Self::str_field(o, "separator", path)?,
                 at_least_one: Self::bool_field(o, "at_least_one", path)?,
                 stop_after_first: Self::bool_field(o, "stop_after_first", path)?,
             },
-            "dispatch" => {
-                let rules = o
-                    .get("rules")
-                    .and_then(Value::as_array)
-                    .ok_or_else(|| bad(path, "`rules` must be a list of [pattern, format]"))?;
-                let mut rs = Vec::new();
-                for (i, r) in rules.iter().enumerate() {
-                    let p = format!("{path}/rules/{i}");
-                    match r.as_array().map(Vec::as_slice) {
-                        Some([Value::String(pat), f]) if !pat.is_empty() => {
-                            rs.push((pat.clone(), Self::form(f, &format!("{p}/1"), depth + 1)?))
-                        }
-                        _ => return Err(bad(&p, "a rule must be [non-empty pattern, format]")),
-                    }
-                }
-                let looping = match o.get("loop") {
-                    None | Some(Value::Null) => true,
-                    Some(Value::Bool(b)) => *b,
-                    Some(_) => return Err(bad(path, "`loop` must be a boolean")),
-                };
-                Expr::Dispatch(Box::new(Dispatch {
-                    rules: rs,
-                    looping,
-                    excludes: Self::strings(o, "excludes", path, false)?,
-                }))
-            }
+            "dispatch" => Self::dispatch(o, path, depth)?,
             "token" => Expr::Token(Self::token(
                 o.get("token").ok_or_else(|| bad(path, "missing `token`"))?,
                 path,
@@ -557,60 +428,212 @@ impl Reader {
                 }
                 Expr::AnyTokens(Self::token_list(o, "exclude_tokens", path)?)
             }
-            "token_triggered_tags" => {
-                let triggers = Self::token_list(o, "trigger_tokens", path)?;
-                if triggers.is_empty() {
-                    return Err(bad(path, "`trigger_tokens` must not be empty"));
-                }
-                let tags = Self::tags(o, path, depth)?;
-                for t in &tags {
-                    if !matches!(t.begin, Delim::Token(_)) {
-                        return Err(bad(
-                            &t.path,
-                            "a tag of token_triggered_tags must have a token begin",
-                        ));
-                    }
-                }
-                Expr::TokenTriggered(Box::new(Triggered {
-                    triggers,
-                    tags,
-                    at_least_one: Self::bool_field(o, "at_least_one", path)?,
-                    stop_after_first: Self::bool_field(o, "stop_after_first", path)?,
-                    excludes: Self::token_list(o, "exclude_tokens", path)?,
-                }))
-            }
-            "token_dispatch" => {
-                let rules = o
-                    .get("rules")
-                    .and_then(Value::as_array)
-                    .ok_or_else(|| bad(path, "`rules` must be a list of [token, format]"))?;
-                let mut rs = Vec::new();
-                for (i, r) in rules.iter().enumerate() {
-                    let p = format!("{path}/rules/{i}");
-                    match r.as_array().map(Vec::as_slice) {
-                        Some([t, f]) => rs.push((
-                            Self::token(t, &format!("{p}/0"))?,
-                            Self::form(f, &format!("{p}/1"), depth + 1)?,
-                        )),
-                        _ => return Err(bad(&p, "a rule must be [token, format]")),
-                    }
-                }
-                if rs.is_empty() {
-                    return Err(bad(path, "`rules` must not be empty"));
-                }
-                let looping = match o.get("loop") {
-                    None | Some(Value::Null) => true,
-                    Some(Value::Bool(b)) => *b,
-                    Some(_) => return Err(bad(path, "`loop` must be a boolean")),
-                };
-                Expr::TokenDispatch(Box::new(Dispatch {
-                    rules: rs,
-                    looping,
-                    excludes: Self::token_list(o, "exclude_tokens", path)?,
-                }))
-            }
+            "token_triggered_tags" => Self::token_triggered_tags(o, path, depth)?,
+            "token_dispatch" => Self::token_dispatch(o, path, depth)?,
             t => return Err(bad(path, format!("unknown format type {t:?}"))),
         })
+    }
+
+    /// `json_schema` (and the deprecated `qwen_xml_parameter`, `type` `ty`): an inline schema,
+    /// made strict as XGrammar makes it, in JSON or an XML style.
+    fn json_schema(o: &Map<String, Value>, ty: &str, path: &str) -> Result<Expr> {
+        let style = match o.get("style") {
+            None | Some(Value::Null) if ty == "json_schema" => "json".to_owned(),
+            None | Some(Value::Null) => "qwen_xml".to_owned(),
+            Some(Value::String(s)) => s.clone(),
+            Some(_) => return Err(bad(path, "`style` must be a string")),
+        };
+        let xml = match style.as_str() {
+            "json" => None,
+            s => Some(XmlStyle::from_name(s).ok_or_else(|| match s {
+                "minimax_m3_xml" | "cohere_xml" | "kimi_k3_xml" => unsupported(
+                    format!("style: {s}"),
+                    path,
+                    "this style nests arguments recursively (or types them in an \
+                     attribute); callmask compiles the json, qwen_xml, minimax_xml, \
+                     glm_xml, deepseek_xml and deepseek_v4_1_xml styles",
+                ),
+                _ => bad(path, format!("unknown `style` {s:?}")),
+            })?),
+        };
+        match o.get("any_order") {
+            None | Some(Value::Null | Value::Bool(_)) => {}
+            Some(_) => return Err(bad(path, "`any_order` must be a boolean")),
+        }
+        if !Self::strings(o, "excludes", path, false)?.is_empty() {
+            return Err(unsupported(
+                "json_schema excludes",
+                path,
+                "substrings forbidden inside JSON strings are not compiled; leave \
+                 `excludes` empty",
+            ));
+        }
+        let mut schema = o
+            .get("json_schema")
+            .cloned()
+            .ok_or_else(|| bad(path, "missing `json_schema`"))?;
+        if !schema.is_object() && !schema.is_boolean() {
+            return Err(bad(path, "`json_schema` must be an object or a boolean"));
+        }
+        // XGrammar's strict mode.
+        strict_objects(&mut schema);
+        // `$id`s, anchors and dynamic `$ref`s become local JSON pointers (no registry
+        // here: a remote `$ref` stays unresolved).
+        if let Some(r) = crate::schema::resolve_refs(&schema, &CompileOptions::default())? {
+            schema = r;
+        }
+        let max_ws = Self::count(o, "max_whitespace_cnt", path)?
+            .map(|n| u16::try_from(n).unwrap_or(u16::MAX));
+        Ok(Expr::Schema(Box::new(SchemaRegion {
+            schema,
+            max_ws,
+            xml,
+            path: path.to_owned(),
+        })))
+    }
+
+    /// `repeat`: `content` between `min` and `max` times (`max` -1: unbounded).
+    fn repeat(o: &Map<String, Value>, path: &str, depth: usize) -> Result<Expr> {
+        let min = match o.get("min").and_then(Value::as_i64) {
+            Some(m) if m >= 0 => u32::try_from(m).unwrap_or(u32::MAX),
+            _ => return Err(bad(path, "`min` must be a non-negative integer")),
+        };
+        let max = match o.get("max").and_then(Value::as_i64) {
+            Some(-1) => u32::MAX,
+            Some(m) if m >= 0 => u32::try_from(m).unwrap_or(u32::MAX),
+            _ => return Err(bad(path, "`max` must be -1 (unbounded) or >= 0")),
+        };
+        if min > max {
+            return Err(bad(path, "`min` must be at most `max`"));
+        }
+        // A huge count would make the shortest output (and any completion) huge.
+        if min > MAX_REPEAT || (max != u32::MAX && max > MAX_REPEAT) {
+            return Err(Error::LimitExceeded {
+                what: "structural tag repeat count",
+                limit: MAX_REPEAT as usize,
+            });
+        }
+        Ok(Expr::Repeat(
+            Box::new(Self::content(o, path, depth)?),
+            min,
+            max,
+        ))
+    }
+
+    /// `triggered_tags`: each tag's begin starts with exactly one trigger.
+    fn triggered_tags(o: &Map<String, Value>, path: &str, depth: usize) -> Result<Expr> {
+        let triggers = Self::strings(o, "triggers", path, true)?;
+        if triggers.is_empty() || triggers.iter().any(String::is_empty) {
+            return Err(bad(path, "`triggers` must be non-empty strings"));
+        }
+        let tags = Self::tags(o, path, depth)?;
+        for t in &tags {
+            let Delim::Text(begin) = &t.begin else {
+                // XGrammar: token begins belong to token_triggered_tags.
+                return Err(bad(
+                    &t.path,
+                    "a tag of triggered_tags must have a string begin",
+                ));
+            };
+            let n = triggers.iter().filter(|g| begin.starts_with(*g)).count();
+            if n != 1 {
+                return Err(bad(
+                    &t.path,
+                    format!("the tag's begin {begin:?} matches {n} triggers (must be 1)"),
+                ));
+            }
+        }
+        Ok(Expr::Triggered(Box::new(Triggered {
+            triggers,
+            tags,
+            at_least_one: Self::bool_field(o, "at_least_one", path)?,
+            stop_after_first: Self::bool_field(o, "stop_after_first", path)?,
+            excludes: Self::strings(o, "excludes", path, false)?,
+        })))
+    }
+
+    /// `dispatch`: `[pattern, format]` rules, looping unless `loop` is false.
+    fn dispatch(o: &Map<String, Value>, path: &str, depth: usize) -> Result<Expr> {
+        let rules = o
+            .get("rules")
+            .and_then(Value::as_array)
+            .ok_or_else(|| bad(path, "`rules` must be a list of [pattern, format]"))?;
+        let mut rs = Vec::new();
+        for (i, r) in rules.iter().enumerate() {
+            let p = format!("{path}/rules/{i}");
+            match r.as_array().map(Vec::as_slice) {
+                Some([Value::String(pat), f]) if !pat.is_empty() => {
+                    rs.push((pat.clone(), Self::form(f, &format!("{p}/1"), depth + 1)?))
+                }
+                _ => return Err(bad(&p, "a rule must be [non-empty pattern, format]")),
+            }
+        }
+        let looping = match o.get("loop") {
+            None | Some(Value::Null) => true,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => return Err(bad(path, "`loop` must be a boolean")),
+        };
+        Ok(Expr::Dispatch(Box::new(Dispatch {
+            rules: rs,
+            looping,
+            excludes: Self::strings(o, "excludes", path, false)?,
+        })))
+    }
+
+    /// `token_triggered_tags`: tags with token begins, opened by trigger tokens.
+    fn token_triggered_tags(o: &Map<String, Value>, path: &str, depth: usize) -> Result<Expr> {
+        let triggers = Self::token_list(o, "trigger_tokens", path)?;
+        if triggers.is_empty() {
+            return Err(bad(path, "`trigger_tokens` must not be empty"));
+        }
+        let tags = Self::tags(o, path, depth)?;
+        for t in &tags {
+            if !matches!(t.begin, Delim::Token(_)) {
+                return Err(bad(
+                    &t.path,
+                    "a tag of token_triggered_tags must have a token begin",
+                ));
+            }
+        }
+        Ok(Expr::TokenTriggered(Box::new(Triggered {
+            triggers,
+            tags,
+            at_least_one: Self::bool_field(o, "at_least_one", path)?,
+            stop_after_first: Self::bool_field(o, "stop_after_first", path)?,
+            excludes: Self::token_list(o, "exclude_tokens", path)?,
+        })))
+    }
+
+    /// `token_dispatch`: `[token, format]` rules, looping unless `loop` is false.
+    fn token_dispatch(o: &Map<String, Value>, path: &str, depth: usize) -> Result<Expr> {
+        let rules = o
+            .get("rules")
+            .and_then(Value::as_array)
+            .ok_or_else(|| bad(path, "`rules` must be a list of [token, format]"))?;
+        let mut rs = Vec::new();
+        for (i, r) in rules.iter().enumerate() {
+            let p = format!("{path}/rules/{i}");
+            match r.as_array().map(Vec::as_slice) {
+                Some([t, f]) => rs.push((
+                    Self::token(t, &format!("{p}/0"))?,
+                    Self::form(f, &format!("{p}/1"), depth + 1)?,
+                )),
+                _ => return Err(bad(&p, "a rule must be [token, format]")),
+            }
+        }
+        if rs.is_empty() {
+            return Err(bad(path, "`rules` must not be empty"));
+        }
+        let looping = match o.get("loop") {
+            None | Some(Value::Null) => true,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => return Err(bad(path, "`loop` must be a boolean")),
+        };
+        Ok(Expr::TokenDispatch(Box::new(Dispatch {
+            rules: rs,
+            looping,
+            excludes: Self::token_list(o, "exclude_tokens", path)?,
+        })))
     }
 }
 

@@ -746,11 +746,7 @@ impl Parser {
             return Err((line, "@xml_args takes its parameters in parentheses".into()));
         }
         self.pos += 1;
-        let mut affixes: Vec<(String, Vec<Affix>)> = Vec::new();
-        let mut without: Option<Vec<String>> = None;
-        let mut types: Option<Vec<(String, String)>> = None;
-        let mut sep: Option<Vec<u8>> = None;
-        let mut pad: Option<Vec<u8>> = None;
+        let mut p = XmlParams::default();
         loop {
             match self.peek().cloned() {
                 Some(Tok::Punct(')')) => {
@@ -763,142 +759,7 @@ impl Parser {
                         return Err((line, format!("expected `=` after {k} in @xml_args")));
                     }
                     self.pos += 1;
-                    let dup = affixes.iter().any(|(a, _)| *a == k)
-                        || (k == "value_without" && without.is_some())
-                        || (k == "types" && types.is_some())
-                        || (k == "sep" && sep.is_some())
-                        || (k == "pad" && pad.is_some());
-                    if dup {
-                        return Err((line, format!("@xml_args: {k} is given twice")));
-                    }
-                    match k.as_str() {
-                        "key_prefix" | "key_suffix" | "value_suffix" | "json_key_suffix" => {
-                            let paren = self.peek() == Some(&Tok::Punct('('));
-                            if paren {
-                                self.pos += 1;
-                            }
-                            let seq = self.affix_seq(line, &k)?;
-                            if paren {
-                                if self.peek() != Some(&Tok::Punct(')')) {
-                                    return Err((line, format!("@xml_args {k}: expected `)`")));
-                                }
-                                self.pos += 1;
-                            }
-                            if affix_text(&seq).is_empty() {
-                                return Err((line, format!("@xml_args needs a non-empty {k}")));
-                            }
-                            affixes.push((k, seq));
-                        }
-                        "sep" | "pad" => {
-                            let Some(Tok::Str(v)) = self.peek().cloned() else {
-                                return Err((line, format!("@xml_args {k}: expected a text")));
-                            };
-                            self.pos += 1;
-                            if k == "sep" {
-                                sep = Some(v);
-                            } else {
-                                pad = Some(v);
-                            }
-                        }
-                        "value_without" => {
-                            let paren = self.peek() == Some(&Tok::Punct('('));
-                            if paren {
-                                self.pos += 1;
-                            }
-                            let mut list = Vec::new();
-                            loop {
-                                let seq = self.affix_seq(line, &k)?;
-                                let text = String::from_utf8(affix_text(&seq)).map_err(|_| {
-                                    (line, "@xml_args value_without: non-UTF-8 text".to_string())
-                                })?;
-                                if text.is_empty() {
-                                    return Err((
-                                        line,
-                                        "@xml_args value_without: empty text".to_string(),
-                                    ));
-                                }
-                                list.push(text);
-                                if paren && self.peek() == Some(&Tok::Punct(',')) {
-                                    self.pos += 1;
-                                    continue;
-                                }
-                                break;
-                            }
-                            if paren {
-                                if self.peek() != Some(&Tok::Punct(')')) {
-                                    return Err((
-                                        line,
-                                        "@xml_args value_without: expected `)`".into(),
-                                    ));
-                                }
-                                self.pos += 1;
-                            }
-                            without = Some(list);
-                        }
-                        "types" => {
-                            if self.peek() != Some(&Tok::Punct('(')) {
-                                return Err((
-                                    line,
-                                    "@xml_args types=(string=\"..\", number=\"..\", ...) expected"
-                                        .into(),
-                                ));
-                            }
-                            self.pos += 1;
-                            let mut list: Vec<(String, String)> = Vec::new();
-                            loop {
-                                match (
-                                    self.toks.get(self.pos).map(|t| t.0.clone()),
-                                    self.toks.get(self.pos + 1).map(|t| &t.0),
-                                    self.toks.get(self.pos + 2).map(|t| t.0.clone()),
-                                ) {
-                                    (Some(Tok::Punct(')')), _, _) => {
-                                        self.pos += 1;
-                                        break;
-                                    }
-                                    (
-                                        Some(Tok::Ident(t)),
-                                        Some(Tok::Punct('=')),
-                                        Some(Tok::Str(v)),
-                                    ) => {
-                                        if !JSON_TYPES.contains(&t.as_str()) {
-                                            return Err((
-                                                line,
-                                                format!(
-                                                    "@xml_args types: {t} is not a JSON type \
-                                                     (string, integer, number, boolean, null, \
-                                                     object, array)"
-                                                ),
-                                            ));
-                                        }
-                                        if list.iter().any(|(a, _)| *a == t) {
-                                            return Err((
-                                                line,
-                                                format!("@xml_args types: {t} is given twice"),
-                                            ));
-                                        }
-                                        let v = String::from_utf8(v).map_err(|_| {
-                                            (line, "@xml_args types: non-UTF-8 tag".to_string())
-                                        })?;
-                                        list.push((t, v));
-                                        self.pos += 3;
-                                        if self.peek() == Some(&Tok::Punct(',')) {
-                                            self.pos += 1;
-                                        }
-                                    }
-                                    _ => {
-                                        return Err((
-                                            line,
-                                            "@xml_args types=(string=\"..\", number=\"..\", ...) \
-                                             expected"
-                                                .into(),
-                                        ))
-                                    }
-                                }
-                            }
-                            types = Some(list);
-                        }
-                        _ => return Err((line, format!("@xml_args has no argument {k}"))),
-                    }
+                    self.xml_param(line, k, &mut p)?;
                 }
                 _ => return Err((line, "bad arguments to @xml_args".into())),
             }
@@ -906,149 +767,322 @@ impl Parser {
                 self.pos += 1;
             }
         }
-        let take = |k: &str| affixes.iter().find(|(a, _)| a == k).map(|(_, v)| v.clone());
-        let need = |k: &str| take(k).ok_or((line, format!("@xml_args needs a non-empty {k}")));
-        let key_prefix = need("key_prefix")?;
-        let key_suffix = need("key_suffix")?;
-        let value_suffix = need("value_suffix")?;
-        let has_placeholder = key_suffix
-            .iter()
-            .any(|a| matches!(a, Affix::Lit(b) if b.windows(6).any(|w| w == b"{type}")));
-        let typing = match (take("json_key_suffix"), types) {
-            (Some(_), Some(_)) => {
-                return Err((
-                    line,
-                    "@xml_args: give json_key_suffix or types=(...), not both".into(),
-                ))
+        p.finish(line)
+    }
+
+    /// One `key=value` of `@xml_args(...)` (after the `=`), kept in `p`.
+    fn xml_param(&mut self, line: usize, k: String, p: &mut XmlParams) -> LexResult<()> {
+        if p.given(&k) {
+            return Err((line, format!("@xml_args: {k} is given twice")));
+        }
+        match k.as_str() {
+            "key_prefix" | "key_suffix" | "value_suffix" | "json_key_suffix" => {
+                let paren = self.eat_paren();
+                let seq = self.affix_seq(line, &k)?;
+                if paren {
+                    self.close_paren(line, &format!("@xml_args {k}"))?;
+                }
+                if affix_text(&seq).is_empty() {
+                    return Err((line, format!("@xml_args needs a non-empty {k}")));
+                }
+                p.affixes.push((k, seq));
             }
-            (None, None) => {
-                if has_placeholder {
-                    return Err((
-                        line,
-                        "@xml_args: key_suffix holds {type} but there is no types=(...)".into(),
-                    ));
-                }
-                XmlTyping::BySchema
-            }
-            (Some(json), None) => {
-                if has_placeholder {
-                    return Err((
-                        line,
-                        "@xml_args: key_suffix holds {type} but there is no types=(...)".into(),
-                    ));
-                }
-                XmlTyping::Tagged(vec![
-                    TypeGroup {
-                        types: vec!["string"],
-                        suffix: key_suffix.clone(),
-                    },
-                    TypeGroup {
-                        types: JSON_TYPES[1..].to_vec(),
-                        suffix: json,
-                    },
-                ])
-            }
-            (None, Some(mut list)) => {
-                if !has_placeholder {
-                    return Err((
-                        line,
-                        "@xml_args types=(...): key_suffix must hold {type}, the place of the tag"
-                            .into(),
-                    ));
-                }
-                if !list.iter().any(|(t, _)| t == "integer") {
-                    if let Some((_, tag)) = list.iter().find(|(t, _)| t == "number") {
-                        let tag = tag.clone();
-                        list.push(("integer".into(), tag));
-                    }
-                }
-                let missing: Vec<&str> = JSON_TYPES
-                    .iter()
-                    .copied()
-                    .filter(|t| !list.iter().any(|(a, _)| a == t))
-                    .collect();
-                if !missing.is_empty() {
-                    return Err((
-                        line,
-                        format!(
-                            "@xml_args types=(...) needs a tag for every JSON type; missing: {}",
-                            missing.join(", ")
-                        ),
-                    ));
-                }
-                let mut groups: Vec<(String, Vec<&'static str>)> = Vec::new();
-                for t in JSON_TYPES {
-                    let tag = &list.iter().find(|(a, _)| a == t).expect("checked").1;
-                    match groups.iter_mut().find(|(g, _)| g == tag) {
-                        Some((_, ts)) => ts.push(t),
-                        None => groups.push((tag.clone(), vec![t])),
-                    }
-                }
-                if let Some((tag, ts)) = groups
-                    .iter()
-                    .find(|(_, ts)| ts.len() > 1 && ts[0] == "string")
-                {
-                    return Err((
-                        line,
-                        format!(
-                            "@xml_args types: string shares its tag {tag:?} with {}: a raw \
-                             string and a JSON value could not be told apart",
-                            ts[1..].join(", ")
-                        ),
-                    ));
-                }
-                let fill = |tag: &str| -> Vec<Affix> {
-                    key_suffix
-                        .iter()
-                        .map(|a| match a {
-                            Affix::Lit(b) => {
-                                let s = String::from_utf8_lossy(b).replace("{type}", tag);
-                                Affix::Lit(s.into_bytes())
-                            }
-                            other => other.clone(),
-                        })
-                        .collect()
+            "sep" | "pad" => {
+                let Some(Tok::Str(v)) = self.peek().cloned() else {
+                    return Err((line, format!("@xml_args {k}: expected a text")));
                 };
-                XmlTyping::Tagged(
-                    groups
-                        .iter()
-                        .map(|(tag, ts)| TypeGroup {
-                            types: ts.clone(),
-                            suffix: fill(tag),
-                        })
-                        .collect(),
-                )
+                self.pos += 1;
+                if k == "sep" {
+                    p.sep = Some(v);
+                } else {
+                    p.pad = Some(v);
+                }
             }
-        };
-        // The suffix after a key tells the value's group: no suffix may begin another.
-        if let XmlTyping::Tagged(groups) = &typing {
-            for (i, a) in groups.iter().enumerate() {
-                for b in &groups[i + 1..] {
-                    let (x, y) = (affix_text(&a.suffix), affix_text(&b.suffix));
-                    if x.starts_with(&y) || y.starts_with(&x) {
+            "value_without" => p.without = Some(self.value_without(line)?),
+            "types" => p.types = Some(self.type_tags(line)?),
+            _ => return Err((line, format!("@xml_args has no argument {k}"))),
+        }
+        Ok(())
+    }
+
+    /// Skips a `(`; whether there was one.
+    fn eat_paren(&mut self) -> bool {
+        let paren = self.peek() == Some(&Tok::Punct('('));
+        if paren {
+            self.pos += 1;
+        }
+        paren
+    }
+
+    /// Skips the `)` that must come next (`what` names the place in the error).
+    fn close_paren(&mut self, line: usize, what: &str) -> LexResult<()> {
+        if self.peek() != Some(&Tok::Punct(')')) {
+            return Err((line, format!("{what}: expected `)`")));
+        }
+        self.pos += 1;
+        Ok(())
+    }
+
+    /// `value_without=`: one text, or texts in parentheses, none empty.
+    fn value_without(&mut self, line: usize) -> LexResult<Vec<String>> {
+        let paren = self.eat_paren();
+        let mut list = Vec::new();
+        loop {
+            let seq = self.affix_seq(line, "value_without")?;
+            let text = String::from_utf8(affix_text(&seq))
+                .map_err(|_| (line, "@xml_args value_without: non-UTF-8 text".to_string()))?;
+            if text.is_empty() {
+                return Err((line, "@xml_args value_without: empty text".to_string()));
+            }
+            list.push(text);
+            if paren && self.peek() == Some(&Tok::Punct(',')) {
+                self.pos += 1;
+                continue;
+            }
+            break;
+        }
+        if paren {
+            self.close_paren(line, "@xml_args value_without")?;
+        }
+        Ok(list)
+    }
+
+    /// `types=(string="..", number="..", ...)`: each JSON type's tag, none twice.
+    fn type_tags(&mut self, line: usize) -> LexResult<Vec<(String, String)>> {
+        let expected = "@xml_args types=(string=\"..\", number=\"..\", ...) expected";
+        if self.peek() != Some(&Tok::Punct('(')) {
+            return Err((line, expected.into()));
+        }
+        self.pos += 1;
+        let mut list: Vec<(String, String)> = Vec::new();
+        loop {
+            match (
+                self.toks.get(self.pos).map(|t| t.0.clone()),
+                self.toks.get(self.pos + 1).map(|t| &t.0),
+                self.toks.get(self.pos + 2).map(|t| t.0.clone()),
+            ) {
+                (Some(Tok::Punct(')')), _, _) => {
+                    self.pos += 1;
+                    return Ok(list);
+                }
+                (Some(Tok::Ident(t)), Some(Tok::Punct('=')), Some(Tok::Str(v))) => {
+                    if !JSON_TYPES.contains(&t.as_str()) {
                         return Err((
                             line,
                             format!(
-                                "@xml_args: the key suffixes {:?} and {:?} must differ before \
-                                 either ends (one begins the other: a value could be read two \
-                                 ways)",
-                                String::from_utf8_lossy(&x),
-                                String::from_utf8_lossy(&y)
+                                "@xml_args types: {t} is not a JSON type (string, integer, \
+                                 number, boolean, null, object, array)"
                             ),
                         ));
                     }
+                    if list.iter().any(|(a, _)| *a == t) {
+                        return Err((line, format!("@xml_args types: {t} is given twice")));
+                    }
+                    let v = String::from_utf8(v)
+                        .map_err(|_| (line, "@xml_args types: non-UTF-8 tag".to_string()))?;
+                    list.push((t, v));
+                    self.pos += 3;
+                    if self.peek() == Some(&Tok::Punct(',')) {
+                        self.pos += 1;
+                    }
                 }
+                _ => return Err((line, expected.into())),
             }
         }
+    }
+}
+
+/// What `@xml_args(...)` was given, before it is checked as a whole.
+#[derive(Default)]
+struct XmlParams {
+    affixes: Vec<(String, Vec<Affix>)>,
+    without: Option<Vec<String>>,
+    types: Option<Vec<(String, String)>>,
+    sep: Option<Vec<u8>>,
+    pad: Option<Vec<u8>>,
+}
+
+impl XmlParams {
+    /// Whether parameter `k` was given already.
+    fn given(&self, k: &str) -> bool {
+        self.affixes.iter().any(|(a, _)| a == k)
+            || (k == "value_without" && self.without.is_some())
+            || (k == "types" && self.types.is_some())
+            || (k == "sep" && self.sep.is_some())
+            || (k == "pad" && self.pad.is_some())
+    }
+
+    /// The affix given as `k`.
+    fn affix(&self, k: &str) -> Option<Vec<Affix>> {
+        self.affixes
+            .iter()
+            .find(|(a, _)| a == k)
+            .map(|(_, v)| v.clone())
+    }
+
+    /// The `@xml_args` these parameters make: the three affixes present, the typing read from
+    /// `json_key_suffix` or `types`, each type's suffix telling its group.
+    fn finish(self, line: usize) -> LexResult<Expr> {
+        let need = |k: &str| {
+            self.affix(k)
+                .ok_or((line, format!("@xml_args needs a non-empty {k}")))
+        };
+        let key_prefix = need("key_prefix")?;
+        let key_suffix = need("key_suffix")?;
+        let value_suffix = need("value_suffix")?;
+        let typing = xml_typing(line, &key_suffix, self.affix("json_key_suffix"), self.types)?;
+        check_suffixes_differ(line, &typing)?;
         Ok(Expr::XmlArgs(Box::new(XmlArgs {
             key_prefix,
             key_suffix,
             value_suffix,
             typing,
-            value_without: without.unwrap_or_default(),
-            sep: sep.unwrap_or_default(),
-            pad: pad.unwrap_or_default(),
+            value_without: self.without.unwrap_or_default(),
+            sep: self.sep.unwrap_or_default(),
+            pad: self.pad.unwrap_or_default(),
             reading: XmlReading::Strict,
         })))
     }
+}
+
+/// How `@xml_args` tells raw strings from JSON: by the schema; by `json_key_suffix` (JSON
+/// values' suffix beside `key_suffix`, the strings'); or by `types`' tags in `key_suffix`'s
+/// `{type}` place.
+fn xml_typing(
+    line: usize,
+    key_suffix: &[Affix],
+    json: Option<Vec<Affix>>,
+    types: Option<Vec<(String, String)>>,
+) -> LexResult<XmlTyping> {
+    let has_placeholder = key_suffix
+        .iter()
+        .any(|a| matches!(a, Affix::Lit(b) if b.windows(6).any(|w| w == b"{type}")));
+    if types.is_none() && has_placeholder {
+        return Err((
+            line,
+            "@xml_args: key_suffix holds {type} but there is no types=(...)".into(),
+        ));
+    }
+    match (json, types) {
+        (Some(_), Some(_)) => Err((
+            line,
+            "@xml_args: give json_key_suffix or types=(...), not both".into(),
+        )),
+        (None, None) => Ok(XmlTyping::BySchema),
+        (Some(json), None) => Ok(XmlTyping::Tagged(vec![
+            TypeGroup {
+                types: vec!["string"],
+                suffix: key_suffix.to_vec(),
+            },
+            TypeGroup {
+                types: JSON_TYPES[1..].to_vec(),
+                suffix: json,
+            },
+        ])),
+        (None, Some(list)) => {
+            if !has_placeholder {
+                return Err((
+                    line,
+                    "@xml_args types=(...): key_suffix must hold {type}, the place of the tag"
+                        .into(),
+                ));
+            }
+            type_groups(line, key_suffix, list)
+        }
+    }
+}
+
+/// `types=(...)`'s tags as groups of JSON types, each group's suffix `key_suffix` with its
+/// tag in the `{type}` place (`integer` takes `number`'s tag where it has none).
+fn type_groups(
+    line: usize,
+    key_suffix: &[Affix],
+    mut list: Vec<(String, String)>,
+) -> LexResult<XmlTyping> {
+    if !list.iter().any(|(t, _)| t == "integer") {
+        if let Some((_, tag)) = list.iter().find(|(t, _)| t == "number") {
+            let tag = tag.clone();
+            list.push(("integer".into(), tag));
+        }
+    }
+    let missing: Vec<&str> = JSON_TYPES
+        .iter()
+        .copied()
+        .filter(|t| !list.iter().any(|(a, _)| a == t))
+        .collect();
+    if !missing.is_empty() {
+        return Err((
+            line,
+            format!(
+                "@xml_args types=(...) needs a tag for every JSON type; missing: {}",
+                missing.join(", ")
+            ),
+        ));
+    }
+    let mut groups: Vec<(String, Vec<&'static str>)> = Vec::new();
+    for t in JSON_TYPES {
+        let tag = &list.iter().find(|(a, _)| a == t).expect("checked").1;
+        match groups.iter_mut().find(|(g, _)| g == tag) {
+            Some((_, ts)) => ts.push(t),
+            None => groups.push((tag.clone(), vec![t])),
+        }
+    }
+    if let Some((tag, ts)) = groups
+        .iter()
+        .find(|(_, ts)| ts.len() > 1 && ts[0] == "string")
+    {
+        return Err((
+            line,
+            format!(
+                "@xml_args types: string shares its tag {tag:?} with {}: a raw string and a \
+                 JSON value could not be told apart",
+                ts[1..].join(", ")
+            ),
+        ));
+    }
+    let fill = |tag: &str| -> Vec<Affix> {
+        key_suffix
+            .iter()
+            .map(|a| match a {
+                Affix::Lit(b) => {
+                    let s = String::from_utf8_lossy(b).replace("{type}", tag);
+                    Affix::Lit(s.into_bytes())
+                }
+                other => other.clone(),
+            })
+            .collect()
+    };
+    Ok(XmlTyping::Tagged(
+        groups
+            .iter()
+            .map(|(tag, ts)| TypeGroup {
+                types: ts.clone(),
+                suffix: fill(tag),
+            })
+            .collect(),
+    ))
+}
+
+/// The suffix after a key tells the value's group: no suffix may begin another.
+fn check_suffixes_differ(line: usize, typing: &XmlTyping) -> LexResult<()> {
+    let XmlTyping::Tagged(groups) = typing else {
+        return Ok(());
+    };
+    for (i, a) in groups.iter().enumerate() {
+        for b in &groups[i + 1..] {
+            let (x, y) = (affix_text(&a.suffix), affix_text(&b.suffix));
+            if x.starts_with(&y) || y.starts_with(&x) {
+                return Err((
+                    line,
+                    format!(
+                        "@xml_args: the key suffixes {:?} and {:?} must differ before either \
+                         ends (one begins the other: a value could be read two ways)",
+                        String::from_utf8_lossy(&x),
+                        String::from_utf8_lossy(&y)
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
