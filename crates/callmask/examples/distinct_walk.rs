@@ -16,7 +16,9 @@
 //! or `both` (default) for the rule. The vocabulary is Qwen3's (the tiny random model
 //! `scripts/vllm-bench.sh` runs), else Llama 3.1's. Environment: `SEED` (the first walk's,
 //! 0), `SLOW=MS` (print each mask slower than that, with the text before it), `NOWARM` (no
-//! untimed pass first).
+//! untimed pass first), `FRESH` (the untimed pass over the same tools under other names: the
+//! vocabulary's caches warm, this tool set's automaton cold, as an engine's first batch of a new
+//! tool set).
 
 use std::hint::black_box;
 use std::path::PathBuf;
@@ -136,12 +138,24 @@ fn main() {
         cache.join("tokenizers/llama3_1-3.7.2/tokenizer.json")
     };
     let vocab = Arc::new(Vocab::from_tokenizer_json(&path).expect("tokenizer.json"));
-    let opts = DialectOptions::default().tool_choice(choice);
+    // The lexemes in the vocabulary's caches, as the engine adapters compile them (so that a
+    // second tool set of the same schemas shares their walks).
+    let mut opts = DialectOptions::default().tool_choice(choice);
+    opts.compile.caches = Some(vocab.caches().clone());
     let tools = Tools::from_json_str(&text).expect("tools");
     let g = dialect.compile(&tools, &opts).expect("compile");
     let auto = TokenAutomaton::new(&g, vocab.clone()).expect("automaton");
-    // One untimed pass warms the automaton's state masks, as the engine's warm batches have.
-    if std::env::var_os("NOWARM").is_none() {
+    if std::env::var_os("FRESH").is_some() {
+        // The engine's first batch of a new tool set: the vocabulary's caches warmed by an
+        // earlier set of the same schemas under other names, this automaton cold.
+        let renamed = text.replace("\"name\": \"", "\"name\": \"earlier_");
+        assert_ne!(renamed, text, "the tools' names renamed");
+        let tools = Tools::from_json_str(&renamed).expect("tools");
+        let g = dialect.compile(&tools, &opts).expect("compile");
+        let earlier = TokenAutomaton::new(&g, vocab.clone()).expect("automaton");
+        walk_all(&earlier, &vocab, budget, walks, false);
+    } else if std::env::var_os("NOWARM").is_none() {
+        // One untimed pass warms the automaton's state masks, as the engine's warm batches have.
         walk_all(&auto, &vocab, budget, walks, false);
     }
     println!("vocabulary {} ({} tokens)", path.display(), vocab.len());
