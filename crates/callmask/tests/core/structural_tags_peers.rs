@@ -646,3 +646,46 @@ fn token_formats() {
         }
     }
 }
+
+/// The texts of `examples/structural_tags/differential.json` as XGrammar reads them (its
+/// verdicts recorded by `scripts/structural-tag-diff.py --record`, xgrammar 0.2.8): callmask
+/// accepts exactly the texts XGrammar accepts, but for the differences docs/structural-tags.md
+/// names, which must still be differences.
+#[test]
+fn differential_cases_agree_with_recorded_xgrammar() {
+    let dir = format!("{}/../../examples/structural_tags", env!("CARGO_MANIFEST_DIR"));
+    let read = |f: &str| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(format!("{dir}/{f}")).unwrap()).unwrap()
+    };
+    let cases = read("differential.json");
+    let recorded = read("differential.xgrammar.json");
+    let cases = cases.as_array().unwrap();
+    let accepted = recorded["accepted"].as_array().unwrap();
+    assert_eq!(
+        accepted.len(),
+        cases.len(),
+        "record XGrammar's verdicts again after adding cases"
+    );
+    // Properties in any order (XGrammar keeps the declared order); no blank line inside JSON
+    // under the default whitespace policy (XGrammar allows any whitespace).
+    let differences = ["{\"b\": 2, \"a\": 1}", "{\n\n\"a\": 1}"];
+    let mut agreed = 0;
+    for (n, (case, verdicts)) in cases.iter().zip(accepted).enumerate() {
+        let g = Grammar::from_structural_tag(&case["tag"], &StructuralTagOptions::default())
+            .unwrap_or_else(|e| panic!("case {n}: {e}"));
+        let texts = case["texts"].as_array().unwrap();
+        let verdicts = verdicts.as_array().unwrap();
+        assert_eq!(texts.len(), verdicts.len(), "case {n}: one verdict per text");
+        for (t, v) in texts.iter().zip(verdicts) {
+            let (t, theirs) = (t.as_str().unwrap(), v.as_bool().unwrap());
+            let ours = g.parse(t).is_ok();
+            if differences.contains(&t) {
+                assert_ne!(ours, theirs, "case {n}: {t:?} is no longer a difference");
+                continue;
+            }
+            assert_eq!(ours, theirs, "case {n}: {t:?} (XGrammar accepts it: {theirs})");
+            agreed += 1;
+        }
+    }
+    assert!(agreed >= 50, "{agreed} texts compared");
+}
