@@ -653,7 +653,10 @@ fn token_formats() {
 /// names, which must still be differences.
 #[test]
 fn differential_cases_agree_with_recorded_xgrammar() {
-    let dir = format!("{}/../../examples/structural_tags", env!("CARGO_MANIFEST_DIR"));
+    let dir = format!(
+        "{}/../../examples/structural_tags",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let read = |f: &str| -> Value {
         serde_json::from_str(&std::fs::read_to_string(format!("{dir}/{f}")).unwrap()).unwrap()
     };
@@ -675,7 +678,11 @@ fn differential_cases_agree_with_recorded_xgrammar() {
             .unwrap_or_else(|e| panic!("case {n}: {e}"));
         let texts = case["texts"].as_array().unwrap();
         let verdicts = verdicts.as_array().unwrap();
-        assert_eq!(texts.len(), verdicts.len(), "case {n}: one verdict per text");
+        assert_eq!(
+            texts.len(),
+            verdicts.len(),
+            "case {n}: one verdict per text"
+        );
         for (t, v) in texts.iter().zip(verdicts) {
             let (t, theirs) = (t.as_str().unwrap(), v.as_bool().unwrap());
             let ours = g.parse(t).is_ok();
@@ -683,7 +690,10 @@ fn differential_cases_agree_with_recorded_xgrammar() {
                 assert_ne!(ours, theirs, "case {n}: {t:?} is no longer a difference");
                 continue;
             }
-            assert_eq!(ours, theirs, "case {n}: {t:?} (XGrammar accepts it: {theirs})");
+            assert_eq!(
+                ours, theirs,
+                "case {n}: {t:?} (XGrammar accepts it: {theirs})"
+            );
             agreed += 1;
         }
     }

@@ -71,11 +71,14 @@ impl Lowering<'_> {
                 dialect: self.dialect.name.clone(),
                 reason: format!("its string values are written raw, and {reason}"),
             },
-            Owner::Region { style, path } => unsupported(
-                format!("style: {}", style.name()),
-                &format!("{path}/json_schema/properties/{k}"),
-                &reason,
-            ),
+            Owner::Region { style, path } => {
+                // `k` empty: the region's own schema (one value), or any argument's.
+                let at = match k {
+                    "" => format!("{path}/json_schema"),
+                    k => format!("{path}/json_schema/properties/{k}"),
+                };
+                unsupported(format!("style: {}", style.name()), &at, &reason)
+            }
         }
     }
 }
