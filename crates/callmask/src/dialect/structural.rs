@@ -552,6 +552,15 @@ impl Reader {
         })))
     }
 
+    /// A dispatch's `loop` (default true).
+    fn looping(o: &Map<String, Value>, path: &str) -> Result<bool> {
+        match o.get("loop") {
+            None | Some(Value::Null) => Ok(true),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(_) => Err(bad(path, "`loop` must be a boolean")),
+        }
+    }
+
     /// `dispatch`: `[pattern, format]` rules, looping unless `loop` is false.
     fn dispatch(o: &Map<String, Value>, path: &str, depth: usize) -> Result<Expr> {
         let rules = o
@@ -568,11 +577,7 @@ impl Reader {
                 _ => return Err(bad(&p, "a rule must be [non-empty pattern, format]")),
             }
         }
-        let looping = match o.get("loop") {
-            None | Some(Value::Null) => true,
-            Some(Value::Bool(b)) => *b,
-            Some(_) => return Err(bad(path, "`loop` must be a boolean")),
-        };
+        let looping = Self::looping(o, path)?;
         Ok(Expr::Dispatch(Box::new(Dispatch {
             rules: rs,
             looping,
@@ -624,11 +629,7 @@ impl Reader {
         if rs.is_empty() {
             return Err(bad(path, "`rules` must not be empty"));
         }
-        let looping = match o.get("loop") {
-            None | Some(Value::Null) => true,
-            Some(Value::Bool(b)) => *b,
-            Some(_) => return Err(bad(path, "`loop` must be a boolean")),
-        };
+        let looping = Self::looping(o, path)?;
         Ok(Expr::TokenDispatch(Box::new(Dispatch {
             rules: rs,
             looping,

@@ -722,35 +722,29 @@ fn mask_caches_stay_bounded() {
     let a = TokenAutomaton::new(&g, vocab.clone()).unwrap();
     let mut mask = TokenMask::new(vocab.len());
     let mut rng = Rng(7);
-    for _ in 0..30 {
-        let mut m = a.matcher();
-        for _ in 0..40 {
-            m.fill_mask(&mut mask);
-            let allowed: Vec<u32> = mask.iter().collect();
-            if allowed.is_empty() || m.is_finished() {
-                break;
+    // 30 random walks of up to 40 steps each, under `budget`.
+    let mut walk = |budget: Option<usize>| {
+        for _ in 0..30 {
+            let mut m = a.matcher();
+            m.set_token_budget(budget).unwrap();
+            for _ in 0..40 {
+                m.fill_mask(&mut mask);
+                let allowed: Vec<u32> = mask.iter().collect();
+                if allowed.is_empty() || m.is_finished() {
+                    break;
+                }
+                m.accept(allowed[rng.below(allowed.len())]).unwrap();
             }
-            m.accept(allowed[rng.below(allowed.len())]).unwrap();
         }
-    }
+    };
+    walk(None);
     let bytes = a.cache_bytes();
     eprintln!("cache after 1200 steps: {bytes} bytes");
     assert!(bytes > 0);
     // 64 MiB of walks + 512 whole masks.
     assert!(bytes <= (64 << 20) + 512 * vocab.len().div_ceil(8));
     // Under a token budget the masks come from per-state costs: counted, and bounded too.
-    for _ in 0..30 {
-        let mut m = a.matcher();
-        m.set_token_budget(Some(400)).unwrap();
-        for _ in 0..40 {
-            m.fill_mask(&mut mask);
-            let allowed: Vec<u32> = mask.iter().collect();
-            if allowed.is_empty() || m.is_finished() {
-                break;
-            }
-            m.accept(allowed[rng.below(allowed.len())]).unwrap();
-        }
-    }
+    walk(Some(400));
     let with_costs = a.cache_bytes();
     eprintln!("cache after 1200 budgeted steps: {with_costs} bytes");
     // (Seeded walks: the top-frame walks they add are 1.9 MB, with the costs 9.1 MB.)
