@@ -1131,17 +1131,42 @@ impl GrammarInner {
                 }
             }
             Node::Never => {}
-            Node::Seq(_) => {
+            // A fresh sequence, repetition or capture frame takes `sym` as `consume` would, with
+            // the frame written in place on the stack this call owns (no copy for its top).
+            Node::Seq(elems) => {
+                // Each element that may start with `sym`, up to the first that cannot be empty;
+                // the last one found takes the stack itself, the others a copy.
+                let at = stack.len();
                 stack.push(Frame::Seq { node, idx: 0 });
-                self.consume(&stack, sym, out);
+                let mut found: Option<(u32, NodeId)> = None;
+                for (j, &e) in elems.iter().enumerate() {
+                    if self.may_start(e, sym) {
+                        if let Some((idx, e)) = found.replace((j as u32 + 1, e)) {
+                            let mut s = copy_stack(&stack);
+                            s[at] = Frame::Seq { node, idx };
+                            self.start_value(s, e, sym, out);
+                        }
+                    }
+                    if !self.nullable[e as usize] {
+                        break;
+                    }
+                }
+                if let Some((idx, e)) = found {
+                    stack[at] = Frame::Seq { node, idx };
+                    self.start_value(stack, e, sym, out);
+                }
             }
-            Node::Repeat { .. } => {
-                stack.push(Frame::Rep { node, count: 0 });
-                self.consume(&stack, sym, out);
+            Node::Repeat { item, max, .. } => {
+                if *max > 0 && self.may_start(*item, sym) {
+                    stack.push(Frame::Rep { node, count: 1 });
+                    self.start_value(stack, *item, sym, out);
+                }
             }
-            Node::Capture(..) => {
-                stack.push(Frame::Cap { node, done: false });
-                self.consume(&stack, sym, out);
+            Node::Capture(_, inner) => {
+                if self.may_start(*inner, sym) {
+                    stack.push(Frame::Cap { node, done: false });
+                    self.start_value(stack, *inner, sym, out);
+                }
             }
             Node::Special(i) => {
                 if sym == SPECIAL + *i as Sym {
@@ -1210,14 +1235,6 @@ impl StackSet {
         BuildHasherDefault::<rustc_hash::FxHasher>::default().hash_one(stack)
     }
 
-    /// Adds `stack` to `set` unless an equal stack is there; `set` holds exactly the stacks
-    /// added through this set.
-    pub(crate) fn insert(&mut self, set: &mut Vec<Stack>, stack: Stack) {
-        if self.is_new(set, |s| s, &stack) {
-            set.push(stack);
-        }
-    }
-
     /// True when no item of `items` has a stack (`stack_of`) equal to `stack`; the caller
     /// then pushes the item with it, so that `items` holds exactly the items pushed after
     /// this test (the index remembers the new stack at the end of `items`).
@@ -1284,16 +1301,26 @@ impl<'g> ByteMatcher<'g> {
 }
 
 /// All stacks `states` become after `sym`, normalized and without duplicates, into `out`.
+///
+/// Each state steps straight into `out`; its new stacks are then normalized and compacted in
+/// place, each kept only if no stack before it is equal (no scratch vector per call: a first
+/// mask's walk advances once per trie node it visits).
 pub(crate) fn advance(g: &GrammarInner, states: &[Stack], sym: Sym, out: &mut Vec<Stack>) {
     out.clear();
-    let mut tmp = Vec::new();
     let mut set = StackSet::default();
     for s in states {
-        g.step(s, sym, &mut tmp);
-        for mut t in tmp.drain(..) {
+        let stepped = out.len();
+        let mut kept = stepped;
+        g.step(s, sym, out);
+        for r in stepped..out.len() {
+            let mut t = std::mem::take(&mut out[r]);
             g.normalize(&mut t);
-            set.insert(out, t);
+            if set.is_new(&out[..kept], |s| s, &t) {
+                out[kept] = t;
+                kept += 1;
+            }
         }
+        out.truncate(kept);
     }
 }
 

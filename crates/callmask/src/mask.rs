@@ -41,7 +41,7 @@ mod text_walks;
 mod walks;
 
 pub use bitset::TokenMask;
-use bitset::{TokenSet, TokenSetBuilder};
+use bitset::{TokenSet, TokenSetBuilder, WalkTokens};
 pub(crate) use distinct::json_eq;
 pub use matcher::{fill_u32_rows, Matcher};
 use walks::{ExitChildren, FirstSteps, Walker};
@@ -586,6 +586,7 @@ impl TokenAutomaton {
             trie: &self.shared.trie,
             caches: &self.shared.caches,
             vocab: self.shared.vocab.id(),
+            vocab_len: self.shared.vocab.len(),
         }
     }
 
@@ -599,11 +600,12 @@ impl TokenAutomaton {
         };
         let walk: Result<Arc<LexemeWalk>, std::convert::Infallible> =
             self.shared.caches.get_or_build(key, || {
-                let mut ids = Vec::new();
+                let mut tokens = WalkTokens::default();
                 let mut exits = Vec::new();
-                self.walker().walk_lex(0, dfa, state, &mut ids, &mut exits);
+                self.walker()
+                    .walk_lex(0, dfa, state, &mut tokens, &mut exits);
                 let l = Local {
-                    allowed: TokenSet::new(ids, self.shared.vocab.len()),
+                    allowed: tokens.finish(self.shared.vocab.len()),
                     children: self.walker().exit_children(after_start(&exits)),
                     exits,
                     costs: OnceLock::new(),
@@ -626,7 +628,7 @@ impl TokenAutomaton {
             return l.clone();
         }
         let trie = self.walker();
-        let mut ids = Vec::new();
+        let mut tokens = WalkTokens::default();
         let mut exits = Vec::new();
         let allowed = match after {
             Some((lex, state, after)) => {
@@ -635,27 +637,28 @@ impl TokenAutomaton {
                 let cont = vec![after.clone()];
                 let mut memo = FirstSteps::default();
                 if lw.exits.first() == Some(&0) {
-                    trie.walk_exits(g, &[0], &cont, &mut ids, Some(&mut exits), &mut memo);
+                    trie.walk_exits(g, &[0], &cont, &mut tokens, Some(&mut exits), &mut memo);
                 }
                 trie.walk_indexed_exits(
                     g,
                     &lw.children,
                     &cont,
-                    &mut ids,
+                    &mut tokens,
                     Some(&mut exits),
                     &mut memo,
                 );
                 let mut m = TokenMask::new(self.shared.vocab.len());
                 lw.allowed.or_into(&mut m);
-                ids.iter().for_each(|&t| m.set(t));
+                tokens.or_into(&mut m);
                 TokenSet::Dense(m.words)
             }
             None => {
                 if g.is_complete(frame) {
                     exits.push(0);
                 }
-                trie.walk_stacks(g, 0, vec![vec![frame.clone()]], &mut ids, Some(&mut exits));
-                TokenSet::new(ids, self.shared.vocab.len())
+                let start = vec![vec![frame.clone()]];
+                trie.walk_stacks(g, 0, start, &mut tokens, Some(&mut exits));
+                tokens.finish(self.shared.vocab.len())
             }
         };
         let l = Arc::new(Local {
@@ -690,7 +693,7 @@ impl TokenAutomaton {
         }
         let mut parent: Stack = stack[..n - 1].to_vec();
         GrammarInner::child_done(parent.last_mut().unwrap());
-        let mut ids = Vec::new();
+        let mut tokens = WalkTokens::default();
         // Node 0 (complete before any byte) comes first where it is an exit.
         if local.exits.first() == Some(&0) {
             self.fill_stack(&parent, mask);
@@ -699,11 +702,11 @@ impl TokenAutomaton {
             self.g(),
             &local.children,
             &parent,
-            &mut ids,
+            &mut tokens,
             None,
             &mut FirstSteps::default(),
         );
-        ids.iter().for_each(|&t| mask.set(t));
+        tokens.or_into(mask);
     }
 }
 

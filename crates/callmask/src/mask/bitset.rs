@@ -214,4 +214,67 @@ impl TokenSet {
             TokenSet::Dense(w) => w.len() * 8,
         }
     }
+
+    /// The ids, sorted.
+    #[cfg(test)]
+    pub(super) fn sorted_ids(&self) -> Vec<TokenId> {
+        let mut ids = match self {
+            TokenSet::Sparse(ids) => ids.clone(),
+            TokenSet::Dense(w) => (0..w.len() * 64)
+                .filter(|&t| w[t / 64] >> (t % 64) & 1 == 1)
+                .map(|t| t as TokenId)
+                .collect(),
+        };
+        ids.sort_unstable();
+        ids
+    }
+}
+
+/// The tokens a walk finds: ids one at a time from the trie, and whole sets from shared walks,
+/// a dense one OR-ed into a bitmap (a free-text walk below one first byte can hold tens of
+/// thousands of tokens: a few thousand word operations, not a copy of its list and one write
+/// per id).
+#[derive(Debug, Default)]
+pub(super) struct WalkTokens {
+    /// The ids found one at a time (unsorted, possibly repeated).
+    pub(super) ids: Vec<TokenId>,
+    /// The dense sets added, OR-ed (empty until the first).
+    words: Vec<u64>,
+}
+
+impl WalkTokens {
+    /// Adds every token of `set` (a few ids into the bitmap once there is one).
+    pub(super) fn add_set(&mut self, set: &TokenSet) {
+        match set {
+            TokenSet::Sparse(ids) if self.words.is_empty() => self.ids.extend_from_slice(ids),
+            TokenSet::Sparse(ids) => {
+                for &t in ids {
+                    self.words[t as usize / 64] |= 1 << (t % 64);
+                }
+            }
+            TokenSet::Dense(d) if self.words.is_empty() => self.words.extend_from_slice(d),
+            TokenSet::Dense(d) => self.words.iter_mut().zip(d).for_each(|(a, b)| *a |= b),
+        }
+    }
+
+    /// The tokens found, as a set over a vocabulary of `vocab_len` tokens.
+    pub(super) fn finish(self, vocab_len: usize) -> TokenSet {
+        if self.words.is_empty() {
+            return TokenSet::new(self.ids, vocab_len);
+        }
+        let mut w = self.words;
+        for t in self.ids {
+            w[t as usize / 64] |= 1 << (t % 64);
+        }
+        TokenSet::Dense(w)
+    }
+
+    /// Sets the tokens found in `mask`.
+    pub(super) fn or_into(&self, mask: &mut TokenMask) {
+        self.ids.iter().for_each(|&t| mask.set(t));
+        mask.words
+            .iter_mut()
+            .zip(&self.words)
+            .for_each(|(a, b)| *a |= b);
+    }
 }

@@ -25,6 +25,7 @@
 //! ([`Dfa::with_text_states`]: a dialect's `@text_matching("(?:[^{\s](?s:.)*)?")` after its
 //! first character); every other walk takes the general path.
 
+use super::bitset::TokenSet;
 use super::walks::{ExitChildren, Range, SubWalk, TextChildren, Walker};
 use crate::grammar::dfa::Dfa;
 use crate::vocab::text_index::{begins_char, LONG_CHARS};
@@ -180,7 +181,7 @@ impl Walker<'_> {
             exits.extend_from_slice(&x.inner[r])
         });
         Some(SubWalk {
-            ids,
+            tokens: TokenSet::new(ids, self.vocab_len),
             exits,
             children: ExitChildren::Text(TextChildren {
                 from: from as u32,
@@ -307,6 +308,7 @@ mod tests {
                 trie: &trie,
                 caches: &caches,
                 vocab: vocab.id(),
+                vocab_len: vocab.len(),
             };
             let bounds = [None, Some(0), Some(1), Some(3), Some(20), Some(100)];
             for (markers, max) in sets.iter().flat_map(|m| bounds.map(|b| (m, b))) {
@@ -325,10 +327,7 @@ mod tests {
                     }
                     let fast = walker.walk_text(from, &dfa, state).expect("applies");
                     let slow = walker.sub_walk_general(from, &dfa, state);
-                    let mut a = fast.ids.clone();
-                    let mut b = slow.ids.clone();
-                    a.sort_unstable();
-                    b.sort_unstable();
+                    let (a, b) = (fast.tokens.sorted_ids(), slow.tokens.sorted_ids());
                     assert_eq!(a, b, "{markers:?} {max:?} below node {from}");
                     assert_eq!(
                         fast.exits, slow.exits,
@@ -375,9 +374,7 @@ mod tests {
                 let state = like.next(like.start(), trie.nodes[c].byte);
                 if let Some(fast) = walker.walk_text(c, &like, state) {
                     let slow = walker.sub_walk_general(c, &like, state);
-                    let (mut a, mut b) = (fast.ids.clone(), slow.ids.clone());
-                    a.sort_unstable();
-                    b.sort_unstable();
+                    let (a, b) = (fast.tokens.sorted_ids(), slow.tokens.sorted_ids());
                     assert_eq!(a, b, "text-like below node {c}");
                     assert_eq!(fast.exits, slow.exits, "text-like below node {c}");
                     fast_paths += 1;

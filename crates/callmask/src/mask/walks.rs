@@ -12,6 +12,7 @@
 //! Trade-offs: a [`Walker`] is a few references, made per walk; the first steps out of the exits
 //! are memoized per stack within one walk ([`FirstSteps`]), not across walks.
 
+use super::bitset::{TokenSet, WalkTokens};
 use crate::automaton::complete::{Completer, INF};
 use crate::automaton::{advance, Frame, Stack, Sym};
 use crate::cache::{CacheKey, Caches};
@@ -47,7 +48,7 @@ impl CacheKey for SubWalkKey {
 /// bytes to follow (as [`TokenTrie::walk_lex`] gives them).
 #[derive(Debug)]
 pub(super) struct SubWalk {
-    pub(super) ids: Vec<TokenId>,
+    pub(super) tokens: TokenSet,
     pub(super) exits: Vec<u32>,
     /// The exits' children by byte, so that a walk out of the exits visits only the children
     /// whose byte what follows the lexeme takes.
@@ -115,6 +116,8 @@ pub(super) struct Walker<'a> {
     pub(super) caches: &'a Caches,
     /// The vocabulary's [`crate::Vocab::id`], part of the cache keys.
     pub(super) vocab: u64,
+    /// Tokens in the vocabulary.
+    pub(super) vocab_len: usize,
 }
 
 impl Walker<'_> {
@@ -153,15 +156,16 @@ impl Walker<'_> {
         from: usize,
         dfa: &crate::grammar::dfa::Dfa,
         state: u32,
-        out: &mut Vec<TokenId>,
+        out: &mut WalkTokens,
         exits: &mut Vec<u32>,
     ) {
         if let Some(w) = self.walk_text(from, dfa, state) {
-            out.extend_from_slice(&w.ids);
+            out.add_set(&w.tokens);
             exits.extend_from_slice(&w.exits);
             return;
         }
-        self.trie.walk_recognizer(from, dfa, state, out, exits);
+        self.trie
+            .walk_recognizer(from, dfa, state, &mut out.ids, exits);
     }
 
     /// Walks stacks over the subtree below `from` (its own tokens excluded). With `exits`, the
@@ -171,7 +175,7 @@ impl Walker<'_> {
         g: &GrammarInner,
         from: usize,
         start: Vec<Stack>,
-        out: &mut Vec<TokenId>,
+        out: &mut WalkTokens,
         exits: Option<&mut Vec<u32>>,
     ) {
         self.walk_stacks_with(g, from, start, out, exits, &mut FirstSteps::default());
@@ -183,23 +187,25 @@ impl Walker<'_> {
         g: &GrammarInner,
         from: usize,
         start: Vec<Stack>,
-        out: &mut Vec<TokenId>,
+        out: &mut WalkTokens,
         mut exits: Option<&mut Vec<u32>>,
         memo: &mut FirstSteps,
     ) {
         let base = self.trie.nodes[from].depth as usize;
         let mut levels: Vec<Vec<Stack>> = vec![start];
+        // The stacks after node `i`'s byte; on success they become level `d` and that level's
+        // old buffer is reused here (most nodes take no stack: no allocation for them).
+        let mut next = Vec::new();
         let mut i = from + 1;
         let end = self.trie.nodes[from].next as usize;
         while i < end {
             let d = self.trie.nodes[i].depth as usize - base;
-            let mut next = Vec::new();
             advance(g, &levels[d - 1], self.trie.nodes[i].byte as Sym, &mut next);
             if next.is_empty() {
                 i = self.trie.nodes[i].next as usize;
                 continue;
             }
-            self.trie.push_tokens(i, out);
+            self.trie.push_tokens(i, &mut out.ids);
             if let Some(ex) = exits.as_deref_mut() {
                 if self.trie.has_children(i)
                     && next.iter().any(|s| s.len() == 1 && g.is_complete(&s[0]))
@@ -231,7 +237,7 @@ impl Walker<'_> {
             if levels.len() <= d {
                 levels.resize(d + 1, Vec::new());
             }
-            levels[d] = next;
+            std::mem::swap(&mut levels[d], &mut next);
             i += 1;
         }
     }
@@ -249,7 +255,7 @@ impl Walker<'_> {
         (lex, state): (crate::grammar::LexId, u32),
         stack: &Stack,
         after: Option<Frame>,
-        out: &mut Vec<TokenId>,
+        out: &mut WalkTokens,
         mut exits: Option<&mut Vec<u32>>,
         memo: &mut FirstSteps,
     ) {
@@ -259,7 +265,7 @@ impl Walker<'_> {
         let lex_exits: &[u32] = if self.trie.nodes[i].depth == 1 {
             shared = Some(self.sub_walk(i, dfa, state));
             let w = shared.as_ref().unwrap();
-            out.extend_from_slice(&w.ids);
+            out.add_set(&w.tokens);
             &w.exits
         } else {
             shared = None;
@@ -313,7 +319,7 @@ impl Walker<'_> {
         g: &GrammarInner,
         children: &ExitChildren,
         stack: &Stack,
-        out: &mut Vec<TokenId>,
+        out: &mut WalkTokens,
         mut exits: Option<&mut Vec<u32>>,
         memo: &mut FirstSteps,
     ) {
@@ -346,7 +352,7 @@ impl Walker<'_> {
         g: &GrammarInner,
         from: &[u32],
         stack: &Stack,
-        out: &mut Vec<TokenId>,
+        out: &mut WalkTokens,
         mut exits: Option<&mut Vec<u32>>,
         memo: &mut FirstSteps,
     ) {
@@ -378,11 +384,11 @@ impl Walker<'_> {
         g: &GrammarInner,
         i: usize,
         next: Vec<Stack>,
-        out: &mut Vec<TokenId>,
+        out: &mut WalkTokens,
         mut exits: Option<&mut Vec<u32>>,
         memo: &mut FirstSteps,
     ) {
-        self.trie.push_tokens(i, out);
+        self.trie.push_tokens(i, &mut out.ids);
         if let Some(ex) = exits.as_deref_mut() {
             if self.trie.has_children(i)
                 && next.iter().any(|s| s.len() == 1 && g.is_complete(&s[0]))
@@ -418,7 +424,7 @@ impl Walker<'_> {
                 let w = self
                     .walk_text(i, dfa, state)
                     .unwrap_or_else(|| self.sub_walk_general(i, dfa, state));
-                let bytes = (w.ids.len() + w.exits.len()) * 4 + w.children.bytes() + 128;
+                let bytes = w.tokens.bytes() + w.exits.len() * 4 + w.children.bytes() + 128;
                 Ok(((dfa.clone(), Arc::new(w)), bytes))
             });
         let Ok(entry) = entry;
@@ -433,7 +439,7 @@ impl Walker<'_> {
             .walk_recognizer(i, dfa, state, &mut ids, &mut exits);
         let children = self.exit_children(&exits);
         SubWalk {
-            ids,
+            tokens: TokenSet::new(ids, self.vocab_len),
             exits,
             children,
         }
@@ -494,12 +500,13 @@ impl Walker<'_> {
     ) {
         let base = self.trie.nodes[from].depth as usize;
         let mut levels: Vec<Vec<Stack>> = vec![start];
+        // Reused as in `walk_stacks_with`.
+        let mut next = Vec::new();
         let mut i = from + 1;
         let end = self.trie.nodes[from].next as usize;
         let mut toks = Vec::new();
         while i < end {
             let d = self.trie.nodes[i].depth as usize - base;
-            let mut next = Vec::new();
             advance(g, &levels[d - 1], self.trie.nodes[i].byte as Sym, &mut next);
             if next.is_empty() || self.cost_node(g, comp, i, &next, &mut toks, out) {
                 i = self.trie.nodes[i].next as usize;
@@ -508,7 +515,7 @@ impl Walker<'_> {
             if levels.len() <= d {
                 levels.resize(d + 1, Vec::new());
             }
-            levels[d] = next;
+            std::mem::swap(&mut levels[d], &mut next);
             i += 1;
         }
     }
@@ -552,7 +559,7 @@ impl Walker<'_> {
             o.1 = (o.1 + below).min(INF);
         }
         let mut lex_exits = Vec::new();
-        self.walk_lex(i, dfa, state, &mut Vec::new(), &mut lex_exits);
+        self.walk_lex(i, dfa, state, &mut WalkTokens::default(), &mut lex_exits);
         let mut memo = [0u8; 256];
         for &e in &lex_exits {
             if self.any_child_taken(g, e as usize, &cont, &mut memo) {
