@@ -1306,6 +1306,18 @@ impl<'g> ByteMatcher<'g> {
 /// place, each kept only if no stack before it is equal (no scratch vector per call: a first
 /// mask's walk advances once per trie node it visits).
 pub(crate) fn advance(g: &GrammarInner, states: &[Stack], sym: Sym, out: &mut Vec<Stack>) {
+    advance_traced(g, states, sym, out, |_, _| {});
+}
+
+/// [`advance`], calling `each(before, after)` for every stack a state steps to (normalized,
+/// duplicates included), with the state it came from.
+pub(crate) fn advance_traced(
+    g: &GrammarInner,
+    states: &[Stack],
+    sym: Sym,
+    out: &mut Vec<Stack>,
+    mut each: impl FnMut(&Stack, &Stack),
+) {
     out.clear();
     let mut set = StackSet::default();
     for s in states {
@@ -1315,6 +1327,7 @@ pub(crate) fn advance(g: &GrammarInner, states: &[Stack], sym: Sym, out: &mut Ve
         for r in stepped..out.len() {
             let mut t = std::mem::take(&mut out[r]);
             g.normalize(&mut t);
+            each(s, &t);
             if set.is_new(&out[..kept], |s| s, &t) {
                 out[kept] = t;
                 kept += 1;

@@ -141,6 +141,24 @@ struct LocalCache {
     bytes: usize,
 }
 
+/// A state set's whole mask by the grammar alone (cached by the state set), and what the
+/// distinct-calls rule learns of those states once it needs it.
+#[derive(Debug)]
+pub(crate) struct FullEntry {
+    mask: TokenMask,
+    /// Whether every token of `mask` keeps new calls new ([`TokenAutomaton::calls_stay_new`]).
+    calls_stay_new: OnceLock<bool>,
+}
+
+impl FullEntry {
+    fn new(mask: TokenMask) -> FullEntry {
+        FullEntry {
+            mask,
+            calls_stay_new: OnceLock::new(),
+        }
+    }
+}
+
 struct Shared {
     grammar: Grammar,
     vocab: Arc<Vocab>,
@@ -150,7 +168,7 @@ struct Shared {
     /// The vocabulary's token for each special token of the grammar, where it has one.
     specials: Vec<Option<TokenId>>,
     local: RwLock<LocalCache>,
-    full: RwLock<FxHashMap<Vec<Stack>, Arc<TokenMask>>>,
+    full: RwLock<FxHashMap<Vec<Stack>, Arc<FullEntry>>>,
     /// Bytes without a single-byte (non-special) token: a budget cannot be guaranteed if any.
     missing_bytes: OnceLock<Vec<u8>>,
     /// Shortest completions, built when a token budget is first set.
@@ -286,6 +304,158 @@ impl TokenAutomaton {
     /// The grammar's index of special token `token`, if the grammar refers to it.
     fn special_index(&self, token: TokenId) -> Option<usize> {
         self.shared.specials.iter().position(|&t| t == Some(token))
+    }
+
+    /// The symbols `token` is read as from `states`: its special symbol where the grammar
+    /// takes it there, else its bytes (none for any other special token).
+    pub(crate) fn token_symbols(&self, states: &[Stack], token: TokenId) -> Vec<Sym> {
+        if let Some(k) = self.special_index(token) {
+            let sym = SPECIAL + k as Sym;
+            let mut next = Vec::new();
+            advance(self.g(), states, sym, &mut next);
+            if !next.is_empty() {
+                return vec![sym];
+            }
+        }
+        let vocab = &self.shared.vocab;
+        if vocab.is_special(token) {
+            return Vec::new();
+        }
+        let bytes = vocab.token_bytes(token).unwrap_or_default();
+        bytes.iter().map(|&b| b as Sym).collect()
+    }
+
+    /// Fills `mask` with the tokens the grammar alone allows next from `states` (end-of-
+    /// generation tokens where one of them may end; `mask` cleared first).
+    fn fill_states_mask(&self, states: &[Stack], mask: &mut TokenMask) {
+        mask.clear();
+        for s in states {
+            self.fill_stack(s, mask);
+        }
+        let g = self.g();
+        let mut out = Vec::new();
+        for (k, t) in self.shared.specials.iter().enumerate() {
+            if let Some(t) = *t {
+                advance(g, states, SPECIAL + k as Sym, &mut out);
+                if !out.is_empty() {
+                    mask.set(t);
+                }
+            }
+        }
+        if states.iter().any(|s| g.can_end(s)) {
+            for &t in self.shared.vocab.eos_tokens() {
+                if (t as usize) < mask.len() {
+                    mask.set(t);
+                }
+            }
+        }
+    }
+
+    /// For the distinct-calls rule, with every stack of `states` inside a call of a function
+    /// not called yet: true when every token of `mask` (the grammar's mask at `states`) leaves
+    /// the calls distinct whatever follows, and the output a way to end within no budget:
+    /// - a token after which no call may have ended ([`distinct::may_end_call`]) keeps a call
+    ///   in progress open (new whatever it becomes), and is taken by a stack from where the
+    ///   output may end with no further call;
+    /// - a token that may end one (the call is new) holds no whole call besides (it is shorter
+    ///   than the shortest call), and leaves some stack outside calls from where the output
+    ///   may end with no further call.
+    ///
+    /// A function of the states alone, kept with their mask's cache entry. A token that the
+    /// top frame of a stack from where the output may end takes on its own, where the call
+    /// needs more than that frame, or one with fewer symbols than the fewest that complete any
+    /// call in progress, ends none along that stack; the others are checked one by one.
+    pub(crate) fn calls_stay_new(&self, states: &[Stack], mask: &TokenMask) -> bool {
+        let g = self.g();
+        let nc = self.no_calls_completer();
+        let ending: Vec<Stack> = states
+            .iter()
+            .filter(|s| nc.remaining(s) < INF)
+            .cloned()
+            .collect();
+        if ending.is_empty() {
+            return false;
+        }
+        if ending.len() < states.len() {
+            let mut covered = TokenMask::new(mask.len());
+            self.fill_states_mask(&ending, &mut covered);
+            if mask
+                .words
+                .iter()
+                .zip(&covered.words)
+                .any(|(m, c)| m & !c != 0)
+            {
+                return false;
+            }
+        }
+        let sym = self.symbol_completer();
+        let fewest = states
+            .iter()
+            .map(|s| match distinct::open_call(g, s) {
+                Some((k, _)) if k + 1 < s.len() => sym.remaining(&s[k + 1..]),
+                _ => 0,
+            })
+            .min()
+            .unwrap_or(0) as usize;
+        // Tokens that a stack from where the output may end takes in its top frame alone,
+        // where the call needs more than that frame to be complete: along that stack, no call
+        // ends (the frame may complete, the call not).
+        let mut local = TokenMask::new(mask.len());
+        for s in &ending {
+            if distinct::open_call(g, s).is_some_and(|(k, _)| sym.remaining_below(&s[k + 1..]) > 0)
+            {
+                self.local(&s[s.len() - 1]).allowed.or_into(&mut local);
+            }
+        }
+        // The fewest symbols of any call: a token shorter holds no whole call.
+        let shortest_call = g
+            .nodes
+            .iter()
+            .filter_map(|n| match n {
+                crate::grammar::Node::Capture(crate::grammar::Capture::Call(_), inner) => {
+                    Some(sym.node_min(*inner))
+                }
+                _ => None,
+            })
+            .min()
+            .unwrap_or(INF) as usize;
+        let vocab = &self.shared.vocab;
+        for (i, (&m, &l)) in mask.words.iter().zip(&local.words).enumerate() {
+            let mut w = m & !l;
+            while w != 0 {
+                let t = (i * 64) as TokenId + w.trailing_zeros();
+                w &= w - 1;
+                let len = match self.special_index(t) {
+                    Some(_) => 1,
+                    None => vocab.token_bytes(t).map_or(0, <[u8]>::len),
+                };
+                if len < fewest {
+                    continue;
+                }
+                let syms = self.token_symbols(states, t);
+                if distinct::may_end_call(g, states, &syms)
+                    && (len >= shortest_call || !self.leaves_a_quiet_end(states, &syms))
+                {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// True when, after `syms` from `states`, some stack is outside calls with a way to end
+    /// that starts no call.
+    fn leaves_a_quiet_end(&self, states: &[Stack], syms: &[Sym]) -> bool {
+        let g = self.g();
+        let nc = self.no_calls_completer();
+        let mut cur = states.to_vec();
+        let mut next = Vec::new();
+        for &sym in syms {
+            advance(g, &cur, sym, &mut next);
+            std::mem::swap(&mut cur, &mut next);
+        }
+        cur.iter()
+            .any(|s| distinct::open_call(g, s).is_none() && nc.remaining(s) < INF)
     }
 
     /// A matcher at the start of an output.

@@ -754,6 +754,11 @@ impl Completer {
         }
     }
 
+    /// Fewest symbols (or tokens) a value of `node` needs.
+    pub(crate) fn node_min(&self, node: NodeId) -> u32 {
+        self.node_min[node as usize]
+    }
+
     /// Fewest symbols before `stack` may end.
     pub(crate) fn remaining(&self, stack: &[Frame]) -> u32 {
         let n = stack.len();

@@ -9,8 +9,20 @@
 //! [`CallLog`] (the parser fed with the accepted tokens, rebuilt lazily after a rollback).
 //!
 //! The rule on the mask: a token is allowed only if, after it, the output can still end, within
-//! the token budget when one is set, with every call different from the earlier ones. Each
-//! allowed token is checked in one of three ways, cheapest first:
+//! the token budget when one is set, with every call different from the earlier ones.
+//!
+//! Most masks need no check at all. The matcher watches every accepted token for a call that
+//! may have ended on it ([`leaves_call`] at each step, exact on lineage and erring towards
+//! yes): until one may have, no call is complete, the log is not fed, and masks are the
+//! grammar's. After that the log is fed only when a mask needs it. With no token budget, where
+//! no call may have ended since the log was last fed, every stack is inside a call of a
+//! function not called yet ([`in_fresh_calls`]), and every token of the grammar's mask keeps
+//! such calls new (the automaton's `calls_stay_new`, a function of the states kept with their
+//! cached mask: the token ends no call, from a stack that may end with no further call, or it
+//! ends one, is too short to hold another, and leaves a stack outside calls that may end with
+//! none), the mask is the grammar's.
+//!
+//! Elsewhere each allowed token is checked in one of three ways, cheapest first:
 //! - **In text outside any call, or inside a call of a function not called yet** (the common
 //!   case), a token that stays in the top frame of a stack keeps it there: no call starts or
 //!   ends, or the call it is in is new whatever it becomes. Outside calls in a frame that may
@@ -24,7 +36,10 @@
 //!   escape letter, or digits) than there are earlier calls of the function, each without
 //!   raising the lexeme's cost: one of them makes the call new, at one token more than the
 //!   shortest completion, which must fit.
-//! - **Otherwise** (tokens that close values, keys, calls, or start calls): a bounded
+//! - **Otherwise** (tokens that close values, keys, calls, or start calls): where no call may
+//!   end along the token and a stack after it is outside calls, or in a call of a function
+//!   not called yet, with a way to end that starts no call within the budget, the token is
+//!   allowed (one more step over its symbols); else a bounded
 //!   best-first search over single bytes from the state after the token, in order of bytes
 //!   written plus the fewest tokens still needed ([`SEARCH_NODES`] states and
 //!   [`SEARCH_BRANCHES`] bytes from each at most), for a position where the calls completed
@@ -215,7 +230,7 @@ impl CallLog {
     }
 
     /// How many completed calls have function `name`.
-    fn count(&self, name: &str) -> usize {
+    pub(crate) fn count(&self, name: &str) -> usize {
         self.done.iter().filter(|(n, _)| n == name).count()
     }
 
@@ -425,8 +440,66 @@ pub(crate) fn json_eq(a: &Value, b: &Value) -> bool {
     }
 }
 
+/// True when reading `syms` from `states` may complete a call: along some stack, at some
+/// symbol, a call's capture frame is left (popped, whether by its own last symbol or by the
+/// next symbol its parent takes). See [`leaves_call`].
+pub(crate) fn may_end_call(g: &GrammarInner, states: &[Stack], syms: &[Sym]) -> bool {
+    let mut cur = states.to_vec();
+    let mut next: Vec<Stack> = Vec::new();
+    let mut ended = false;
+    for &sym in syms {
+        crate::automaton::advance_traced(g, &cur, sym, &mut next, |s, t| {
+            ended = ended || leaves_call(g, s, t);
+        });
+        if ended {
+            return true;
+        }
+        std::mem::swap(&mut cur, &mut next);
+    }
+    false
+}
+
+/// True when every stack of `states` is inside a call of a function that no call of `log`
+/// completed, and the log holds no repeat: then a token after which no call may have ended
+/// keeps the calls distinct whatever follows, where the output may then end with no further
+/// call ([`crate::TokenAutomaton`]'s `calls_stay_new`; with no token budget to keep to).
+pub(crate) fn in_fresh_calls(g: &GrammarInner, log: &CallLog, states: &[Stack]) -> bool {
+    !log.broken
+        && states.iter().all(|s| match open_call(g, s) {
+            Some((k, i)) => {
+                k + 1 < s.len()
+                    && g.functions
+                        .get(i as usize)
+                        .is_some_and(|n| log.count(n) == 0)
+            }
+            None => false,
+        })
+}
+
+/// True when `before` is in a call that `after` (a stack it stepped to) is no longer in.
+///
+/// Exact on lineage: a call frame that stays at its depth over unchanged frames below it is
+/// the same call. Below a capture frame nothing changes while it is on the stack, and a parent
+/// that starts a new call after one ends moves on itself (a repetition counts one more, a
+/// sequence moves to a later element), so a new call never looks like the old one going on.
+/// Where several stacks are live (text that may still be the start of a call), any one
+/// leaving a call counts: the answer errs towards true, which costs only speed.
+pub(crate) fn leaves_call(g: &GrammarInner, before: &[Frame], after: &[Frame]) -> bool {
+    before.iter().enumerate().any(|(i, f)| match f {
+        Frame::Cap { node, .. }
+            if matches!(g.nodes[*node as usize], Node::Capture(Capture::Call(_), _)) =>
+        {
+            let same = after.len() > i
+                && after[..i] == before[..i]
+                && matches!(after[i], Frame::Cap { node: n, .. } if n == *node);
+            !same
+        }
+        _ => false,
+    })
+}
+
 /// The innermost call in progress on `stack`: its frame's index and function.
-fn open_call(g: &GrammarInner, stack: &[Frame]) -> Option<(usize, u32)> {
+pub(crate) fn open_call(g: &GrammarInner, stack: &[Frame]) -> Option<(usize, u32)> {
     stack.iter().enumerate().rev().find_map(|(k, f)| match f {
         Frame::Cap { node, done: false } => match &g.nodes[*node as usize] {
             Node::Capture(Capture::Call(i), _) => Some((k, *i)),
@@ -755,6 +828,30 @@ impl<'a> Ctx<'a> {
     }
 
     /// The log after `token`.
+    /// True when `token`, with `next` the states after it, keeps the calls distinct whatever
+    /// the call in progress becomes: no call ends along any stack while it is read
+    /// ([`may_end_call`]), and some stack after it is outside calls or in a call of a
+    /// function not called yet, from where the output ends with no further call within the
+    /// limit (the no-call completer's count, which names that completion). One more step over
+    /// the token's symbols instead of a search; a token that closes a key or a value inside a
+    /// new call is the common case.
+    fn keeps_calls_new(&self, states: &[Stack], token: TokenId, next: &[Stack]) -> bool {
+        if self.log.broken {
+            return false;
+        }
+        let g = self.auto.g();
+        let nc = self.auto.no_calls_completer();
+        let no_call_open = self.log.open_name().is_none();
+        let fits = next.iter().any(|t| {
+            let fresh = match open_call(g, t) {
+                Some((_, i)) => self.calls_of(i) == 0,
+                None => no_call_open,
+            };
+            fresh && nc.remaining(t) <= self.limit
+        });
+        fits && !may_end_call(g, states, &self.auto.token_symbols(states, token))
+    }
+
     fn log_after(&self, token: TokenId) -> CallLog {
         let mut log = self.log.clone();
         log.push_token(&self.auto.shared.vocab, token);
@@ -953,15 +1050,18 @@ impl<'a> Ctx<'a> {
         false
     }
 
-    /// Filters `mask` (the grammar's mask, under the budget) for the states `states`:
-    /// removes the tokens after which no output with distinct calls fits. `next` gives a
-    /// token's states (`Err` when refused, `Ok(None)` for the end).
+    /// The tokens of `mask` (the grammar's mask, under the budget) for the states `states`
+    /// after which no output with distinct calls fits, in increasing order (`mask` itself is
+    /// left as it is: the caller removes them, or keeps a witness where they are all of it).
+    /// `next` gives a token's states (`None` when refused, `Some(None)` for the end); `scratch`
+    /// holds two masks reused between calls.
     pub(crate) fn filter(
         &self,
         states: &[Stack],
-        mask: &mut TokenMask,
+        mask: &TokenMask,
         next: &dyn Fn(TokenId) -> Option<Option<Vec<Stack>>>,
-    ) {
+        scratch: &mut FilterScratch,
+    ) -> Vec<TokenId> {
         let g = self.auto.g();
         let vocab = &self.auto.shared.vocab;
         let nc = self.auto.no_calls_completer();
@@ -976,12 +1076,17 @@ impl<'a> Ctx<'a> {
                 None => false,
             })
         {
-            return;
+            return Vec::new();
         }
         // Tokens accepted by the cheap rules.
         let n = mask.len();
-        let mut ok = TokenMask::new(n);
-        let mut scratch = TokenMask::new(n);
+        let FilterScratch(ok, scratch) = scratch;
+        for m in [&mut *ok, &mut *scratch] {
+            if m.len() != n {
+                *m = TokenMask::new(n);
+            }
+            m.clear();
+        }
         let open_risky = self.log.open_risky();
         for s in states {
             let top = &s[s.len() - 1];
@@ -1002,7 +1107,7 @@ impl<'a> Ctx<'a> {
                     let local = self.auto.local(top);
                     for (c, set) in &self.auto.local_costs(top, &local).groups {
                         if c.saturating_add(below) <= self.limit {
-                            set.or_into(&mut ok);
+                            set.or_into(ok);
                         }
                     }
                 } else {
@@ -1011,7 +1116,7 @@ impl<'a> Ctx<'a> {
                     scratch.clear();
                     for (c, set) in &self.auto.no_call_costs(top).groups {
                         if c.saturating_add(below) <= self.limit {
-                            set.or_into(&mut scratch);
+                            set.or_into(scratch);
                         }
                     }
                     let quiet = self.auto.quiet_tokens();
@@ -1037,7 +1142,7 @@ impl<'a> Ctx<'a> {
                 // A new call: the local tokens whose cost fits.
                 for (c, set) in &self.auto.local_costs(top, &local).groups {
                     if c.saturating_add(below) <= self.limit {
-                        set.or_into(&mut ok);
+                        set.or_into(ok);
                     }
                 }
             } else if let (Frame::Lex { lex, .. }, true) = (top, in_args(g, &s[k + 1..])) {
@@ -1049,7 +1154,7 @@ impl<'a> Ctx<'a> {
                     continue;
                 }
                 scratch.clear();
-                local.allowed.or_into(&mut scratch);
+                local.allowed.or_into(scratch);
                 let dfa = &g.lexemes[*lex as usize];
                 let Frame::Lex { state, .. } = top else {
                     continue;
@@ -1104,6 +1209,7 @@ impl<'a> Ctx<'a> {
             let good = match next(t) {
                 None => false,
                 Some(None) => self.check_token(t, None, 0).is_ok(),
+                Some(Some(nx)) if self.keeps_calls_new(states, t, &nx) => true,
                 Some(Some(nx)) => {
                     let log = self.log_after(t);
                     // Another token to the same states and calls had a search that hit its
@@ -1135,9 +1241,24 @@ impl<'a> Ctx<'a> {
                 remove.push(t);
             }
         }
-        for t in remove {
-            mask.words[t as usize / 64] &= !(1u64 << (t % 64));
-        }
+        remove
+    }
+}
+
+/// The two scratch masks of [`Ctx::filter`], kept by a matcher between masks (a clone starts
+/// with none: they hold nothing from one call to the next).
+#[derive(Debug)]
+pub(crate) struct FilterScratch(TokenMask, TokenMask);
+
+impl Default for FilterScratch {
+    fn default() -> Self {
+        FilterScratch(TokenMask::new(0), TokenMask::new(0))
+    }
+}
+
+impl Clone for FilterScratch {
+    fn clone(&self) -> Self {
+        FilterScratch::default()
     }
 }
 

@@ -5,10 +5,10 @@
 //! them per accepted token for rollback, bounded by [`Matcher::set_max_rollback`]; everything
 //! that can be shared (walks, whole masks, completion costs) lives in the automaton.
 
-use super::distinct::{CallLog, Ctx};
-use super::{read, TokenAutomaton, TokenMask, DEFAULT_MAX_ROLLBACK, FULL_CACHE_ENTRIES};
+use super::distinct::{CallLog, Ctx, FilterScratch};
+use super::{read, FullEntry, TokenAutomaton, TokenMask, DEFAULT_MAX_ROLLBACK, FULL_CACHE_ENTRIES};
 use crate::automaton::complete::INF;
-use crate::automaton::{advance, Stack, Sym, SPECIAL};
+use crate::automaton::{advance, advance_traced, Stack, Sym, SPECIAL};
 use crate::error::{Error, Result};
 use crate::vocab::TokenId;
 use std::collections::VecDeque;
@@ -36,6 +36,17 @@ pub struct Matcher {
     distinct: bool,
     /// The calls so far, for `distinct` (built lazily; dropped on rollback).
     log: Option<Box<CallLog>>,
+    /// Whether an accepted token may have completed a call ([`super::distinct::may_end_call`];
+    /// true errs on the safe side). Until then no call is complete and the log is not fed:
+    /// the parser's work per token is most of a dialect's step.
+    call_may_be_done: bool,
+    /// Whether an accepted token may have completed a call since the log was last fed: until
+    /// then the log's completed calls are current even where its last tokens are not fed.
+    ended_since_sync: bool,
+    /// The cache entry of the current states' grammar mask, once filled.
+    entry: Option<Arc<FullEntry>>,
+    /// Scratch masks of the distinct-calls filter, reused between masks.
+    filter_scratch: FilterScratch,
     /// Masks where the distinct-calls rule gave way (see `distinct_gave_up`).
     distinct_gave_up: u64,
 }
@@ -56,6 +67,10 @@ impl Matcher {
             steered: 0,
             distinct,
             log: None,
+            call_may_be_done: false,
+            ended_since_sync: false,
+            entry: None,
+            filter_scratch: FilterScratch::default(),
             distinct_gave_up: 0,
         }
     }
@@ -68,6 +83,11 @@ impl Matcher {
     /// are allowed, and where even that is not found, the rule gives way for the rest of the
     /// output rather than leave no token ([`Matcher::distinct_gave_up`]).
     pub fn set_distinct_calls(&mut self, on: bool) {
+        if on && !self.distinct && !self.tokens.is_empty() {
+            // Tokens accepted with the rule off were not watched for ended calls.
+            self.call_may_be_done = true;
+            self.ended_since_sync = true;
+        }
         self.distinct = on;
     }
 
@@ -86,9 +106,12 @@ impl Matcher {
     /// True when the distinct-calls rule can remove tokens here (on, and some call is
     /// complete): [`Matcher::is_allowed`] does not apply it, only masks do.
     pub(crate) fn distinct_active(&mut self) -> bool {
-        !self.finished
-            && self.distinct_gave_up == 0
-            && self.sync_log().is_some_and(CallLog::has_calls)
+        !self.finished && self.distinct_gave_up == 0 && self.calls_done()
+    }
+
+    /// True when the rule is on and some call of the output is complete.
+    fn calls_done(&mut self) -> bool {
+        self.call_may_be_done && self.sync_log().is_some_and(CallLog::has_calls)
     }
 
     /// The log of calls, fed up to the accepted tokens; `None` when the rule cannot apply
@@ -105,6 +128,7 @@ impl Matcher {
             let t = self.tokens[log.fed];
             log.push_token(&vocab, t);
         }
+        self.ended_since_sync = false;
         Some(&**log)
     }
 
@@ -123,17 +147,32 @@ impl Matcher {
             return;
         }
         let limit = self.distinct_limit();
-        if self.distinct_gave_up > 0 || self.sync_log().is_none_or(|l| !l.has_calls()) {
+        if self.distinct_gave_up > 0 || !self.call_may_be_done {
             return;
         }
-        let before = mask.clone();
+        if self.tokens_left().is_none() && self.no_call_ends_here(mask) {
+            return;
+        }
+        if !self.calls_done() {
+            return;
+        }
+        let mut scratch = std::mem::take(&mut self.filter_scratch);
         let Some(log) = self.log.as_deref() else {
             return;
         };
         let ctx = Ctx::new(&self.auto, log, limit);
         let next = |t: TokenId| self.next_states(t).ok();
-        ctx.filter(&self.states, mask, &next);
-        if mask.count() == 0 && before.count() > 0 {
+        let remove = ctx.filter(&self.states, mask, &next, &mut scratch);
+        self.filter_scratch = scratch;
+        if remove.is_empty() {
+            return;
+        }
+        let empties = remove.len() == mask.count();
+        let before = if empties { Some(mask.clone()) } else { None };
+        for t in remove {
+            mask.words[t as usize / 64] &= !(1u64 << (t % 64));
+        }
+        if let Some(before) = before {
             // The witness: the completion that admitted the last token (the same search from
             // here, one token more, finds it again). The tokens that spell a prefix of it are
             // allowed: after each the rest of it ends the output with distinct calls, within
@@ -175,6 +214,29 @@ impl Matcher {
                 *mask = before;
                 self.distinct_gave_up += 1;
             }
+        }
+    }
+
+    /// True when, with no token budget, the distinct-calls rule removes nothing from `mask`
+    /// (the grammar's mask) without the call log fed up to here: no call ended since it was
+    /// last fed (so its completed calls are current), every stack is in a call of a function
+    /// not called yet ([`super::distinct::in_fresh_calls`]), and every token of the mask keeps
+    /// new calls new ([`TokenAutomaton::calls_stay_new`], kept with the mask's cache entry).
+    /// Inside a new call, most masks.
+    fn no_call_ends_here(&self, mask: &TokenMask) -> bool {
+        let Some(log) = self.log.as_deref() else {
+            return false;
+        };
+        if self.ended_since_sync
+            || !super::distinct::in_fresh_calls(self.auto.g(), log, &self.states)
+        {
+            return false;
+        }
+        match &self.entry {
+            Some(e) => *e
+                .calls_stay_new
+                .get_or_init(|| self.auto.calls_stay_new(&self.states, &e.mask)),
+            None => self.auto.calls_stay_new(&self.states, mask),
         }
     }
 
@@ -371,31 +433,12 @@ impl Matcher {
             mask.clear();
             return;
         }
-        if let Some(m) = read(&self.auto.shared.full).get(&self.states) {
-            mask.words.copy_from_slice(&m.words);
+        if let Some(e) = read(&self.auto.shared.full).get(&self.states) {
+            mask.words.copy_from_slice(&e.mask.words);
+            self.entry = Some(e.clone());
             return;
         }
-        mask.clear();
-        for s in &self.states {
-            self.auto.fill_stack(s, mask);
-        }
-        let g = self.auto.g();
-        let mut out = Vec::new();
-        for (k, t) in self.auto.shared.specials.iter().enumerate() {
-            if let Some(t) = *t {
-                advance(g, &self.states, SPECIAL + k as Sym, &mut out);
-                if !out.is_empty() {
-                    mask.set(t);
-                }
-            }
-        }
-        if self.can_end() {
-            for &t in self.auto.shared.vocab.eos_tokens() {
-                if (t as usize) < vocab_len {
-                    mask.set(t);
-                }
-            }
-        }
+        self.auto.fill_states_mask(&self.states, mask);
         let mut full = self
             .auto
             .shared
@@ -403,7 +446,9 @@ impl Matcher {
             .write()
             .unwrap_or_else(|e| e.into_inner());
         if full.len() < FULL_CACHE_ENTRIES {
-            full.insert(self.states.clone(), Arc::new(mask.clone()));
+            let e = Arc::new(FullEntry::new(mask.clone()));
+            full.insert(self.states.clone(), e.clone());
+            self.entry = Some(e);
         }
     }
 
@@ -451,6 +496,7 @@ impl Matcher {
             || self.finished
             || self.distinct_gave_up > 0
             || self.auto.g().functions.is_empty()
+            || !self.call_may_be_done
         {
             return true;
         }
@@ -478,6 +524,16 @@ impl Matcher {
     /// after which no complete output fits in the tokens left.
     pub(crate) fn next_states(&self, token: TokenId) -> Result<Option<Vec<Stack>>> {
         let next = self.next_states_grammar(token)?;
+        self.within_budget(token, next)
+    }
+
+    /// `next`, the states after `token` by the grammar, where they fit the budget (see
+    /// [`Matcher::next_states`]).
+    fn within_budget(
+        &self,
+        token: TokenId,
+        next: Option<Vec<Stack>>,
+    ) -> Result<Option<Vec<Stack>>> {
         let Some(left) = self.tokens_left() else {
             return Ok(next);
         };
@@ -512,6 +568,16 @@ impl Matcher {
     /// The states after `token` (`None`: it ends the output), without accepting it, by the
     /// grammar alone.
     fn next_states_grammar(&self, token: TokenId) -> Result<Option<Vec<Stack>>> {
+        self.step_token(token, None)
+    }
+
+    /// [`Matcher::next_states_grammar`]; with `ended`, also sets it when a call may have
+    /// ended along the way ([`super::distinct::leaves_call`] on every step).
+    fn step_token(
+        &self,
+        token: TokenId,
+        mut ended: Option<&mut bool>,
+    ) -> Result<Option<Vec<Stack>>> {
         let vocab = &self.auto.shared.vocab;
         let forbidden = || Error::TokenForbidden {
             token,
@@ -527,9 +593,16 @@ impl Matcher {
         if self.finished {
             return Err(forbidden());
         }
+        let g = self.auto.g();
+        let mut step = |cur: &[Stack], sym: Sym, next: &mut Vec<Stack>| match ended.as_deref_mut() {
+            Some(flag) => advance_traced(g, cur, sym, next, |s, t| {
+                *flag = *flag || super::distinct::leaves_call(g, s, t);
+            }),
+            None => advance(g, cur, sym, next),
+        };
         if let Some(k) = self.auto.special_index(token) {
             let mut next = Vec::new();
-            advance(self.auto.g(), &self.states, SPECIAL + k as Sym, &mut next);
+            step(&self.states, SPECIAL + k as Sym, &mut next);
             if !next.is_empty() {
                 return Ok(Some(next));
             }
@@ -548,11 +621,10 @@ impl Matcher {
         if bytes.is_empty() {
             return Err(forbidden());
         }
-        let g = self.auto.g();
         let mut cur = self.states.clone();
         let mut next = Vec::new();
         for &b in bytes {
-            advance(g, &cur, b as Sym, &mut next);
+            step(&cur, b as Sym, &mut next);
             if next.is_empty() {
                 return Err(forbidden());
             }
@@ -563,11 +635,17 @@ impl Matcher {
 
     /// Accepts `token`, or returns a typed error (and changes nothing) when it is not allowed.
     pub fn accept(&mut self, token: TokenId) -> Result<()> {
-        let next = self.next_states(token)?;
-        if !self.finished
-            && self.distinct_gave_up == 0
-            && self.sync_log().is_some_and(CallLog::has_calls)
-        {
+        // Watch for ended calls while the log may be left unfed (see `ended_since_sync`).
+        let watch = self.distinct
+            && !(self.call_may_be_done && self.ended_since_sync)
+            && !self.auto.g().functions.is_empty();
+        let mut ended = false;
+        let next = self.step_token(token, watch.then_some(&mut ended))?;
+        let next = self.within_budget(token, next)?;
+        // Watched and seen to end no call, a token completes no call, so repeats none: the
+        // log need not be fed for it.
+        let completes_none = watch && !ended && next.is_some();
+        if !self.finished && self.distinct_gave_up == 0 && !completes_none && self.calls_done() {
             // A token that completes a call equal to an earlier one (or ends the output on
             // one) is refused whatever the mask was.
             if let Some(log) = self.log.as_deref() {
@@ -589,6 +667,11 @@ impl Matcher {
                 }
             }
         }
+        if ended {
+            self.call_may_be_done = true;
+            self.ended_since_sync = true;
+        }
+        self.entry = None;
         let prev = match next {
             Some(s) => std::mem::replace(&mut self.states, s),
             None => {
@@ -660,6 +743,8 @@ impl Matcher {
         self.tokens.truncate(self.tokens.len() - n);
         self.finished = false;
         self.log = None;
+        self.ended_since_sync = true;
+        self.entry = None;
         Ok(())
     }
 

@@ -253,3 +253,63 @@ fn a_number_value_near_the_end_of_the_budget_is_made_new_not_repeated() {
         }
     }
 }
+
+/// Accepts `pieces`, each one token of `vocab`.
+fn accept_tokens(m: &mut callmask::Matcher, vocab: &Vocab, pieces: &[&str]) {
+    for p in pieces {
+        let t = vocab
+            .token_id(p.as_bytes())
+            .unwrap_or_else(|| panic!("{p:?} is no token"));
+        m.accept(t).unwrap_or_else(|e| panic!("{p:?}: {e}"));
+    }
+}
+
+#[test]
+fn a_call_that_ends_inside_a_token_is_seen_whatever_else_the_token_holds() {
+    // The call log is fed only once an accepted token may have completed a call: a token that
+    // holds a whole call, or the end of one and the start of the next, must count.
+    // `g` takes no arguments: once `g` was called, a second call named `g` repeats it, while
+    // `get` (which shares its first letter) is still new.
+    for (dialect, pieces, repeat) in [
+        ("pythonic", &["[", "g()", ", g"][..], "("),
+        ("pythonic", &["[g", "(), g"][..], "("),
+        (
+            "hermes",
+            &["<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": \"g"][..],
+            "\"",
+        ),
+        (
+            "hermes",
+            &[
+                "<tool_call>\n{\"name\": \"g\", \"arguments\": {",
+                "}}\n</tool_call>\n<tool_call>\n{\"name\": \"g",
+            ][..],
+            "\"",
+        ),
+    ] {
+        let vocab = vocab_with(pieces);
+        let g = Dialect::by_name(dialect)
+            .unwrap()
+            .compile(&tools(), &DialectOptions::default())
+            .unwrap();
+        let auto = TokenAutomaton::new(&g, vocab.clone()).unwrap();
+        let mut m = auto.matcher();
+        accept_tokens(&mut m, &vocab, pieces);
+        let mut mask = TokenMask::new(vocab.len());
+        m.fill_mask(&mut mask);
+        let t = repeat.as_bytes()[0] as u32;
+        assert!(
+            !mask.is_allowed(t) && !m.is_allowed(t),
+            "{dialect} {pieces:?}: {repeat:?} completes a repeated call"
+        );
+        assert!(
+            mask.is_allowed(b'e' as u32),
+            "{dialect} {pieces:?}: `get` refused"
+        );
+        // With the rule off, the repeat is allowed.
+        let mut m = auto.matcher();
+        m.set_distinct_calls(false);
+        accept_tokens(&mut m, &vocab, pieces);
+        assert!(m.is_allowed(t), "{dialect} {pieces:?}: off, {repeat:?} refused");
+    }
+}
