@@ -1956,10 +1956,10 @@ const CHANGES: [Change; 10] = [
                its entry and each entry its successors by token, so a hit is one (entry, token) \
                lookup and the copy. Hermes steps take 1.8-2 µs here where a standalone pass \
                over the same output and grammar measures 0.5-0.6 µs a step (min over 100 \
-               passes, the same vocabulary); timed twice in this suite, a step's first fill \
-               after the accept takes 1.0-2.6 µs and a second fill of the same state 0.45-0.56 \
-               µs (`tools_1/hermes/required`): the hit itself is cheap, what the accept leaves \
-               behind (caches, the copy's source and target out of L1) is not yet explained.",
+               passes, the same vocabulary); each step timed twice in this suite's passes, the \
+               first fill after the accept takes 1.3-3.7 µs and an immediate second fill of the \
+               same state 0.35-0.6 µs (`tools_1/hermes/required`): the hit itself is cheap; \
+               why it is not right after the accept here is not yet explained.",
     },
     Change {
         id: "first-masks",
