@@ -325,6 +325,20 @@ impl TokenAutomaton {
         bytes.iter().map(|&b| b as Sym).collect()
     }
 
+    /// Calls `each(token, next states)` for every special token of the grammar that the
+    /// vocabulary has and `states` take.
+    fn for_each_special(&self, states: &[Stack], mut each: impl FnMut(TokenId, &[Stack])) {
+        let mut out = Vec::new();
+        for (k, t) in self.shared.specials.iter().enumerate() {
+            if let Some(t) = *t {
+                advance(self.g(), states, SPECIAL + k as Sym, &mut out);
+                if !out.is_empty() {
+                    each(t, &out);
+                }
+            }
+        }
+    }
+
     /// Fills `mask` with the tokens the grammar alone allows next from `states` (end-of-
     /// generation tokens where one of them may end; `mask` cleared first).
     fn fill_states_mask(&self, states: &[Stack], mask: &mut TokenMask) {
@@ -332,16 +346,8 @@ impl TokenAutomaton {
         for s in states {
             self.fill_stack(s, mask);
         }
+        self.for_each_special(states, |t, _| mask.set(t));
         let g = self.g();
-        let mut out = Vec::new();
-        for (k, t) in self.shared.specials.iter().enumerate() {
-            if let Some(t) = *t {
-                advance(g, states, SPECIAL + k as Sym, &mut out);
-                if !out.is_empty() {
-                    mask.set(t);
-                }
-            }
-        }
         if states.iter().any(|s| g.can_end(s)) {
             for &t in self.shared.vocab.eos_tokens() {
                 if (t as usize) < mask.len() {
@@ -677,17 +683,8 @@ impl TokenAutomaton {
         for s in states {
             self.stack_costs(s, &mut groups, &mut list);
         }
-        let g = self.g();
         let comp = self.completer();
-        let mut out = Vec::new();
-        for (k, t) in self.shared.specials.iter().enumerate() {
-            if let Some(t) = *t {
-                advance(g, states, SPECIAL + k as Sym, &mut out);
-                if !out.is_empty() {
-                    list.push((t, comp.remaining_any(&out)));
-                }
-            }
-        }
+        self.for_each_special(states, |t, next| list.push((t, comp.remaining_any(next))));
         let words = self.shared.vocab.len().div_ceil(64);
         for (t, c) in list {
             groups.entry(c).or_default().add(t, words);
