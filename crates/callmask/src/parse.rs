@@ -103,7 +103,9 @@ struct SegNow {
 #[derive(Debug, Clone)]
 struct Path {
     stack: Stack,
-    segs: Vec<Seg>,
+    /// Shared between the interpretations a symbol splits one into, copied only by the one
+    /// that opens or closes a capture (most symbols do neither).
+    segs: std::sync::Arc<Vec<Seg>>,
 }
 
 /// What has been emitted for segment `k` of the common interpretation.
@@ -158,7 +160,7 @@ impl StreamParser {
         StreamParser {
             paths: vec![Path {
                 stack: grammar.inner.start_stack(),
-                segs: Vec::new(),
+                segs: Default::default(),
             }],
             grammar: grammar.clone(),
             buf: Vec::new(),
@@ -235,7 +237,7 @@ impl StreamParser {
             }
             Some(i) => {
                 let mut p = self.paths.swap_remove(i);
-                for s in &mut p.segs {
+                for s in std::sync::Arc::make_mut(&mut p.segs) {
                     s.end.get_or_insert(n);
                 }
                 self.paths = vec![p];
@@ -297,13 +299,17 @@ impl StreamParser {
         let mut out: Vec<Path> = Vec::new();
         let mut seen = crate::automaton::StackSet::default();
         let mut raw = Vec::new();
+        // The capture frames (depth, node) of a stack before, during and after the symbol.
+        let (mut before, mut during, mut after) = (Vec::new(), Vec::new(), Vec::new());
         for path in &self.paths {
             raw.clear();
             g.step(&path.stack, sym, &mut raw);
+            before.clear();
+            before.extend(caps(&path.stack));
             for t in raw.drain(..) {
                 let mut segs = path.segs.clone();
-                let before: Vec<(usize, u32)> = caps(&path.stack).collect();
-                let during: Vec<(usize, u32)> = caps(&t).collect();
+                during.clear();
+                during.extend(caps(&t));
                 for key in &before {
                     if !during.contains(key) {
                         close(&mut segs, *key, p);
@@ -311,7 +317,7 @@ impl StreamParser {
                 }
                 for &key in &during {
                     if !before.contains(&key) {
-                        segs.push(Seg {
+                        std::sync::Arc::make_mut(&mut segs).push(Seg {
                             kind: capture_kind(g, key.1),
                             key,
                             start: p,
@@ -321,7 +327,8 @@ impl StreamParser {
                 }
                 let mut t = t;
                 g.normalize(&mut t);
-                let after: Vec<(usize, u32)> = caps(&t).collect();
+                after.clear();
+                after.extend(caps(&t));
                 for key in &during {
                     if !after.contains(key) {
                         close(&mut segs, *key, p + len);
@@ -769,13 +776,11 @@ impl StreamParser {
     }
 }
 
-fn close(segs: &mut [Seg], key: (usize, u32), at: usize) {
-    if let Some(s) = segs
-        .iter_mut()
-        .rev()
-        .find(|s| s.key == key && s.end.is_none())
-    {
-        s.end = Some(at);
+/// Ends the open segment of capture frame `key` at `at` (copying `segs` only where one is).
+fn close(segs: &mut std::sync::Arc<Vec<Seg>>, key: (usize, u32), at: usize) {
+    let open = |s: &Seg| s.key == key && s.end.is_none();
+    if let Some(i) = segs.iter().rposition(open) {
+        std::sync::Arc::make_mut(segs)[i].end = Some(at);
     }
 }
 
