@@ -13,7 +13,8 @@
 //!
 //! Arguments: dialect (`hermes`), tool choice (`required`), number of tools (1, 5, 20, 100, 400
 //! or 1000: `benches/tools/tools_N.json`; 100), token budget (64), walks (32), and `on`, `off`
-//! or `both` (default) for the rule. The vocabulary is Qwen3's (the tiny random model
+//! or `both` (default) for the rule; `TOOLS=FILE` reads the tools from `FILE` instead (e.g.
+//! the tool sets of `scripts/engines/vllm_bench.py`). The vocabulary is Qwen3's (the tiny random model
 //! `scripts/vllm-bench.sh` runs), else Llama 3.1's. Environment: `SEED` (the first walk's,
 //! 0), `SLOW=MS` (print each mask slower than that, with the text before it), `NOWARM` (no
 //! untimed pass first), `FRESH` (the untimed pass over the same tools under other names: the
@@ -126,8 +127,11 @@ fn main() {
     let walks: usize = arg(4, "32").parse().expect("walks");
     let which = arg(5, "both");
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(root.join(format!("benches/tools/tools_{n}.json")))
-        .expect("benches/tools/tools_N.json (N = 1, 5, 20, 100, 400, 1000)");
+    let text = match std::env::var_os("TOOLS") {
+        Some(path) => std::fs::read_to_string(path).expect("the TOOLS file"),
+        None => std::fs::read_to_string(root.join(format!("benches/tools/tools_{n}.json")))
+            .expect("benches/tools/tools_N.json (N = 1, 5, 20, 100, 400, 1000)"),
+    };
     let cache = std::env::var_os("CALLMASK_CACHE")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("../../.cache"));
