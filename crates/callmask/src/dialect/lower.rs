@@ -200,6 +200,9 @@ pub(super) struct Lowering<'a> {
     /// Call nodes by builtin (a builtin's union of calls is built once).
     calls: HashMap<String, NodeId>,
     params: &'a [Cow<'a, Value>],
+    /// Arguments nodes by their schema's JSON text and encoding: tools with equal parameters
+    /// share one node (compiled once; the matcher's per-frame caches then serve them all).
+    shared_args: HashMap<(String, Encoding), NodeId>,
     /// Bound on each stretch of free text, in characters.
     max_text: Option<u32>,
     /// Call labels, by index of [`Capture::Call`]: the tools' names, then a structural tag's
@@ -230,6 +233,7 @@ impl<'a> Lowering<'a> {
             specials: Vec::new(),
             calls: HashMap::new(),
             params,
+            shared_args: HashMap::new(),
             max_text,
             functions: Vec::new(),
             vocab_specials: Vec::new(),
@@ -633,9 +637,18 @@ impl<'a> Lowering<'a> {
 
     /// The arguments node of function `i` in encoding `enc` (`kwargs`: Python keyword
     /// arguments).
+    ///
+    /// JSON arguments whose schema has the same text as an earlier function's (in the same
+    /// encoding) are that function's node: a node is a function of its schema, and nothing in
+    /// it names the function (its call capture, above it, does). Python keyword arguments are
+    /// compiled per function (their errors name it).
     pub(super) fn args(&mut self, i: usize, enc: Encoding, kwargs: bool) -> Result<NodeId> {
         let schema: &'a Value = &self.params[i];
         let name = &self.tools.as_slice()[i].name;
+        let key = (!kwargs).then(|| (schema.to_string(), enc));
+        if let Some(&id) = key.as_ref().and_then(|k| self.shared_args.get(k)) {
+            return Ok(id);
+        }
         self.c.set_document(schema, enc);
         let r = if kwargs {
             self.c.compile_kwargs(schema, &format!("/{name}"))
@@ -643,7 +656,11 @@ impl<'a> Lowering<'a> {
             self.c.compile(schema, "")
         };
         self.c.enc = Encoding::Json;
-        r.map_err(|e| in_function(e, name))
+        let id = r.map_err(|e| in_function(e, name))?;
+        if let Some(k) = key {
+            self.shared_args.insert(k, id);
+        }
+        Ok(id)
     }
 
     /// One call of function `i` as builtin `e` writes it.

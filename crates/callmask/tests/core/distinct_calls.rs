@@ -170,6 +170,81 @@ fn arguments_equal_as_json_values_are_a_repeat_and_the_option_turns_the_rule_off
     }
 }
 
+#[test]
+fn functions_with_equal_parameters_share_nothing_but_their_schema() {
+    // Two functions with the same parameters (compiled once, one arguments node for both):
+    // each call is still read as its own function's, whether its name comes before its
+    // arguments or after them, and the rule tells `f(k=1)` from `h(k=1)` but refuses a
+    // second `h(k=1)`.
+    let params = r#"{"type": "object", "properties": {"k": {"type": "integer"}}, "required": ["k"], "additionalProperties": false}"#;
+    let tools = Tools::from_json_str(&format!(
+        r#"[{{"type": "function", "function": {{"name": "f", "parameters": {params}}}}},
+            {{"type": "function", "function": {{"name": "h", "parameters": {params}}}}}]"#
+    ))
+    .unwrap();
+    let g = Dialect::by_name("hermes")
+        .unwrap()
+        .compile(&tools, &DialectOptions::default())
+        .unwrap();
+    // Shared: smaller than the same tools with parameters of the same size that differ.
+    let apart = Tools::from_json_str(&format!(
+        r#"[{{"type": "function", "function": {{"name": "f", "parameters": {params}}}}},
+            {{"type": "function", "function": {{"name": "h", "parameters": {}}}}}]"#,
+        params.replace("\"k\"", "\"j\"")
+    ))
+    .unwrap();
+    let apart = Dialect::by_name("hermes")
+        .unwrap()
+        .compile(&apart, &DialectOptions::default())
+        .unwrap();
+    assert!(g.memory_bytes() < apart.memory_bytes());
+    let two = "<tool_call>\n{\"arguments\": {\"k\": 1}, \"name\": \"h\"}\n</tool_call>\n\
+               <tool_call>\n{\"name\": \"f\", \"arguments\": {\"k\": 1}}\n</tool_call>";
+    let parsed = g.parse(two).unwrap();
+    let calls: Vec<(&str, &str)> = parsed
+        .tool_calls
+        .iter()
+        .map(|c| (c.function.name.as_str(), c.function.arguments.as_str()))
+        .collect();
+    assert_eq!(calls, [("h", r#"{"k":1}"#), ("f", r#"{"k":1}"#)]);
+    let vocab = byte_vocab();
+    let auto = TokenAutomaton::new(&g, vocab.clone()).unwrap();
+    let mut m = auto.matcher();
+    let mut mask = TokenMask::new(vocab.len());
+    // After h(k=1), arguments first: the name `h` would repeat it, `f` is new. Name first:
+    // `}` would complete h(k=1) again (a digit makes it new), and completes f(k=1).
+    feed(
+        &mut m,
+        &mut mask,
+        &two[..two.find("</tool_call>").unwrap() + 12],
+    );
+    for (again, repeat, new) in [
+        (
+            "\n<tool_call>\n{\"arguments\": {\"k\": 1}, \"name\": \"",
+            Some(b'h'),
+            b'f',
+        ),
+        (
+            "\n<tool_call>\n{\"name\": \"h\", \"arguments\": {\"k\": 1",
+            Some(b'}'),
+            b'0',
+        ),
+        (
+            "\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"k\": 1",
+            None,
+            b'}',
+        ),
+    ] {
+        let mut m = m.clone();
+        feed(&mut m, &mut mask, again);
+        m.fill_mask(&mut mask);
+        assert!(
+            repeat.is_none_or(|r| !mask.is_allowed(r as u32)) && mask.is_allowed(new as u32),
+            "after {again:?}"
+        );
+    }
+}
+
 /// [`byte_vocab`] with `extra` tokens (before the end-of-generation token).
 fn vocab_with(extra: &[&str]) -> Arc<Vocab> {
     let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
