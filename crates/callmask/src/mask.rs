@@ -16,7 +16,7 @@
 //! Every cache is bounded, so memory does not grow with use: per automaton, the top-frame walks
 //! hold at most 64 MiB (emptied when full), the budget's token costs per matcher state at most
 //! 64 MiB (emptied when full), and whole masks at most 512 entries (no more are added once
-//! full); the lexeme walks shared by every grammar over a vocabulary go into a
+//! full; each kept as the words where it differs from a base mask that many share); the lexeme walks shared by every grammar over a vocabulary go into a
 //! [`crate::Caches`] (bounded in bytes, least recently used evicted first: see
 //! [`TokenAutomaton::with_caches`]). A [`Matcher`] keeps one rollback snapshot per accepted token, at
 //! most [`DEFAULT_MAX_ROLLBACK`] of them unless told otherwise ([`Matcher::set_max_rollback`]);
@@ -143,20 +143,63 @@ struct LocalCache {
 
 /// A state set's whole mask by the grammar alone (cached by the state set), and what the
 /// distinct-calls rule learns of those states once it needs it.
+///
+/// The mask is kept as a *base* mask shared with other entries plus the words where it differs
+/// from it: the masks of one grammar are mostly alike (inside strings nearly the whole
+/// vocabulary, in structure a few tokens), so a hit copies a base that many states share and
+/// that stays in the CPU's caches, then patches a few words, where a mask of its own per state
+/// (a vocabulary-sized read from memory at every step) cost most of a warm step.
 #[derive(Debug)]
 pub(crate) struct FullEntry {
-    mask: TokenMask,
-    /// Whether every token of `mask` keeps new calls new ([`TokenAutomaton::calls_stay_new`]).
+    /// The shared mask this one is written against; `None`: no token.
+    base: Option<Arc<TokenMask>>,
+    /// The words where this mask differs from `base`: (index, xor).
+    diff: Box<[(u32, u64)]>,
+    /// Whether every token of the mask keeps new calls new ([`TokenAutomaton::calls_stay_new`]).
     calls_stay_new: OnceLock<bool>,
 }
 
 impl FullEntry {
-    fn new(mask: TokenMask) -> FullEntry {
-        FullEntry {
-            mask,
-            calls_stay_new: OnceLock::new(),
+    /// Writes the entry's mask into `mask` (of the vocabulary's length).
+    fn write_into(&self, mask: &mut TokenMask) {
+        match &self.base {
+            Some(b) => mask.words.copy_from_slice(&b.words),
+            None => mask.words.fill(0),
+        }
+        for &(i, x) in self.diff.iter() {
+            mask.words[i as usize] ^= x;
         }
     }
+
+    /// The base the entry's mask is written against.
+    fn base(&self) -> Option<&Arc<TokenMask>> {
+        self.base.as_ref()
+    }
+}
+
+/// Most base masks per automaton (see [`FullEntry`]); past them a mask far from every base is
+/// kept whole (a base of its own that no other entry shares).
+const FULL_CACHE_BASES: usize = 32;
+
+/// A mask is written against a base when it differs from it in at most one word in this many.
+const FULL_DIFF_DENSITY: usize = 8;
+
+/// The words where `mask` differs from `base` (all-zero where `None`), or `None` past `limit`.
+fn word_diff(mask: &TokenMask, base: Option<&TokenMask>, limit: usize) -> Option<Vec<(u32, u64)>> {
+    let mut diff = Vec::new();
+    for (i, &w) in mask.words.iter().enumerate() {
+        let x = match base {
+            Some(b) => w ^ b.words[i],
+            None => w,
+        };
+        if x != 0 {
+            if diff.len() == limit {
+                return None;
+            }
+            diff.push((i as u32, x));
+        }
+    }
+    Some(diff)
 }
 
 struct Shared {
@@ -169,6 +212,8 @@ struct Shared {
     specials: Vec<Option<TokenId>>,
     local: RwLock<LocalCache>,
     full: RwLock<FxHashMap<Vec<Stack>, Arc<FullEntry>>>,
+    /// The base masks of `full`'s entries that others may share, newest last.
+    full_bases: RwLock<Vec<Arc<TokenMask>>>,
     /// Bytes without a single-byte (non-special) token: a budget cannot be guaranteed if any.
     missing_bytes: OnceLock<Vec<u8>>,
     /// Shortest completions, built when a token budget is first set.
@@ -258,6 +303,7 @@ impl TokenAutomaton {
                 specials,
                 local: RwLock::new(LocalCache::default()),
                 full: RwLock::new(FxHashMap::default()),
+                full_bases: RwLock::new(Vec::new()),
                 missing_bytes: OnceLock::new(),
                 completer: OnceLock::new(),
                 budget_costs: RwLock::new(CostsCache::default()),
@@ -354,6 +400,53 @@ impl TokenAutomaton {
                     mask.set(t);
                 }
             }
+        }
+    }
+
+    /// `mask` as a cache entry: written against the closest of the empty mask, `near` (the
+    /// base of the matcher's previous mask: consecutive masks are alike) and the newest bases,
+    /// or a new base where none is close.
+    pub(crate) fn full_entry(&self, mask: &TokenMask, near: Option<&Arc<TokenMask>>) -> FullEntry {
+        let limit = mask.words.len() / FULL_DIFF_DENSITY;
+        // The closest base so far (`None`: the empty mask) and the words that differ.
+        let mut base: Option<Arc<TokenMask>> = None;
+        let mut diff = word_diff(mask, None, limit);
+        let bases = read(&self.shared.full_bases);
+        let candidates = near.into_iter().chain(
+            bases
+                .iter()
+                .rev()
+                .take(4)
+                .filter(|b| near.is_none_or(|n| !Arc::ptr_eq(n, b))),
+        );
+        for b in candidates {
+            let room = diff.as_ref().map_or(limit, |d| d.len().saturating_sub(1));
+            if let Some(d) = word_diff(mask, Some(b), room) {
+                base = Some(b.clone());
+                diff = Some(d);
+            }
+        }
+        drop(bases);
+        let diff = match diff {
+            Some(d) => d,
+            None => {
+                let own = Arc::new(mask.clone());
+                let mut bases = self
+                    .shared
+                    .full_bases
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner());
+                if bases.len() < FULL_CACHE_BASES {
+                    bases.push(own.clone());
+                }
+                base = Some(own);
+                Vec::new()
+            }
+        };
+        FullEntry {
+            base,
+            diff: diff.into_boxed_slice(),
+            calls_stay_new: OnceLock::new(),
         }
     }
 
@@ -727,7 +820,20 @@ impl TokenAutomaton {
     /// documentation).
     pub fn cache_bytes(&self) -> usize {
         let local = read(&self.shared.local).bytes;
-        let full = read(&self.shared.full).len() * self.shared.vocab.len().div_ceil(8);
+        let full = {
+            let entries = read(&self.shared.full);
+            let mut bases = rustc_hash::FxHashSet::default();
+            let diffs: usize = entries
+                .values()
+                .map(|e| {
+                    if let Some(b) = e.base() {
+                        bases.insert(Arc::as_ptr(b));
+                    }
+                    e.diff.len() * std::mem::size_of::<(u32, u64)>()
+                })
+                .sum();
+            diffs + bases.len() * self.shared.vocab.len().div_ceil(8)
+        };
         let costs = read(&self.shared.budget_costs).bytes;
         local + full + costs
     }

@@ -45,6 +45,9 @@ pub struct Matcher {
     ended_since_sync: bool,
     /// The cache entry of the current states' grammar mask, once filled.
     entry: Option<Arc<FullEntry>>,
+    /// The base mask of the last cache entry used: the first base a new entry is compared
+    /// with (see [`FullEntry`]).
+    near: Option<Arc<TokenMask>>,
     /// Scratch masks of the distinct-calls filter, reused between masks.
     filter_scratch: FilterScratch,
     /// Masks where the distinct-calls rule gave way (see `distinct_gave_up`).
@@ -70,6 +73,7 @@ impl Matcher {
             call_may_be_done: false,
             ended_since_sync: false,
             entry: None,
+            near: None,
             filter_scratch: FilterScratch::default(),
             distinct_gave_up: 0,
         }
@@ -232,10 +236,11 @@ impl Matcher {
         {
             return false;
         }
+        // With an entry, `mask` is its mask (filled from it just before).
         match &self.entry {
             Some(e) => *e
                 .calls_stay_new
-                .get_or_init(|| self.auto.calls_stay_new(&self.states, &e.mask)),
+                .get_or_init(|| self.auto.calls_stay_new(&self.states, mask)),
             None => self.auto.calls_stay_new(&self.states, mask),
         }
     }
@@ -434,11 +439,16 @@ impl Matcher {
             return;
         }
         if let Some(e) = read(&self.auto.shared.full).get(&self.states) {
-            mask.words.copy_from_slice(&e.mask.words);
+            e.write_into(mask);
+            self.near = e.base().cloned();
             self.entry = Some(e.clone());
             return;
         }
         self.auto.fill_states_mask(&self.states, mask);
+        if read(&self.auto.shared.full).len() >= FULL_CACHE_ENTRIES {
+            return;
+        }
+        let e = Arc::new(self.auto.full_entry(mask, self.near.as_ref()));
         let mut full = self
             .auto
             .shared
@@ -446,8 +456,8 @@ impl Matcher {
             .write()
             .unwrap_or_else(|e| e.into_inner());
         if full.len() < FULL_CACHE_ENTRIES {
-            let e = Arc::new(FullEntry::new(mask.clone()));
             full.insert(self.states.clone(), e.clone());
+            self.near = e.base().cloned();
             self.entry = Some(e);
         }
     }
@@ -797,10 +807,22 @@ pub fn fill_u32_rows(
             needed: need.max(1),
         });
     }
+    // Each thread's scratch mask, kept between calls: a vocabulary-sized allocation and
+    // clear per row otherwise.
+    thread_local! {
+        static SCRATCH: std::cell::RefCell<TokenMask> = std::cell::RefCell::new(TokenMask::new(0));
+    }
+    let fill_row = |m: &mut Matcher, row: &mut [u32]| {
+        SCRATCH.with(|s| match s.try_borrow_mut() {
+            Ok(mut scratch) => m.fill_u32_words(row, &mut scratch),
+            // (Re-entered on this thread: a scratch of its own.)
+            Err(_) => m.fill_u32_words(row, &mut TokenMask::new(0)),
+        })
+    };
     if let [m] = matchers {
         // One sequence: no hop to the thread pool.
         return match m {
-            Some(m) => m.fill_u32_words(&mut rows[..row_words], &mut TokenMask::new(0)),
+            Some(m) => fill_row(m, &mut rows[..row_words]),
             None => Ok(()),
         };
     }
@@ -808,10 +830,7 @@ pub fn fill_u32_rows(
         .par_iter_mut()
         .zip(rows.par_chunks_mut(row_words))
         .map(|(m, row)| match m {
-            Some(m) => {
-                let mut scratch = TokenMask::new(0);
-                m.fill_u32_words(row, &mut scratch)
-            }
+            Some(m) => fill_row(m, row),
             None => Ok(()),
         })
         .collect::<Result<Vec<()>>>()
