@@ -377,3 +377,74 @@ fn dialect_masks_agree_with_accept() {
     }
     assert!(checked > 500, "only {checked} masks checked");
 }
+
+/// The whole-mask cache keeps each mask as a shared base and the words where it differs: the
+/// same random walks run twice give the same masks, the second time all from the cache, in
+/// every dialect over two tool sets; and those masks equal a fresh automaton's.
+#[test]
+fn cached_masks_equal_the_masks_first_computed() {
+    use callmask::{Dialect, DialectOptions, Tools};
+    // The dialect vocabulary and two-letter words (bare, after a space, a quote, a brace):
+    // enough words of mask that masks are kept as differences from a base.
+    let small = dialect_vocab();
+    let eos = small.eos_tokens()[0];
+    let mut tokens: Vec<Vec<u8>> = (0..eos)
+        .map(|t| small.token_bytes(t).unwrap().to_vec())
+        .collect();
+    for a in b'a'..=b'z' {
+        for b in b'a'..=b'z' {
+            for lead in ["", " ", "\"", "{\""] {
+                tokens.push([lead.as_bytes(), &[a, b]].concat());
+            }
+        }
+    }
+    let n = tokens.len();
+    tokens.push(b"<eos>".to_vec());
+    let mut special = vec![false; n + 1];
+    special[n] = true;
+    let vocab = Arc::new(Vocab::from_parts(tokens, special, vec![n as u32]).unwrap());
+    let weather = json!({"name": "get_weather", "parameters": {"type": "object",
+        "properties": {"city": {"type": "string", "maxLength": 8},
+                       "days": {"type": "integer", "minimum": 1, "maximum": 3}},
+        "required": ["city"]}});
+    let ping = json!({"name": "ping", "parameters": {"type": "object", "properties": {}}});
+    let tools = Tools::from_openai_json(&json!([ping, weather])).unwrap();
+    let mut mask = TokenMask::new(vocab.len());
+    for d in ["hermes", "functools", "pythonic", "llama31_json", "empower"] {
+        for choice in ["auto", "required"] {
+            let opts = DialectOptions::default().tool_choice(choice.parse().unwrap());
+            let g = Dialect::by_name(d).unwrap().compile(&tools, &opts).unwrap();
+            let auto = TokenAutomaton::new(&g, vocab.clone()).unwrap();
+            let walks = |auto: &TokenAutomaton, mask: &mut TokenMask| {
+                let mut rng = StdRng::seed_from_u64(7);
+                let mut masks: Vec<Vec<u32>> = Vec::new();
+                for _ in 0..6 {
+                    let mut m = auto.matcher();
+                    for _ in 0..40 {
+                        m.fill_mask(mask);
+                        let allowed: Vec<u32> = mask.iter().collect();
+                        masks.push(allowed.clone());
+                        if allowed.is_empty() || m.is_finished() {
+                            break;
+                        }
+                        let t = allowed[rng.random_range(0..allowed.len())];
+                        if vocab.eos_tokens().contains(&t) || m.accept(t).is_err() {
+                            break;
+                        }
+                    }
+                }
+                masks
+            };
+            let first = walks(&auto, &mut mask);
+            let again = walks(&auto, &mut mask);
+            assert_eq!(first, again, "{d} {choice}: cached masks differ");
+            let fresh = TokenAutomaton::new(&g, vocab.clone()).unwrap();
+            assert_eq!(
+                first,
+                walks(&fresh, &mut mask),
+                "{d} {choice}: a fresh automaton"
+            );
+            assert!(first.len() > 20, "{d} {choice}: walks too short");
+        }
+    }
+}
