@@ -8,7 +8,9 @@ callmask spec costs it nothing: ``apply`` returns before any work), so they shar
 scheduler and the machine's state. Each configuration runs ``--reps`` times, interleaved across
 the ways, and the best run is kept. "fresh" batches use a tool set no earlier request used
 (new function names: nothing cached by callmask or by vLLM's grammar cache); "repeated" batches
-reuse the tool set of the fresh batch before them.
+reuse the tool set of the fresh batch before them with other seeds, so other outputs: the tool
+set is compiled, but the masks along the fresh batch's own outputs are not replayed (a server
+sees the same tools again with other conversations, not the same sampled tokens).
 
     python vllm_bench.py MODEL_DIR [--plan "5:required:1,16,64,256;100:auto:16,64"]
         [--max-tokens 64] [--reps 2] [--json OUT.json]
@@ -200,8 +202,8 @@ def main() -> int:
         spec = {"dialect": "hermes", "tools": tools, "tool_choice": choice, **SPEC_OPTIONS}
         return SamplingParams(extra_args={"callmask": spec}, **common)
 
-    def run(way: str, batch: int, tools: List[dict], choice: str) -> dict:
-        ps = [params(way, tools, choice, i) for i in range(batch)]
+    def run(way: str, batch: int, tools: List[dict], choice: str, seed0: int = 0) -> dict:
+        ps = [params(way, tools, choice, seed0 + i) for i in range(batch)]
         timer.reset()
         t = time.perf_counter()
         outs = llm.generate([prompt] * batch, ps, use_tqdm=False)
@@ -230,7 +232,8 @@ def main() -> int:
                     for phase in ("fresh", "repeated"):
                         if way == "unconstrained" and phase == "fresh":
                             continue  # no tool set: nothing is fresh
-                        r = run(way, batch, tools, choice)
+                        seed0 = batch if phase == "repeated" else 0
+                        r = run(way, batch, tools, choice, seed0)
                         key = f"{way}/{phase}"
                         if key not in best or r["tok_s"] > best[key]["tok_s"]:
                             best[key] = r

@@ -15,7 +15,8 @@
 //!
 //! Every cache is bounded, so memory does not grow with use: per automaton, the top-frame walks
 //! hold at most 64 MiB (emptied when full), the budget's token costs per matcher state at most
-//! 64 MiB (emptied when full), and whole masks at most 512 entries (no more are added once
+//! 64 MiB (emptied when full), the distinct-calls search's steps per state set at most 16 MiB
+//! (no more added once full), and whole masks at most 512 entries (no more are added once
 //! full; each kept as the words where it differs from a base mask that many share); the lexeme walks shared by every grammar over a vocabulary go into a
 //! [`crate::Caches`] (bounded in bytes, least recently used evicted first: see
 //! [`TokenAutomaton::with_caches`]). A [`Matcher`] keeps one rollback snapshot per accepted token, at
@@ -184,19 +185,42 @@ const FULL_CACHE_BASES: usize = 32;
 /// A mask is written against a base when it differs from it in at most one word in this many.
 const FULL_DIFF_DENSITY: usize = 8;
 
-/// The words where `mask` differs from `base` (all-zero where `None`), or `None` past `limit`.
+/// The words where `mask` differs from `base` (all-zero where `None`): (index, xor), or `None`
+/// past `limit` of them.
 fn word_diff(mask: &TokenMask, base: Option<&TokenMask>, limit: usize) -> Option<Vec<(u32, u64)>> {
+    match base {
+        Some(b) => diff_by(&mask.words, limit, |i, w| w ^ b.words[i]),
+        None => diff_by(&mask.words, limit, |_, w| w),
+    }
+}
+
+/// [`word_diff`] with `xor(i, word)` the difference of word `i`: eight words at a time, a run
+/// of equal words costing one test.
+#[inline(always)]
+fn diff_by(
+    words: &[u64],
+    limit: usize,
+    xor: impl Fn(usize, u64) -> u64,
+) -> Option<Vec<(u32, u64)>> {
+    const CHUNK: usize = 8;
     let mut diff = Vec::new();
-    for (i, &w) in mask.words.iter().enumerate() {
-        let x = match base {
-            Some(b) => w ^ b.words[i],
-            None => w,
-        };
-        if x != 0 {
-            if diff.len() == limit {
-                return None;
+    for (c, chunk) in words.chunks(CHUNK).enumerate() {
+        let at = c * CHUNK;
+        let any = chunk
+            .iter()
+            .enumerate()
+            .fold(0, |a, (j, &w)| a | xor(at + j, w));
+        if any == 0 {
+            continue;
+        }
+        for (j, &w) in chunk.iter().enumerate() {
+            let x = xor(at + j, w);
+            if x != 0 {
+                if diff.len() == limit {
+                    return None;
+                }
+                diff.push(((at + j) as u32, x));
             }
-            diff.push((i as u32, x));
         }
     }
     Some(diff)
@@ -233,6 +257,34 @@ struct Shared {
     /// Per frame outside calls: its tokens by the cost of ending with no new call (the
     /// distinct-calls rule; bounded like `full`).
     no_call_costs: RwLock<FxHashMap<Frame, Arc<Costs>>>,
+    /// Per state set the distinct-calls search expanded: its steps by each byte (bounded in
+    /// bytes; see [`TokenAutomaton::byte_steps`]).
+    byte_steps: RwLock<ByteStepsCache>,
+}
+
+/// Byte steps per state set and their estimated heap bytes.
+#[derive(Default)]
+struct ByteStepsCache {
+    map: FxHashMap<Vec<Stack>, Arc<ByteSteps>>,
+    bytes: usize,
+}
+
+/// The bytes a state set takes, in the order the distinct-calls search tries them (the bytes
+/// that close and open most things first, then the others), each with the states after it and
+/// the fewest tokens that then end the output; bytes without a single-byte token and those
+/// after which the output cannot end are left out.
+pub(crate) type ByteSteps = [(Sym, Vec<Stack>, u32)];
+
+/// Most bytes of byte steps kept per automaton; no more are added past them (they are
+/// recomputed on demand, identically).
+const BYTE_STEPS_BYTES: usize = 16 << 20;
+
+/// Estimated heap bytes of a state set.
+fn states_bytes(states: &[Stack]) -> usize {
+    states
+        .iter()
+        .map(|s| std::mem::size_of::<Stack>() + s.len() * std::mem::size_of::<Frame>())
+        .sum()
 }
 
 /// A compiled grammar bound to a vocabulary: the shared token-level automaton.
@@ -312,6 +364,7 @@ impl TokenAutomaton {
                 call_nodes: OnceLock::new(),
                 quiet: OnceLock::new(),
                 no_call_costs: RwLock::new(FxHashMap::default()),
+                byte_steps: RwLock::new(ByteStepsCache::default()),
             }),
         })
     }
@@ -405,8 +458,22 @@ impl TokenAutomaton {
 
     /// `mask` as a cache entry: written against the closest of the empty mask, `near` (the
     /// base of the matcher's previous mask: consecutive masks are alike) and the newest bases,
-    /// or a new base where none is close.
-    pub(crate) fn full_entry(&self, mask: &TokenMask, near: Option<&Arc<TokenMask>>) -> FullEntry {
+    /// or a new base where none is close. An output's first mask (`first`) is kept whole,
+    /// unshared: it is read once per output, and comparing it would add to the time to a new
+    /// request's first mask.
+    pub(crate) fn full_entry(
+        &self,
+        mask: &TokenMask,
+        near: Option<&Arc<TokenMask>>,
+        first: bool,
+    ) -> FullEntry {
+        if first {
+            return FullEntry {
+                base: Some(Arc::new(mask.clone())),
+                diff: Box::default(),
+                calls_stay_new: OnceLock::new(),
+            };
+        }
         let limit = mask.words.len() / FULL_DIFF_DENSITY;
         // The closest base so far (`None`: the empty mask) and the words that differ.
         let mut base: Option<Arc<TokenMask>> = None;
@@ -419,8 +486,15 @@ impl TokenAutomaton {
                 .take(4)
                 .filter(|b| near.is_none_or(|n| !Arc::ptr_eq(n, b))),
         );
+        // A mask close to empty is written against the empty mask (a hit clears and sets a
+        // few words, reading no base); the others against the closest base.
         for b in candidates {
-            let room = diff.as_ref().map_or(limit, |d| d.len().saturating_sub(1));
+            let room = match &diff {
+                Some(_) if base.is_none() => break,
+                Some(d) if d.is_empty() => break,
+                Some(d) => d.len() - 1,
+                None => limit,
+            };
             if let Some(d) = word_diff(mask, Some(b), room) {
                 base = Some(b.clone());
                 diff = Some(d);
@@ -632,6 +706,49 @@ impl TokenAutomaton {
         })
     }
 
+    /// The byte steps of `states` ([`ByteSteps`], trying the bytes of `first` before the
+    /// others): the distinct-calls search expands the same state sets for every token of a
+    /// mask and again at the next steps of the output, so they are kept per automaton.
+    pub(crate) fn byte_steps(&self, states: &[Stack], first: &[u8]) -> Arc<ByteSteps> {
+        if let Some(s) = read(&self.shared.byte_steps).map.get(states) {
+            return s.clone();
+        }
+        let g = self.g();
+        let comp = self.completer();
+        let mut seen = [false; 256];
+        let mut steps = Vec::new();
+        let mut out = Vec::new();
+        for b in first.iter().map(|&b| b as usize).chain(0..256) {
+            if !comp.usable(b as u8) || std::mem::replace(&mut seen[b], true) {
+                continue;
+            }
+            advance(g, states, b as Sym, &mut out);
+            if out.is_empty() {
+                continue;
+            }
+            let h = comp.remaining_any(&out);
+            if h < INF {
+                steps.push((b as Sym, std::mem::take(&mut out), h));
+            }
+        }
+        let bytes = states_bytes(states)
+            + steps
+                .iter()
+                .map(|(_, after, _)| 16 + states_bytes(after))
+                .sum::<usize>();
+        let steps: Arc<ByteSteps> = steps.into();
+        let mut cache = self
+            .shared
+            .byte_steps
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        if cache.bytes + bytes <= BYTE_STEPS_BYTES {
+            cache.bytes += bytes;
+            cache.map.insert(states.to_vec(), steps.clone());
+        }
+        steps
+    }
+
     /// Shortest completions in symbols (bytes), and the longest token's length in bytes.
     fn symbols(&self) -> &(Completer, u32) {
         self.shared.symbols.get_or_init(|| {
@@ -835,7 +952,8 @@ impl TokenAutomaton {
             diffs + bases.len() * self.shared.vocab.len().div_ceil(8)
         };
         let costs = read(&self.shared.budget_costs).bytes;
-        local + full + costs
+        let steps = read(&self.shared.byte_steps).bytes;
+        local + full + costs + steps
     }
 
     pub(crate) fn g(&self) -> &GrammarInner {

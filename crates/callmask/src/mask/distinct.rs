@@ -914,8 +914,6 @@ impl<'a> Ctx<'a> {
         if self.goal(states, &log, 0) {
             return Ok(Vec::new());
         }
-        let g = self.auto.g();
-        let comp = self.auto.completer();
         let Some(h0) = self.start_cost(states) else {
             return Err(Miss::None);
         };
@@ -928,7 +926,6 @@ impl<'a> Ctx<'a> {
         // (tokens + cost, cost, order found, node).
         let mut open = BinaryHeap::new();
         open.push(Reverse((h0, h0, 0usize, 0usize)));
-        let mut out = Vec::new();
         let mut expanded = 0usize;
         // States and calls seen (whitespace and other bytes reach the same ones many ways).
         let mut visited: rustc_hash::FxHashSet<(Vec<Stack>, LogKey)> = Default::default();
@@ -941,28 +938,16 @@ impl<'a> Ctx<'a> {
             if nodes[at].spelling.bytes.len() >= SEARCH_DEPTH {
                 continue;
             }
-            let mut seen = [false; 256];
             // (least tokens in all, cost from here, tokens so far, byte, states, live starts).
-            type Cand = (u32, u32, u32, Sym, Vec<Stack>, Vec<(u32, TokenPrefix)>);
+            type Cand<'s> = (u32, u32, u32, Sym, &'s [Stack], Vec<(u32, TokenPrefix)>);
+            let steps = self.auto.byte_steps(&nodes[at].states, FIRST);
             let mut cands: Vec<Cand> = Vec::new();
-            let order = FIRST.iter().map(|&b| b as Sym).chain(0..256);
-            for sym in order {
-                if !comp.usable(sym as u8) || std::mem::replace(&mut seen[sym as usize], true) {
-                    continue;
-                }
-                advance(g, &nodes[at].states, sym, &mut out);
-                if out.is_empty() {
-                    continue;
-                }
-                let h = comp.remaining_any(&out);
-                if h >= INF {
-                    continue;
-                }
+            for (sym, after, h) in steps.iter() {
                 let here = &nodes[at].spelling;
-                let (spelled, live) = here.spell_next(vocab, sym as u8, h, self.limit);
-                let least = here.least_tokens(&live, spelled, h);
+                let (spelled, live) = here.spell_next(vocab, *sym as u8, *h, self.limit);
+                let least = here.least_tokens(&live, spelled, *h);
                 if least <= self.limit {
-                    cands.push((least, h, spelled, sym, std::mem::take(&mut out), live));
+                    cands.push((least, *h, spelled, *sym, after, live));
                 }
             }
             // Whitespace only where nothing else can come (it never makes a call new, and its
@@ -977,6 +962,7 @@ impl<'a> Ctx<'a> {
             for (least, h, spelled, sym, st, live) in cands {
                 let mut log = nodes[at].log.clone();
                 log.push_sym(sym);
+                let st = st.to_vec();
                 if log.broken || !visited.insert((st.clone(), log.key())) {
                     continue;
                 }

@@ -448,7 +448,8 @@ impl Matcher {
         if read(&self.auto.shared.full).len() >= FULL_CACHE_ENTRIES {
             return;
         }
-        let e = Arc::new(self.auto.full_entry(mask, self.near.as_ref()));
+        let first = self.tokens.is_empty();
+        let e = Arc::new(self.auto.full_entry(mask, self.near.as_ref(), first));
         let mut full = self
             .auto
             .shared
@@ -807,32 +808,25 @@ pub fn fill_u32_rows(
             needed: need.max(1),
         });
     }
-    // Each thread's scratch mask, kept between calls: a vocabulary-sized allocation and
-    // clear per row otherwise.
-    thread_local! {
-        static SCRATCH: std::cell::RefCell<TokenMask> = std::cell::RefCell::new(TokenMask::new(0));
-    }
-    let fill_row = |m: &mut Matcher, row: &mut [u32]| {
-        SCRATCH.with(|s| match s.try_borrow_mut() {
-            Ok(mut scratch) => m.fill_u32_words(row, &mut scratch),
-            // (Re-entered on this thread: a scratch of its own.)
-            Err(_) => m.fill_u32_words(row, &mut TokenMask::new(0)),
-        })
-    };
     if let [m] = matchers {
         // One sequence: no hop to the thread pool.
         return match m {
-            Some(m) => fill_row(m, &mut rows[..row_words]),
+            Some(m) => m.fill_u32_words(&mut rows[..row_words], &mut TokenMask::new(0)),
             None => Ok(()),
         };
     }
+    // One scratch mask per piece of work rayon splits off (not a vocabulary-sized allocation
+    // and clear per row).
     matchers
         .par_iter_mut()
         .zip(rows.par_chunks_mut(row_words))
-        .map(|(m, row)| match m {
-            Some(m) => fill_row(m, row),
-            None => Ok(()),
-        })
+        .map_init(
+            || TokenMask::new(0),
+            |scratch, (m, row)| match m {
+                Some(m) => m.fill_u32_words(row, scratch),
+                None => Ok(()),
+            },
+        )
         .collect::<Result<Vec<()>>>()
         .map(|_| ())
 }
