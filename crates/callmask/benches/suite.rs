@@ -1952,14 +1952,17 @@ const CHANGES: [Change; 10] = [
     Change {
         id: "mask-hit",
         what: "A warm step is a whole-mask cache hit: every live stack's frames hashed and \
-               compared, then a vocabulary-sized copy (16 KB on Llama 3.1). The matcher keeps \
-               its entry and each entry its successors by token, so a hit is one (entry, token) \
-               lookup and the copy. Hermes steps take 1.8-2 µs here where a standalone pass \
-               over the same output and grammar measures 0.5-0.6 µs a step (min over 100 \
-               passes, the same vocabulary); each step timed twice in this suite's passes, the \
-               first fill after the accept takes 1.3-3.7 µs and an immediate second fill of the \
-               same state 0.35-0.6 µs (`tools_1/hermes/required`): the hit itself is cheap; \
-               why it is not right after the accept here is not yet explained.",
+               compared, then the entry's mask written: a base mask that many entries share \
+               copied (or the words cleared, for a mask close to empty) and the words where the \
+               entry differs patched. Right after an accept the hit reads its entry, key and \
+               base from memory (`examples/pass_profile.rs`, `tools_100/hermes/required`: the \
+               first fill after an accept 0.7-1 µs at the median step, an immediate second fill \
+               of the same state 0.5 µs); where a union of calls is open the key is many stacks \
+               (11-14 µs to hash and compare at the name steps of 100 tools), and in hermes the \
+               steps right after a call pay the distinct-calls search (50-500 µs). Next: the \
+               matcher keeps its entry and each entry its successors by token (one lookup, no \
+               stacks hashed), and a cheaper distinct-calls check for the tokens that start a \
+               call.",
     },
     Change {
         id: "first-masks",
