@@ -32,7 +32,7 @@ use crate::grammar::{Grammar, GrammarInner};
 use crate::vocab::trie::TokenTrie;
 use crate::vocab::{TokenId, Vocab};
 use rustc_hash::FxHashMap;
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, OnceLock, RwLock, Weak};
 
 mod bitset;
 mod distinct;
@@ -158,7 +158,15 @@ pub(crate) struct FullEntry {
     diff: Box<[(u32, u64)]>,
     /// Whether every token of the mask keeps new calls new ([`TokenAutomaton::calls_stay_new`]).
     calls_stay_new: OnceLock<bool>,
+    /// The entries of the states after a token, as matchers found them: a hit after an accept
+    /// is then one lookup by token, not a hash of every stack of the new states. Weak: states
+    /// that loop would otherwise keep their entries alive; entries live as long as the
+    /// automaton's cache, which never drops one.
+    next: RwLock<FxHashMap<TokenId, Weak<FullEntry>>>,
 }
+
+/// Most successors kept per whole-mask cache entry.
+const FULL_ENTRY_NEXT: usize = 256;
 
 impl FullEntry {
     /// Writes the entry's mask into `mask` (of the vocabulary's length).
@@ -175,6 +183,19 @@ impl FullEntry {
     /// The base the entry's mask is written against.
     fn base(&self) -> Option<&Arc<TokenMask>> {
         self.base.as_ref()
+    }
+
+    /// The entry of the states after `token`, where a matcher linked it.
+    fn next(&self, token: TokenId) -> Option<Arc<FullEntry>> {
+        read(&self.next).get(&token).and_then(Weak::upgrade)
+    }
+
+    /// Links `next`, the entry of the states after `token` (bounded per entry).
+    fn link(&self, token: TokenId, next: &Arc<FullEntry>) {
+        let mut map = self.next.write().unwrap_or_else(|e| e.into_inner());
+        if map.len() < FULL_ENTRY_NEXT {
+            map.insert(token, Arc::downgrade(next));
+        }
     }
 }
 
@@ -472,6 +493,7 @@ impl TokenAutomaton {
                 base: Some(Arc::new(mask.clone())),
                 diff: Box::default(),
                 calls_stay_new: OnceLock::new(),
+                next: RwLock::default(),
             };
         }
         let limit = mask.words.len() / FULL_DIFF_DENSITY;
@@ -521,6 +543,7 @@ impl TokenAutomaton {
             base,
             diff: diff.into_boxed_slice(),
             calls_stay_new: OnceLock::new(),
+            next: RwLock::default(),
         }
     }
 

@@ -48,6 +48,11 @@ pub struct Matcher {
     /// The base mask of the last cache entry used: the first base a new entry is compared
     /// with (see [`FullEntry`]).
     near: Option<Arc<TokenMask>>,
+    /// After an accept: the cache entry of the new states, where the entry before it had
+    /// the accepted token linked (a hit without hashing the states) ...
+    linked: Option<Arc<FullEntry>>,
+    /// ... else the entry before and the token, to link once the new states' entry is known.
+    link_from: Option<(Arc<FullEntry>, TokenId)>,
     /// Scratch masks of the distinct-calls filter, reused between masks.
     filter_scratch: FilterScratch,
     /// Masks where the distinct-calls rule gave way (see `distinct_gave_up`).
@@ -74,6 +79,8 @@ impl Matcher {
             ended_since_sync: false,
             entry: None,
             near: None,
+            linked: None,
+            link_from: None,
             filter_scratch: FilterScratch::default(),
             distinct_gave_up: 0,
         }
@@ -438,10 +445,21 @@ impl Matcher {
             mask.clear();
             return;
         }
-        if let Some(e) = read(&self.auto.shared.full).get(&self.states) {
+        if let Some(e) = self.linked.take() {
             e.write_into(mask);
             self.near = e.base().cloned();
-            self.entry = Some(e.clone());
+            self.entry = Some(e);
+            return;
+        }
+        let link_from = self.link_from.take();
+        let hit = read(&self.auto.shared.full).get(&self.states).cloned();
+        if let Some(e) = hit {
+            e.write_into(mask);
+            if let Some((from, token)) = link_from {
+                from.link(token, &e);
+            }
+            self.near = e.base().cloned();
+            self.entry = Some(e);
             return;
         }
         self.auto.fill_states_mask(&self.states, mask);
@@ -458,6 +476,10 @@ impl Matcher {
             .unwrap_or_else(|e| e.into_inner());
         if full.len() < FULL_CACHE_ENTRIES {
             full.insert(self.states.clone(), e.clone());
+            drop(full);
+            if let Some((from, token)) = link_from {
+                from.link(token, &e);
+            }
             self.near = e.base().cloned();
             self.entry = Some(e);
         }
@@ -682,9 +704,19 @@ impl Matcher {
             self.call_may_be_done = true;
             self.ended_since_sync = true;
         }
-        self.entry = None;
+        let before = self.entry.take();
+        self.linked = None;
+        self.link_from = None;
         let prev = match next {
-            Some(s) => std::mem::replace(&mut self.states, s),
+            Some(s) => {
+                if let Some(e) = before {
+                    match e.next(token) {
+                        Some(n) => self.linked = Some(n),
+                        None => self.link_from = Some((e, token)),
+                    }
+                }
+                std::mem::replace(&mut self.states, s)
+            }
             None => {
                 self.finished = true;
                 self.states.clone()
@@ -756,6 +788,8 @@ impl Matcher {
         self.log = None;
         self.ended_since_sync = true;
         self.entry = None;
+        self.linked = None;
+        self.link_from = None;
         Ok(())
     }
 
