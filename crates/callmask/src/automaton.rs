@@ -17,7 +17,9 @@ pub(crate) mod complete;
 pub use crate::error::Rejection;
 use crate::grammar::dfa::fresh::{self, literal_value};
 use crate::grammar::dfa::{Dfa, StateId};
-use crate::grammar::{Grammar, GrammarInner, LexId, Node, NodeId, ObjectNode, Syntax};
+use crate::grammar::{
+    is_gap_ws, is_ws, Grammar, GrammarInner, LexId, Node, NodeId, ObjectNode, GAP_CLOSED, GAP_NL,
+};
 use std::sync::Arc;
 
 /// Key id for a key matched by an object's `additionalProperties`; with kinds of extra keys
@@ -362,11 +364,6 @@ pub(crate) const SPECIAL: Sym = 256;
 /// A matcher stack, bottom first.
 pub(crate) type Stack = Vec<Frame>;
 
-#[inline]
-pub(crate) fn is_ws(b: u8) -> bool {
-    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
-}
-
 /// Frames a copied stack has room for beyond its own: a step usually pushes one or two (a
 /// value started inside a sequence, a union's alternative), and a copy without that room
 /// grows (a reallocation and a second copy) on its first push.
@@ -379,61 +376,65 @@ fn copy_stack(stack: &[Frame]) -> Stack {
     s
 }
 
-/// `stack` with its top frame replaced by `top`.
-fn with_top(stack: &[Frame], top: Frame) -> Stack {
-    let mut s = copy_stack(stack);
-    let n = s.len();
-    s[n - 1] = top;
-    s
+/// Spare stacks a [`StepOut`] keeps at most.
+const SPARE_STACKS: usize = 64;
+
+/// Where a step writes the stacks it makes: the output, and spare stacks (empty, allocated)
+/// whose buffers the new stacks reuse. A first mask's walk steps once per trie node it visits;
+/// with the stacks of the steps before handed back as spares, a step allocates nothing.
+pub(crate) struct StepOut<'a> {
+    stacks: &'a mut Vec<Stack>,
+    spare: &'a mut Vec<Stack>,
 }
 
-/// Whitespace allowed between tokens of a container with this spelling.
-#[inline]
-fn is_gap_ws(b: u8, syntax: &Syntax) -> bool {
-    if syntax.space_only {
-        b == b' '
-    } else {
-        is_ws(b)
+impl StepOut<'_> {
+    /// A copy of `stack`, in a spare buffer where there is one.
+    fn copy(&mut self, stack: &[Frame]) -> Stack {
+        match self.spare.pop() {
+            Some(mut s) => {
+                s.extend_from_slice(stack);
+                s
+            }
+            None => copy_stack(stack),
+        }
+    }
+
+    /// `stack` with its top frame replaced by `top`.
+    fn with_top(&mut self, stack: &[Frame], top: Frame) -> Stack {
+        let mut s = self.copy(&stack[..stack.len() - 1]);
+        s.push(top);
+        s
+    }
+
+    /// Outputs `stack`.
+    fn push(&mut self, stack: Stack) {
+        self.stacks.push(stack);
+    }
+
+    /// Outputs `stack` with its top frame replaced by `top`.
+    fn push_with_top(&mut self, stack: &[Frame], top: Frame) {
+        let s = self.with_top(stack, top);
+        self.stacks.push(s);
+    }
+
+    /// Keeps `stack`'s buffer for a later copy.
+    fn recycle(&mut self, stack: Stack) {
+        recycle(self.spare, stack);
     }
 }
 
-/// Gap state bit: the gap has had its line break (the count is then the indentation).
-const GAP_NL: u16 = 0x8000;
+/// Keeps `stack`'s buffer, emptied, in `spare` (up to [`SPARE_STACKS`]).
+fn recycle(spare: &mut Vec<Stack>, mut stack: Stack) {
+    if spare.len() < SPARE_STACKS && stack.capacity() > 0 {
+        stack.clear();
+        spare.push(stack);
+    }
+}
 
 impl GrammarInner {
     /// See [`GrammarInner::open`].
     fn lexeme_open(&self, lex: LexId) -> bool {
         *self.open[lex as usize].get_or_init(|| fresh::always_open(&self.lexemes[lex as usize]))
-    }
-
-    /// The gap state after whitespace byte `b` in a gap of a container spelled `syntax` (`None`
-    /// at the top level) at nesting `depth` (the container's [`GrammarInner::depth`]: a property
-    /// of the node, not of the stack below it, so that masks stay a function of the top frame),
-    /// or `None` if the policy refuses the byte. The state
-    /// is a byte count, with [`GAP_NL`] set once the gap has had its line break.
-    #[inline]
-    fn gap_ws(&self, ws: u16, b: u8, syntax: Option<&Syntax>, depth: usize) -> Option<u16> {
-        let ok = match syntax {
-            Some(s) => is_gap_ws(b, s),
-            None => is_ws(b),
-        };
-        if !ok {
-            return None;
-        }
-        let max = self.max_whitespace;
-        let Some(indent) = self.indent else {
-            return (ws < max).then_some(ws + 1);
-        };
-        let count = ws & !GAP_NL;
-        match b {
-            b' ' | b'\t' if ws & GAP_NL != 0 => {
-                let limit = usize::from(indent).saturating_mul(depth + 1);
-                (usize::from(count) < limit).then_some(ws + 1)
-            }
-            b' ' | b'\t' => (count < max).then_some(ws + 1),
-            b'\n' if ws & GAP_NL == 0 && max > 0 => Some(GAP_NL),
-            _ => None,
-        }
     }
 
     fn object(&self, node: NodeId) -> &ObjectNode {
@@ -552,14 +553,98 @@ impl GrammarInner {
 
     /// When the top frame is, for its next bytes, just a lexeme automaton: the automaton, its
     /// state, and what the frame becomes once the lexeme is complete (`None`: it is popped).
+    ///
+    /// A frame in a gap is its gap's whitespace automaton ([`crate::grammar::GapLexeme`]) in
+    /// the state of the gap's length, then the frame with its gap closed ([`GAP_CLOSED`]: no
+    /// more whitespace; every other byte taken as before, since none depends on the length).
     pub(crate) fn as_lexeme(&self, frame: &Frame) -> Option<(LexId, StateId, Option<Frame>)> {
         match frame {
             Frame::Lex { lex, state } => Some((*lex, *state, None)),
+            Frame::Root { phase, ws }
+                if self.root_ws
+                    && match phase {
+                        RootPhase::Before => !matches!(self.nodes[self.root as usize], Node::Never),
+                        RootPhase::After => true,
+                        RootPhase::InValue => false,
+                    } =>
+            {
+                let (lex, state) = self.gap_state(false, 0, *ws)?;
+                let after = Frame::Root {
+                    phase: *phase,
+                    ws: GAP_CLOSED,
+                };
+                Some((lex, state, Some(after)))
+            }
+            Frame::Obj {
+                node,
+                phase:
+                    phase @ (ObjPhase::AfterOpen
+                    | ObjPhase::AfterComma
+                    | ObjPhase::AfterKey(_)
+                    | ObjPhase::AfterColon(_)
+                    | ObjPhase::AfterValue),
+                seen,
+                ws,
+            } => {
+                let space_only = self.object(*node).syntax.space_only;
+                let (lex, state) = self.gap_state(space_only, self.gap_depth(*node), *ws)?;
+                let after = Frame::Obj {
+                    node: *node,
+                    phase: *phase,
+                    seen: seen.clone(),
+                    ws: GAP_CLOSED,
+                };
+                Some((lex, state, Some(after)))
+            }
+            Frame::Arr {
+                node,
+                phase: phase @ (ArrPhase::AfterOpen | ArrPhase::AfterValue | ArrPhase::AfterComma),
+                count,
+                matched,
+                strings,
+                ws,
+            } => {
+                let space_only = self.array(*node).syntax.space_only;
+                let (lex, state) = self.gap_state(space_only, self.gap_depth(*node), *ws)?;
+                let after = Frame::Arr {
+                    node: *node,
+                    phase: *phase,
+                    count: *count,
+                    matched: *matched,
+                    strings: strings.clone(),
+                    ws: GAP_CLOSED,
+                };
+                Some((lex, state, Some(after)))
+            }
             // An object key matched by `additionalProperties` alone is not walked as a plain
             // lexeme: whether its closing byte is allowed depends on the object's other extra
             // keys (no key twice), which only `advance` checks.
             _ => None,
         }
+    }
+
+    /// The depth whose gap lexeme a container `node` uses (0 without an indentation policy).
+    fn gap_depth(&self, node: NodeId) -> u16 {
+        if self.indent.is_some() {
+            self.depth[node as usize]
+        } else {
+            0
+        }
+    }
+
+    /// The gap lexeme of gaps of spaces only or any whitespace at `depth` (the root's: 0) and
+    /// its state in gap state `ws`; `None` without one (a policy too large for one, a closed
+    /// gap).
+    fn gap_state(&self, space_only: bool, depth: u16, ws: u16) -> Option<(LexId, StateId)> {
+        let gap = self.gaps[usize::from(space_only)]
+            .get(usize::from(depth))?
+            .as_ref()?;
+        let state = if ws & GAP_NL != 0 {
+            gap.broken.get(usize::from(ws & !GAP_NL))
+        } else {
+            gap.plain.get(usize::from(ws))
+        };
+        Some((gap.lex, *state?))
     }
 
     /// Pops complete frames that cannot continue, so equal states have equal stacks.
@@ -585,6 +670,18 @@ impl GrammarInner {
 
     /// Every stack that `stack` becomes after `byte`, appended to `out`.
     pub(crate) fn step(&self, stack: &[Frame], sym: Sym, out: &mut Vec<Stack>) {
+        self.step_to(
+            stack,
+            sym,
+            &mut StepOut {
+                stacks: out,
+                spare: &mut Vec::new(),
+            },
+        );
+    }
+
+    /// [`GrammarInner::step`] into a [`StepOut`].
+    fn step_to(&self, stack: &[Frame], sym: Sym, out: &mut StepOut<'_>) {
         let n = stack.len();
         let top = &stack[n - 1];
         self.consume(stack, sym, out);
@@ -592,15 +689,84 @@ impl GrammarInner {
         let follows = self.pop_any
             || (sym < SPECIAL && (is_ws(sym as u8) || matches!(sym as u8, b',' | b'}' | b']')));
         if n > 1 && follows && self.is_complete(top) {
-            let mut parent: Stack = stack[..n - 1].to_vec();
+            let mut parent = out.copy(&stack[..n - 1]);
             Self::child_done(parent.last_mut().unwrap());
-            self.step(&parent, sym, out);
+            self.step_to(&parent, sym, out);
+            out.recycle(parent);
+        }
+    }
+
+    /// False when `stack` cannot take `sym` (no stack after it), found without stepping: a
+    /// walk offers every child byte of the trie nodes it takes, and most are refused. True when
+    /// it may (the step decides): a superset of [`GrammarInner::step`]'s, exact for the frames
+    /// most steps start from (a lexeme, the root, an object between its keys and values), and
+    /// true for any other frame.
+    pub(crate) fn may_take(&self, stack: &[Frame], sym: Sym) -> bool {
+        let n = stack.len();
+        let top = &stack[n - 1];
+        if sym >= SPECIAL {
+            return true;
+        }
+        let byte = sym as u8;
+        // A complete top may leave the byte to its parent (as in `step_to`).
+        if n > 1
+            && (self.pop_any || is_ws(byte) || matches!(byte, b',' | b'}' | b']'))
+            && self.is_complete(top)
+        {
+            return true;
+        }
+        match top {
+            Frame::Lex { lex, state } => {
+                self.lexemes[*lex as usize].next(*state, byte) != Dfa::DEAD
+            }
+            Frame::Root { phase, .. } => match phase {
+                RootPhase::Before => {
+                    if self.root_ws && is_ws(byte) {
+                        !matches!(self.nodes[self.root as usize], Node::Never)
+                    } else {
+                        self.may_start(self.root, sym)
+                    }
+                }
+                RootPhase::After => self.root_ws && is_ws(byte),
+                RootPhase::InValue => false,
+            },
+            Frame::Obj { node, phase, .. } => {
+                let o = self.object(*node);
+                let syn = &o.syntax;
+                let gap = matches!(
+                    phase,
+                    ObjPhase::AfterOpen
+                        | ObjPhase::AfterComma
+                        | ObjPhase::AfterKey(_)
+                        | ObjPhase::AfterColon(_)
+                        | ObjPhase::AfterValue
+                );
+                if gap && is_gap_ws(byte, syn) {
+                    return true;
+                }
+                let key_byte = |trie: u32, extra: StateId| {
+                    (trie != NO_TRIE && o.trie.child(trie, byte).is_some())
+                        || (extra != Dfa::DEAD
+                            && o.additional.is_some_and(|(lex, _)| {
+                                self.lexemes[lex as usize].next(extra, byte) != Dfa::DEAD
+                            }))
+                };
+                match *phase {
+                    ObjPhase::AfterOpen | ObjPhase::AfterComma => {
+                        byte == syn.close || key_byte(0, self.extra_start(o))
+                    }
+                    ObjPhase::InKey { trie, extra } => key_byte(trie, extra),
+                    ObjPhase::AfterKey(_) => Some(byte) == syn.colon,
+                    ObjPhase::AfterValue => byte == b',' || byte == syn.close,
+                    ObjPhase::AfterColon(_) | ObjPhase::InValue | ObjPhase::Done => true,
+                }
+            }
+            _ => true,
         }
     }
 
     /// The top frame takes `sym` itself (possibly pushing a child value).
-    fn consume(&self, stack: &[Frame], sym: Sym, out: &mut Vec<Stack>) {
-        let replace = |f: Frame| with_top(stack, f);
+    fn consume(&self, stack: &[Frame], sym: Sym, out: &mut StepOut<'_>) {
         // Only dialect-level frames (root, sequences, repetitions, captures) take special tokens.
         let byte = if sym < SPECIAL { sym as u8 } else { 0 };
         let is_byte = sym < SPECIAL;
@@ -611,20 +777,26 @@ impl GrammarInner {
                 }
                 let next = self.lexemes[*lex as usize].next(*state, byte);
                 if next != Dfa::DEAD {
-                    out.push(replace(Frame::Lex {
-                        lex: *lex,
-                        state: next,
-                    }));
+                    out.push_with_top(
+                        stack,
+                        Frame::Lex {
+                            lex: *lex,
+                            state: next,
+                        },
+                    );
                 }
             }
             Frame::Root { .. } => self.consume_root(stack, sym, out),
             Frame::Seq { node, idx } => {
                 for (j, &e) in self.seq(*node).iter().enumerate().skip(*idx as usize) {
                     if self.may_start(e, sym) {
-                        let s = replace(Frame::Seq {
-                            node: *node,
-                            idx: j as u32 + 1,
-                        });
+                        let s = out.with_top(
+                            stack,
+                            Frame::Seq {
+                                node: *node,
+                                idx: j as u32 + 1,
+                            },
+                        );
                         self.start_value(s, e, sym, out);
                     }
                     if !self.nullable[e as usize] {
@@ -635,18 +807,24 @@ impl GrammarInner {
             Frame::Rep { node, count } => {
                 let (item, _, max) = self.repeat(*node);
                 if *count < max && self.may_start(item, sym) {
-                    let s = replace(Frame::Rep {
-                        node: *node,
-                        count: count + 1,
-                    });
+                    let s = out.with_top(
+                        stack,
+                        Frame::Rep {
+                            node: *node,
+                            count: count + 1,
+                        },
+                    );
                     self.start_value(s, item, sym, out);
                 }
             }
             Frame::Cap { node, done: false } if self.may_start(self.captured(*node), sym) => {
-                let s = replace(Frame::Cap {
-                    node: *node,
-                    done: false,
-                });
+                let s = out.with_top(
+                    stack,
+                    Frame::Cap {
+                        node: *node,
+                        done: false,
+                    },
+                );
                 self.start_value(s, self.captured(*node), sym, out);
             }
             Frame::Cap { .. } | Frame::Done => {}
@@ -657,8 +835,7 @@ impl GrammarInner {
     }
 
     /// A root frame takes `sym`: white space around a JSON Schema grammar's value, or the value.
-    fn consume_root(&self, stack: &[Frame], sym: Sym, out: &mut Vec<Stack>) {
-        let replace = |f: Frame| with_top(stack, f);
+    fn consume_root(&self, stack: &[Frame], sym: Sym, out: &mut StepOut<'_>) {
         let byte = if sym < SPECIAL { sym as u8 } else { 0 };
         let is_byte = sym < SPECIAL;
         let Frame::Root { phase, ws } = &stack[stack.len() - 1] else {
@@ -675,15 +852,18 @@ impl GrammarInner {
                         && matches!(self.nodes[self.root as usize], Node::Never)) =>
             {
                 if let Some(ws) = self.gap_ws(*ws, byte, None, 0) {
-                    out.push(replace(Frame::Root { phase: *phase, ws }));
+                    out.push_with_top(stack, Frame::Root { phase: *phase, ws });
                 }
             }
             RootPhase::Before if is_byte && self.root_ws && is_ws(byte) => {}
             RootPhase::Before if self.may_start(self.root, sym) => {
-                let s = replace(Frame::Root {
-                    phase: RootPhase::InValue,
-                    ws: 0,
-                });
+                let s = out.with_top(
+                    stack,
+                    Frame::Root {
+                        phase: RootPhase::InValue,
+                        ws: 0,
+                    },
+                );
                 self.start_value(s, self.root, sym, out);
             }
             _ => {}
@@ -692,8 +872,7 @@ impl GrammarInner {
 
     /// An object frame takes `byte`: white space in a gap, a key's bytes, a colon, a comma, the
     /// close, or the start of a value.
-    fn consume_object(&self, stack: &[Frame], byte: u8, sym: Sym, out: &mut Vec<Stack>) {
-        let replace = |f: Frame| with_top(stack, f);
+    fn consume_object(&self, stack: &[Frame], byte: u8, sym: Sym, out: &mut StepOut<'_>) {
         let Frame::Obj {
             node,
             phase,
@@ -723,7 +902,7 @@ impl GrammarInner {
         if gap && is_gap_ws(byte, syn) {
             let depth = usize::from(self.depth[node as usize]);
             if let Some(ws) = self.gap_ws(*ws, byte, Some(syn), depth) {
-                out.push(replace(frame(*phase, seen, ws)));
+                out.push_with_top(stack, frame(*phase, seen, ws));
             }
             return;
         }
@@ -731,21 +910,21 @@ impl GrammarInner {
             ObjPhase::AfterOpen | ObjPhase::AfterComma => {
                 if byte == syn.close {
                     if *phase == ObjPhase::AfterOpen && can_close(o, seen) {
-                        out.push(replace(frame(ObjPhase::Done, seen, 0)));
+                        out.push_with_top(stack, frame(ObjPhase::Done, seen, 0));
                     }
                 } else if let Some((p, seen)) = self.key_step(o, seen, 0, self.extra_start(o), byte)
                 {
-                    out.push(replace(frame(p, &seen, 0)));
+                    out.push_with_top(stack, frame(p, &seen, 0));
                 }
             }
             ObjPhase::InKey { trie, extra } => {
                 if let Some((p, seen)) = self.key_step(o, seen, trie, extra, byte) {
-                    out.push(replace(frame(p, &seen, 0)));
+                    out.push_with_top(stack, frame(p, &seen, 0));
                 }
             }
             ObjPhase::AfterKey(k) => {
                 if Some(byte) == syn.colon {
-                    out.push(replace(frame(ObjPhase::AfterColon(k), seen, 0)));
+                    out.push_with_top(stack, frame(ObjPhase::AfterColon(k), seen, 0));
                 }
             }
             ObjPhase::AfterColon(k) => {
@@ -757,7 +936,7 @@ impl GrammarInner {
                 } else {
                     o.values[k as usize]
                 };
-                let s = replace(frame(ObjPhase::InValue, seen, 0));
+                let s = out.with_top(stack, frame(ObjPhase::InValue, seen, 0));
                 self.start_value(s, child, sym, out);
             }
             ObjPhase::AfterValue => {
@@ -765,9 +944,9 @@ impl GrammarInner {
                     && self.any_key_left(o, seen)
                     && (o.max_props == u32::MAX || seen.count_keys(o) < o.max_props)
                 {
-                    out.push(replace(frame(ObjPhase::AfterComma, seen, 0)));
+                    out.push_with_top(stack, frame(ObjPhase::AfterComma, seen, 0));
                 } else if byte == syn.close && can_close(o, seen) {
-                    out.push(replace(frame(ObjPhase::Done, seen, 0)));
+                    out.push_with_top(stack, frame(ObjPhase::Done, seen, 0));
                 }
             }
             ObjPhase::InValue | ObjPhase::Done => {}
@@ -776,8 +955,7 @@ impl GrammarInner {
 
     /// An array frame takes `byte`: white space in a gap, a comma, the close, a unique string
     /// item's bytes, or the start of an item.
-    fn consume_array(&self, stack: &[Frame], byte: u8, sym: Sym, out: &mut Vec<Stack>) {
-        let replace = |f: Frame| with_top(stack, f);
+    fn consume_array(&self, stack: &[Frame], byte: u8, sym: Sym, out: &mut StepOut<'_>) {
         let Frame::Arr {
             node,
             phase,
@@ -806,7 +984,7 @@ impl GrammarInner {
         if gap && is_gap_ws(byte, &a.syntax) {
             let depth = usize::from(self.depth[node as usize]);
             if let Some(ws) = self.gap_ws(*ws, byte, Some(&a.syntax), depth) {
-                out.push(replace(frame(*phase, count, ws)));
+                out.push_with_top(stack, frame(*phase, count, ws));
             }
             return;
         }
@@ -815,7 +993,7 @@ impl GrammarInner {
                 if byte == a.syntax.close {
                     if *phase == ArrPhase::AfterOpen && a.min_items == 0 && contains_ok(a, matched)
                     {
-                        out.push(replace(frame(ArrPhase::Done, count, 0)));
+                        out.push_with_top(stack, frame(ArrPhase::Done, count, 0));
                     }
                 } else if let Some(item) = a.item(count) {
                     match &a.contains {
@@ -825,7 +1003,7 @@ impl GrammarInner {
                                 if let Some(f) =
                                     self.string_item_step(node, count, strings, lex, start, byte)
                                 {
-                                    out.push(replace(f));
+                                    out.push_with_top(stack, f);
                                 }
                             }
                         }
@@ -833,30 +1011,33 @@ impl GrammarInner {
                             // uniqueItems: only the values not used yet.
                             for (i, &v) in a.unique.iter().enumerate() {
                                 if matched >> i & 1 == 0 {
-                                    let s = replace(Frame::Arr {
-                                        node,
-                                        phase: ArrPhase::InValue,
-                                        count,
-                                        matched: matched | 1 << i,
-                                        strings: None,
-                                        ws: 0,
-                                    });
+                                    let s = out.with_top(
+                                        stack,
+                                        Frame::Arr {
+                                            node,
+                                            phase: ArrPhase::InValue,
+                                            count,
+                                            matched: matched | 1 << i,
+                                            strings: None,
+                                            ws: 0,
+                                        },
+                                    );
                                     self.start_value(s, v, sym, out);
                                 }
                             }
                         }
                         None => {
-                            let s = replace(frame(ArrPhase::InValue, count, 0));
+                            let s = out.with_top(stack, frame(ArrPhase::InValue, count, 0));
                             self.start_value(s, item, sym, out);
                         }
                         Some(c) => {
                             let (m, n) = self.item_kinds(a, count, matched);
                             if m {
-                                let s = replace(frame(ArrPhase::InMatch, count, 0));
+                                let s = out.with_top(stack, frame(ArrPhase::InMatch, count, 0));
                                 self.start_value(s, c.matched, sym, out);
                             }
                             if n {
-                                let s = replace(frame(ArrPhase::InValue, count, 0));
+                                let s = out.with_top(stack, frame(ArrPhase::InValue, count, 0));
                                 self.start_value(s, c.other, sym, out);
                             }
                         }
@@ -873,15 +1054,15 @@ impl GrammarInner {
                         m || n
                     })
                 {
-                    out.push(replace(frame(ArrPhase::AfterComma, count, 0)));
+                    out.push_with_top(stack, frame(ArrPhase::AfterComma, count, 0));
                 } else if byte == a.syntax.close && count >= a.min_items && contains_ok(a, matched)
                 {
-                    out.push(replace(frame(ArrPhase::Done, count, 0)));
+                    out.push_with_top(stack, frame(ArrPhase::Done, count, 0));
                 }
             }
             ArrPhase::InString { lex, state } => {
                 if let Some(f) = self.string_item_step(node, count, strings, *lex, *state, byte) {
-                    out.push(replace(f));
+                    out.push_with_top(stack, f);
                 }
             }
             ArrPhase::InValue | ArrPhase::InMatch | ArrPhase::Done => {}
@@ -1075,7 +1256,7 @@ impl GrammarInner {
     }
 
     /// Starts a value of `node` with its first symbol, pushing onto `stack`.
-    fn start_value(&self, mut stack: Stack, node: NodeId, sym: Sym, out: &mut Vec<Stack>) {
+    fn start_value(&self, mut stack: Stack, node: NodeId, sym: Sym, out: &mut StepOut<'_>) {
         if stack.len() > self.max_depth as usize + 8 {
             return;
         }
@@ -1126,7 +1307,7 @@ impl GrammarInner {
                 // byte outside an alternative's first bytes skips it without copying the stack.
                 for &alt in alts {
                     if self.may_start(alt, sym) {
-                        self.start_value(copy_stack(&stack), alt, sym, out);
+                        self.start_value(out.copy(&stack), alt, sym, out);
                     }
                 }
             }
@@ -1142,7 +1323,7 @@ impl GrammarInner {
                 for (j, &e) in elems.iter().enumerate() {
                     if self.may_start(e, sym) {
                         if let Some((idx, e)) = found.replace((j as u32 + 1, e)) {
-                            let mut s = copy_stack(&stack);
+                            let mut s = out.copy(&stack);
                             s[at] = Frame::Seq { node, idx };
                             self.start_value(s, e, sym, out);
                         }
@@ -1306,34 +1487,74 @@ impl<'g> ByteMatcher<'g> {
 /// place, each kept only if no stack before it is equal (no scratch vector per call: a first
 /// mask's walk advances once per trie node it visits).
 pub(crate) fn advance(g: &GrammarInner, states: &[Stack], sym: Sym, out: &mut Vec<Stack>) {
-    advance_traced(g, states, sym, out, |_, _| {});
+    advance_traced(g, states, sym, out, &mut Vec::new(), |_, _| {});
 }
 
-/// [`advance`], calling `each(before, after)` for every stack a state steps to (normalized,
-/// duplicates included), with the state it came from.
+/// [`advance`] with `out`'s old stacks kept in `spare` (emptied), whose buffers this step's
+/// and later steps' stacks reuse: a walk that advances once per trie node allocates no stack.
+pub(crate) fn advance_reusing(
+    g: &GrammarInner,
+    states: &[Stack],
+    sym: Sym,
+    out: &mut Vec<Stack>,
+    spare: &mut Vec<Stack>,
+) {
+    let [state] = states else {
+        advance_traced(g, states, sym, out, spare, |_, _| {});
+        return;
+    };
+    // One state (most of a walk's steps): no set to find duplicates in beyond a scan of the
+    // few stacks it steps to.
+    while let Some(s) = out.pop() {
+        recycle(spare, s);
+    }
+    let mut o = StepOut { stacks: out, spare };
+    g.step_to(state, sym, &mut o);
+    let mut kept = 0;
+    for r in 0..o.stacks.len() {
+        let mut t = std::mem::take(&mut o.stacks[r]);
+        g.normalize(&mut t);
+        if o.stacks[..kept].iter().all(|k| *k != t) {
+            o.stacks[kept] = t;
+            kept += 1;
+        } else {
+            o.recycle(t);
+        }
+    }
+    o.stacks.truncate(kept);
+}
+
+/// [`advance_reusing`], calling `each(before, after)` for every stack a state steps to
+/// (normalized, duplicates included), with the state it came from.
 pub(crate) fn advance_traced(
     g: &GrammarInner,
     states: &[Stack],
     sym: Sym,
     out: &mut Vec<Stack>,
+    spare: &mut Vec<Stack>,
     mut each: impl FnMut(&Stack, &Stack),
 ) {
-    out.clear();
+    while let Some(s) = out.pop() {
+        recycle(spare, s);
+    }
+    let mut o = StepOut { stacks: out, spare };
     let mut set = StackSet::default();
     for s in states {
-        let stepped = out.len();
+        let stepped = o.stacks.len();
         let mut kept = stepped;
-        g.step(s, sym, out);
-        for r in stepped..out.len() {
-            let mut t = std::mem::take(&mut out[r]);
+        g.step_to(s, sym, &mut o);
+        for r in stepped..o.stacks.len() {
+            let mut t = std::mem::take(&mut o.stacks[r]);
             g.normalize(&mut t);
             each(s, &t);
-            if set.is_new(&out[..kept], |s| s, &t) {
-                out[kept] = t;
+            if set.is_new(&o.stacks[..kept], |s| s, &t) {
+                o.stacks[kept] = t;
                 kept += 1;
+            } else {
+                o.recycle(t);
             }
         }
-        out.truncate(kept);
+        o.stacks.truncate(kept);
     }
 }
 

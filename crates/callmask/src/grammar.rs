@@ -71,6 +71,88 @@ pub(crate) struct GrammarInner {
     /// Per lexeme, computed on first use: can a literal of it always end as a value not used
     /// yet ([`dfa::fresh::always_open`]), so that extra keys and unique strings need no search.
     pub(crate) open: Vec<std::sync::OnceLock<bool>>,
+    /// The whitespace of a gap as a lexeme, for gaps of spaces only (index 1: JSON inside a
+    /// JSON string) or any whitespace (index 0), by depth under the tidy policy (index 0
+    /// otherwise); missing for a policy too large for one ([`GapLexeme`]).
+    pub(crate) gaps: [Vec<Option<GapLexeme>>; 2],
+}
+
+/// A gap's whitespace (between the tokens of an object or array, around the root value) as a
+/// lexeme automaton, which lets token walks run a gap the way they run a string: one automaton
+/// over the trie's whitespace tokens, shared per vocabulary, then what follows the gap from
+/// the nodes where it may end, instead of a grammar step per trie node. A frame in a gap is
+/// then "this automaton in the state of its byte count, then the frame with its gap closed"
+/// ([`GrammarInner::as_lexeme`]): what follows a gap does not depend on its length.
+#[derive(Debug)]
+pub(crate) struct GapLexeme {
+    /// The automaton's id in [`GrammarInner::lexemes`].
+    pub(crate) lex: LexId,
+    /// Its state after a gap of `n` bytes, by `n` (0 up to the most whitespace allowed).
+    pub(crate) plain: Vec<dfa::StateId>,
+    /// Under the tidy policy, its state after the gap's line break and `n` bytes of
+    /// indentation, by `n`.
+    pub(crate) broken: Vec<dfa::StateId>,
+}
+
+/// True for JSON's whitespace bytes (space, tab, line feed, carriage return).
+#[inline]
+pub(crate) fn is_ws(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+/// Whitespace allowed between tokens of a container with this spelling.
+#[inline]
+pub(crate) fn is_gap_ws(b: u8, syntax: &Syntax) -> bool {
+    if syntax.space_only {
+        b == b' '
+    } else {
+        is_ws(b)
+    }
+}
+
+/// Gap state bit: the gap has had its line break (the count is then the indentation).
+pub(crate) const GAP_NL: u16 = 0x8000;
+
+/// Gap state of a gap closed to more whitespace: the frame after its gap's lexeme
+/// ([`GrammarInner::as_lexeme`]), only ever in a token walk's stacks.
+pub(crate) const GAP_CLOSED: u16 = u16::MAX;
+
+impl GrammarInner {
+    /// The gap state after whitespace byte `b` in a gap of a container spelled `syntax` (`None`
+    /// at the top level) at nesting `depth` (the container's [`GrammarInner::depth`]: a property
+    /// of the node, not of the stack below it, so that masks stay a function of the top frame),
+    /// or `None` if the policy refuses the byte. The state
+    /// is a byte count, with [`GAP_NL`] set once the gap has had its line break.
+    #[inline]
+    pub(crate) fn gap_ws(
+        &self,
+        ws: u16,
+        b: u8,
+        syntax: Option<&Syntax>,
+        depth: usize,
+    ) -> Option<u16> {
+        let ok = match syntax {
+            Some(s) => is_gap_ws(b, s),
+            None => is_ws(b),
+        };
+        if !ok || ws == GAP_CLOSED {
+            return None;
+        }
+        let max = self.max_whitespace;
+        let Some(indent) = self.indent else {
+            return (ws < max).then_some(ws + 1);
+        };
+        let count = ws & !GAP_NL;
+        match b {
+            b' ' | b'\t' if ws & GAP_NL != 0 => {
+                let limit = usize::from(indent).saturating_mul(depth + 1);
+                (usize::from(count) < limit).then_some(ws + 1)
+            }
+            b' ' | b'\t' => (count < max).then_some(ws + 1),
+            b'\n' if ws & GAP_NL == 0 && max > 0 => Some(GAP_NL),
+            _ => None,
+        }
+    }
 }
 
 /// What a [`Node::Capture`] marks, for the output parser.

@@ -1046,8 +1046,16 @@ impl TokenAutomaton {
         let mut exits = Vec::new();
         let allowed = match after {
             Some((lex, state, after)) => {
-                // A lexeme, then `after`: the shared lexeme walk plus its continuations.
+                // A lexeme, then `after` (a gap's whitespace, then the frame): the shared
+                // lexeme walk plus its continuations. The frame is complete before any byte
+                // and, if `after` is, wherever the lexeme may end.
                 let lw = self.lexeme_local(&g.lexemes[lex as usize], state);
+                if g.is_complete(frame) {
+                    exits.push(0);
+                }
+                if g.is_complete(&after) {
+                    exits.extend(lw.exits.iter().copied().filter(|&e| e != 0));
+                }
                 let cont = vec![after.clone()];
                 let mut memo = FirstSteps::default();
                 if lw.exits.first() == Some(&0) {

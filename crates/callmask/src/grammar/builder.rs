@@ -9,7 +9,8 @@
 
 use super::dfa::{Dfa, DfaError, Op};
 use super::registry::SchemaRegistry;
-use super::{Grammar, GrammarInner, LexId, Node, NodeId};
+use super::GAP_NL;
+use super::{GapLexeme, Grammar, GrammarInner, LexId, Node, NodeId};
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -406,6 +407,7 @@ impl<'o> GrammarBuilder<'o> {
             depth: Vec::new(),
             nodes: self.nodes,
             lexemes: self.lexemes,
+            gaps: Default::default(),
             root,
             max_whitespace: self.opts.max_whitespace,
             indent: match self.opts.whitespace {
@@ -423,10 +425,131 @@ impl<'o> GrammarBuilder<'o> {
             distinct_calls: self.distinct_calls,
         };
         finalize(&mut inner, self.opts)?;
+        add_gap_lexemes(&mut inner, self.opts);
         Ok(Grammar {
             inner: Arc::new(inner),
         })
     }
+}
+
+/// Gaps of more states than this are walked byte by byte, without a [`GapLexeme`].
+const MAX_GAP_STATES: usize = 2048;
+
+/// The cache key of a gap's automaton: the policy's limits, whether spaces only, and the
+/// depth the gap is at (0 without an indentation policy, whose gaps do not depend on it).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct GapKey {
+    max: u16,
+    indent: Option<u16>,
+    space_only: bool,
+    depth: u16,
+}
+
+impl crate::cache::CacheKey for GapKey {
+    type Value = Dfa;
+}
+
+/// Adds the grammar's [`GapLexeme`]s: one per kind of gap (spaces only or any whitespace)
+/// and, under the tidy policy, per depth that an object or array of that kind is at (the root's
+/// gaps at 0). Each automaton is built from [`GrammarInner::gap_ws`] itself (the policy has
+/// one definition), and comes from the caches where they are on.
+fn add_gap_lexemes(g: &mut GrammarInner, opts: &CompileOptions) {
+    let mut wanted: Vec<(bool, u16)> = Vec::new();
+    if g.root_ws {
+        wanted.push((false, 0));
+    }
+    for (id, node) in g.nodes.iter().enumerate() {
+        let syntax = match node {
+            Node::Object(o) => &o.syntax,
+            Node::Array(a) => &a.syntax,
+            _ => continue,
+        };
+        let depth = if g.indent.is_some() { g.depth[id] } else { 0 };
+        wanted.push((syntax.space_only, depth));
+    }
+    wanted.sort_unstable();
+    wanted.dedup();
+    for (space_only, depth) in wanted {
+        let Some(gap) = gap_lexeme(g, opts, space_only, depth) else {
+            continue;
+        };
+        let by_depth = &mut g.gaps[usize::from(space_only)];
+        if by_depth.len() <= usize::from(depth) {
+            by_depth.resize_with(usize::from(depth) + 1, || None);
+        }
+        by_depth[usize::from(depth)] = Some(gap);
+    }
+}
+
+/// The [`GapLexeme`] of gaps of one kind at one depth, its automaton added to the grammar's
+/// lexemes; `None` for a policy of more than [`MAX_GAP_STATES`] states.
+fn gap_lexeme(
+    g: &mut GrammarInner,
+    opts: &CompileOptions,
+    space_only: bool,
+    depth: u16,
+) -> Option<GapLexeme> {
+    let syntax = crate::grammar::Syntax {
+        space_only,
+        ..crate::grammar::Syntax::OBJECT
+    };
+    let max = g.max_whitespace;
+    // The states: byte counts before the line break, and (tidy) indentations after it.
+    let limit = g
+        .indent
+        .map_or(0, |i| usize::from(i) * (usize::from(depth) + 1));
+    if usize::from(max) + limit + 2 > MAX_GAP_STATES || limit >= usize::from(GAP_NL) {
+        return None;
+    }
+    let build = |g: &GrammarInner| {
+        let mut classes = [0u8; 256];
+        for b in [b' ', b'\t', b'\n', b'\r'] {
+            classes[b as usize] = b;
+        }
+        let step = |ws: &u16, b: u8| g.gap_ws(*ws, b, Some(&syntax), usize::from(depth));
+        Dfa::build(0u16, MAX_GAP_STATES + 1, &classes, step, |_| true)
+    };
+    let key = GapKey {
+        max,
+        indent: g.indent,
+        space_only,
+        depth,
+    };
+    let dfa = match &opts.caches {
+        Some(c) => c
+            .get_or_build(key, || {
+                build(g).map(|d| {
+                    let bytes = d.memory();
+                    (d, bytes)
+                })
+            })
+            .ok()?,
+        None => Arc::new(build(g).ok()?),
+    };
+    // A gap's state by the spelling that reaches it: `n` spaces; a line break then `n`.
+    let run = |from: u32, n: usize| {
+        let mut states = Vec::with_capacity(n + 1);
+        let mut s = from;
+        for _ in 0..=n {
+            states.push(s);
+            s = dfa.next(s, b' ');
+        }
+        states
+    };
+    let plain = run(dfa.start(), usize::from(max));
+    let after_nl = dfa.next(dfa.start(), b'\n');
+    let broken = if g.indent.is_some() && after_nl != Dfa::DEAD {
+        run(after_nl, limit)
+    } else {
+        Vec::new()
+    };
+    g.lexemes.push(dfa);
+    g.open.push(std::sync::OnceLock::new());
+    Some(GapLexeme {
+        lex: g.lexemes.len() as LexId - 1,
+        plain,
+        broken,
+    })
 }
 
 fn finalize(g: &mut GrammarInner, _opts: &CompileOptions) -> Result<()> {

@@ -448,7 +448,7 @@ pub(crate) fn may_end_call(g: &GrammarInner, states: &[Stack], syms: &[Sym]) -> 
     let mut next: Vec<Stack> = Vec::new();
     let mut ended = false;
     for &sym in syms {
-        crate::automaton::advance_traced(g, &cur, sym, &mut next, |s, t| {
+        crate::automaton::advance_traced(g, &cur, sym, &mut next, &mut Vec::new(), |s, t| {
             ended = ended || leaves_call(g, s, t);
         });
         if ended {

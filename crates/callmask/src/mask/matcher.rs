@@ -628,7 +628,7 @@ impl Matcher {
         }
         let g = self.auto.g();
         let mut step = |cur: &[Stack], sym: Sym, next: &mut Vec<Stack>| match ended.as_deref_mut() {
-            Some(flag) => advance_traced(g, cur, sym, next, |s, t| {
+            Some(flag) => advance_traced(g, cur, sym, next, &mut Vec::new(), |s, t| {
                 *flag = *flag || super::distinct::leaves_call(g, s, t);
             }),
             None => advance(g, cur, sym, next),

@@ -14,7 +14,7 @@
 
 use super::bitset::{TokenSet, WalkTokens};
 use crate::automaton::complete::{Completer, INF};
-use crate::automaton::{advance, Frame, Stack, Sym};
+use crate::automaton::{advance, advance_reusing, Frame, Stack, Sym};
 use crate::cache::{CacheKey, Caches};
 use crate::grammar::dfa::Dfa;
 use crate::grammar::GrammarInner;
@@ -196,11 +196,18 @@ impl Walker<'_> {
         // The stacks after node `i`'s byte; on success they become level `d` and that level's
         // old buffer is reused here (most nodes take no stack: no allocation for them).
         let mut next = Vec::new();
+        // The buffers of stacks stepped past, for the next steps' stacks.
+        let mut spare = Vec::new();
         let mut i = from + 1;
         let end = self.trie.nodes[from].next as usize;
         while i < end {
             let d = self.trie.nodes[i].depth as usize - base;
-            advance(g, &levels[d - 1], self.trie.nodes[i].byte as Sym, &mut next);
+            let byte = self.trie.nodes[i].byte as Sym;
+            if !levels[d - 1].iter().any(|s| g.may_take(s, byte)) {
+                i = self.trie.nodes[i].next as usize;
+                continue;
+            }
+            advance_reusing(g, &levels[d - 1], byte, &mut next, &mut spare);
             if next.is_empty() {
                 i = self.trie.nodes[i].next as usize;
                 continue;
@@ -505,9 +512,11 @@ impl Walker<'_> {
         let mut i = from + 1;
         let end = self.trie.nodes[from].next as usize;
         let mut toks = Vec::new();
+        let mut spare = Vec::new();
         while i < end {
             let d = self.trie.nodes[i].depth as usize - base;
-            advance(g, &levels[d - 1], self.trie.nodes[i].byte as Sym, &mut next);
+            let byte = self.trie.nodes[i].byte as Sym;
+            advance_reusing(g, &levels[d - 1], byte, &mut next, &mut spare);
             if next.is_empty() || self.cost_node(g, comp, i, &next, &mut toks, out) {
                 i = self.trie.nodes[i].next as usize;
                 continue;

@@ -448,3 +448,171 @@ fn cached_masks_equal_the_masks_first_computed() {
         }
     }
 }
+
+/// A vocabulary rich in whitespace: runs of spaces, tabs and line breaks longer than the
+/// policies allow, indentations, and whitespace glued to JSON's punctuation.
+fn whitespace_vocab() -> Arc<Vocab> {
+    let base = small_vocab();
+    let eos = base.eos_tokens()[0];
+    let mut tokens: Vec<Vec<u8>> = (0..eos)
+        .map(|t| base.token_bytes(t).unwrap().to_vec())
+        .collect();
+    let mut extra: Vec<String> = Vec::new();
+    for k in 2..=24 {
+        extra.push(" ".repeat(k));
+    }
+    for k in 0..=12 {
+        extra.push(format!("\n{}", " ".repeat(k)));
+        extra.push(format!(",\n{}\"", " ".repeat(k)));
+        extra.push(format!("{{\n{}\"", " ".repeat(k)));
+        extra.push(format!("\n{}}}", " ".repeat(k)));
+    }
+    for t in [
+        "\t\t",
+        "\t\t\t",
+        "\n\t",
+        "\n\t\t",
+        "\n\n",
+        " \n",
+        "\r\n",
+        " \t",
+        "\t ",
+        " {",
+        "{\n",
+        "[\n",
+        "[\n  ",
+        "\n]",
+        "\n  ]",
+        " [",
+        " }",
+        " ]",
+        ": ",
+        ":  ",
+        ", ",
+        ",  ",
+        "\n ",
+        "\" ",
+        "\"\n",
+        " \"",
+        "  \"",
+        "1 ",
+        "1\n",
+        "true ",
+        "null\n",
+        "kids",
+        "\"kids\": [",
+    ] {
+        extra.push(t.to_string());
+    }
+    extra.sort();
+    extra.dedup();
+    for t in extra {
+        if t.len() > 1 {
+            tokens.push(t.into_bytes());
+        }
+    }
+    let n = tokens.len();
+    tokens.push(b"<eos>".to_vec());
+    let mut special = vec![false; n + 1];
+    special[n] = true;
+    Arc::new(Vocab::from_parts(tokens, special, vec![n as u32]).unwrap())
+}
+
+/// Gaps are walked as lexemes (one automaton per kind and depth, then the frame with its gap
+/// closed): under every whitespace policy, in JSON Schema grammars and in a dialect whose
+/// arguments are JSON inside a JSON string (gaps of spaces only), every mask along random walks
+/// that favour whitespace equals the set of tokens `accept` takes.
+#[test]
+fn gap_masks_agree_with_accept_under_every_whitespace_policy() {
+    use callmask::{Dialect, DialectOptions, Tools, Whitespace};
+    let vocab = whitespace_vocab();
+    let eos = vocab.eos_tokens()[0];
+    let spacey: Vec<u32> = (0..vocab.len() as u32)
+        .filter(|&t| {
+            !vocab.is_special(t)
+                && vocab
+                    .token_bytes(t)
+                    .unwrap()
+                    .iter()
+                    .any(|b| b" \t\n\r".contains(b))
+        })
+        .collect();
+    let policies = [
+        (Whitespace::Any, 3),
+        (Whitespace::Any, 20),
+        (Whitespace::Tidy { indent: 2 }, 3),
+        (Whitespace::Tidy { indent: 4 }, 20),
+        (Whitespace::Tidy { indent: 4 }, 0),
+    ];
+    let all = schemas();
+    let tools = Tools::from_openai_json(&json!([{"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string", "maxLength": 8},
+        "days": {"type": "array", "items": {"type": "integer"}, "maxItems": 2}},
+        "required": ["city"]}}]))
+    .unwrap();
+    let mut mask = TokenMask::new(vocab.len());
+    let mut checked = 0usize;
+    for (pi, (whitespace, max)) in policies.into_iter().enumerate() {
+        let mut opts = CompileOptions::default();
+        opts.whitespace = whitespace;
+        opts.max_whitespace = max;
+        let mut grammars: Vec<(String, Grammar)> = [0, 1, 2]
+            .iter()
+            .map(|&si| {
+                let g = Grammar::from_json_schema(&all[si], &opts).unwrap();
+                (format!("schema {si}"), g)
+            })
+            .collect();
+        for d in ["empower", "hermes"] {
+            let mut dopts = DialectOptions::default();
+            dopts.compile = opts.clone();
+            let g = Dialect::by_name(d)
+                .unwrap()
+                .compile(&tools, &dopts)
+                .unwrap();
+            grammars.push((d.to_string(), g));
+        }
+        for (name, grammar) in &grammars {
+            let auto = TokenAutomaton::new(grammar, vocab.clone()).unwrap();
+            let mut rng = StdRng::seed_from_u64(pi as u64 * 7 + name.len() as u64);
+            for walk in 0..12 {
+                let mut m = auto.matcher();
+                m.set_distinct_calls(false);
+                let mut text = Vec::new();
+                for _ in 0..80 {
+                    m.fill_mask(&mut mask);
+                    for t in 0..vocab.len() as u32 {
+                        assert_eq!(
+                            mask.is_allowed(t),
+                            m.is_allowed(t),
+                            "policy {pi} {name} walk {walk} token {t} ({:?}) after {:?}",
+                            String::from_utf8_lossy(vocab.token_bytes(t).unwrap()),
+                            String::from_utf8_lossy(&text)
+                        );
+                    }
+                    checked += 1;
+                    let allowed: Vec<u32> = mask.iter().collect();
+                    assert!(!allowed.is_empty(), "policy {pi} {name}: dead end");
+                    let ws: Vec<u32> = allowed
+                        .iter()
+                        .copied()
+                        .filter(|t| spacey.binary_search(t).is_ok())
+                        .collect();
+                    let t = if mask.is_allowed(eos) && rng.random_bool(0.2) {
+                        eos
+                    } else if !ws.is_empty() && rng.random_bool(0.6) {
+                        ws[rng.random_range(0..ws.len())]
+                    } else {
+                        allowed[rng.random_range(0..allowed.len())]
+                    };
+                    m.accept(t).unwrap();
+                    if t == eos {
+                        break;
+                    }
+                    text.extend_from_slice(vocab.token_bytes(t).unwrap());
+                }
+            }
+        }
+    }
+    assert!(checked > 2000, "only {checked} masks checked");
+}
