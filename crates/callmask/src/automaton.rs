@@ -1503,18 +1503,18 @@ pub(crate) fn advance_reusing(
         advance_traced(g, states, sym, out, spare, |_, _| {});
         return;
     };
-    // One state (most of a walk's steps): no set to find duplicates in beyond a scan of the
-    // few stacks it steps to.
+    // One state (most of a walk's steps): no loop over states, no callback.
     while let Some(s) = out.pop() {
         recycle(spare, s);
     }
     let mut o = StepOut { stacks: out, spare };
     g.step_to(state, sym, &mut o);
+    let mut set = StackSet::default();
     let mut kept = 0;
     for r in 0..o.stacks.len() {
         let mut t = std::mem::take(&mut o.stacks[r]);
         g.normalize(&mut t);
-        if o.stacks[..kept].iter().all(|k| *k != t) {
+        if set.is_new(&o.stacks[..kept], |s| s, &t) {
             o.stacks[kept] = t;
             kept += 1;
         } else {

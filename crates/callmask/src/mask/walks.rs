@@ -336,11 +336,7 @@ impl Walker<'_> {
             if !children.may_have(b as u8) {
                 continue;
             }
-            let next = step.get_or_insert_with(|| {
-                let mut n = Vec::new();
-                advance(g, std::slice::from_ref(stack), b as Sym, &mut n);
-                (!n.is_empty()).then_some(n)
-            });
+            let next = step.get_or_insert_with(|| first_step(g, stack, b as Sym));
             let Some(next) = next.clone() else { continue };
             for &c in self.children_by(children, b as u8, &mut kids) {
                 self.walk_node(g, c as usize, next.clone(), out, exits.as_deref_mut(), memo);
@@ -369,11 +365,7 @@ impl Walker<'_> {
             let mut c = e as usize + 1;
             while c < end {
                 let b = self.trie.nodes[c].byte;
-                let next = first[b as usize].get_or_insert_with(|| {
-                    let mut n = Vec::new();
-                    advance(g, std::slice::from_ref(stack), b as Sym, &mut n);
-                    (!n.is_empty()).then_some(n)
-                });
+                let next = first[b as usize].get_or_insert_with(|| first_step(g, stack, b as Sym));
                 if let Some(next) = next {
                     let next = next.clone();
                     self.walk_node(g, c, next, out, exits.as_deref_mut(), memo);
@@ -607,6 +599,17 @@ impl Walker<'_> {
             }
         }
     }
+}
+
+/// The stacks `stack` becomes after `sym`, `None` for none (tried with
+/// [`GrammarInner::may_take`] first: most bytes out of a lexeme's exits are refused).
+fn first_step(g: &GrammarInner, stack: &Stack, sym: Sym) -> Option<Vec<Stack>> {
+    if !g.may_take(stack, sym) {
+        return None;
+    }
+    let mut n = Vec::new();
+    advance(g, std::slice::from_ref(stack), sym, &mut n);
+    (!n.is_empty()).then_some(n)
 }
 
 /// The stack once the lexeme on top of `stack` is complete: the top replaced by `after`, or
