@@ -696,6 +696,25 @@ impl GrammarInner {
         }
     }
 
+    /// A superset of the bytes `stack` may take (bit `b` of word `b / 64`) where it is known
+    /// without stepping: a stack of the root frame alone (a JSON Schema grammar's start, after
+    /// its gap). `None`: any byte may be taken.
+    pub(crate) fn first_bytes(&self, stack: &[Frame]) -> Option<[u64; 4]> {
+        let [Frame::Root { phase, ws }] = stack else {
+            return None;
+        };
+        let mut set = match phase {
+            RootPhase::Before => self.first[self.root as usize],
+            RootPhase::InValue | RootPhase::After => [0; 4],
+        };
+        if self.root_ws && *ws != GAP_CLOSED && *phase != RootPhase::InValue {
+            for b in [b' ', b'\t', b'\n', b'\r'] {
+                set[usize::from(b / 64)] |= 1 << (b % 64);
+            }
+        }
+        Some(set)
+    }
+
     /// False when `stack` cannot take `sym` (no stack after it), found without stepping: a
     /// walk offers every child byte of the trie nodes it takes, and most are refused. True when
     /// it may (the step decides): a superset of [`GrammarInner::step`]'s, exact for the frames

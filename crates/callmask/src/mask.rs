@@ -1069,10 +1069,8 @@ impl TokenAutomaton {
                     Some(&mut exits),
                     &mut memo,
                 );
-                let mut m = TokenMask::new(self.shared.vocab.len());
-                lw.allowed.or_into(&mut m);
-                tokens.or_into(&mut m);
-                TokenSet::Dense(m.words)
+                tokens.add_set(&lw.allowed);
+                tokens.finish(self.shared.vocab.len())
             }
             None => {
                 if g.is_complete(frame) {

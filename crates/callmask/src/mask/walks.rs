@@ -331,9 +331,10 @@ impl Walker<'_> {
         memo: &mut FirstSteps,
     ) {
         let mut first = memo.remove(stack).unwrap_or_else(|| vec![None; 256]);
+        let takes = g.first_bytes(stack).unwrap_or([u64::MAX; 4]);
         let mut kids: Vec<u32> = Vec::new();
         for (b, step) in first.iter_mut().enumerate() {
-            if !children.may_have(b as u8) {
+            if takes[b / 64] >> (b % 64) & 1 == 0 || !children.may_have(b as u8) {
                 continue;
             }
             let next = step.get_or_insert_with(|| first_step(g, stack, b as Sym));
@@ -360,11 +361,16 @@ impl Walker<'_> {
         memo: &mut FirstSteps,
     ) {
         let mut first = memo.remove(stack).unwrap_or_else(|| vec![None; 256]);
+        let takes = g.first_bytes(stack).unwrap_or([u64::MAX; 4]);
         for &e in from {
             let end = self.trie.nodes[e as usize].next as usize;
             let mut c = e as usize + 1;
             while c < end {
                 let b = self.trie.nodes[c].byte;
+                if takes[usize::from(b / 64)] >> (b % 64) & 1 == 0 {
+                    c = self.trie.nodes[c].next as usize;
+                    continue;
+                }
                 let next = first[b as usize].get_or_insert_with(|| first_step(g, stack, b as Sym));
                 if let Some(next) = next {
                     let next = next.clone();
