@@ -1967,10 +1967,11 @@ const CHANGES: [Change; 10] = [
                in a gap is the gap's whitespace automaton, shared per vocabulary through \
                `Caches`, then the frame with its gap closed), steps reuse the buffers of the \
                stacks stepped past, and a byte is tried with a cheap test before a step; a JSON \
-               Schema's warm first mask is 9 µs on Llama 3.1 (callgrind, `schema/weather`: \
-               1.56M -> 0.71M instructions for one cold and three warm). What is left: in a \
-               cold request the gap's and the keys' lexeme walks over the trie (memory, not \
-               instructions: cold and warm count the same instructions), and where a union of \
+               Schema's warm first mask is 6 µs on Llama 3.1 (callgrind, `schema/weather`'s \
+               warm first mask: 390k -> 78k instructions). What is left: in a cold request the \
+               walks of the gap's and the values' lexemes over the trie (145k instructions \
+               cold, most of the time in reading trie nodes not in the CPU's caches), and where \
+               a union of \
                N objects opens (`tools_N`, a call list) the N stacks carried down every trie \
                node until the objects differ (a union of objects of one shape carried as one \
                stack up to the key or value where they differ).",
