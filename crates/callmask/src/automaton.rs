@@ -292,6 +292,20 @@ pub(crate) enum ObjPhase {
     Done,
 }
 
+impl ObjPhase {
+    /// True between the object's tokens, where whitespace may stand (a gap).
+    fn is_gap(self) -> bool {
+        matches!(
+            self,
+            ObjPhase::AfterOpen
+                | ObjPhase::AfterComma
+                | ObjPhase::AfterKey(_)
+                | ObjPhase::AfterColon(_)
+                | ObjPhase::AfterValue
+        )
+    }
+}
+
 /// Phase of an array frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum ArrPhase {
@@ -308,6 +322,16 @@ pub(crate) enum ArrPhase {
     AfterValue,
     AfterComma,
     Done,
+}
+
+impl ArrPhase {
+    /// True between the array's tokens, where whitespace may stand (a gap).
+    fn is_gap(self) -> bool {
+        matches!(
+            self,
+            ArrPhase::AfterOpen | ArrPhase::AfterValue | ArrPhase::AfterComma
+        )
+    }
 }
 
 /// One frame of a matcher stack.
@@ -577,15 +601,10 @@ impl GrammarInner {
             }
             Frame::Obj {
                 node,
-                phase:
-                    phase @ (ObjPhase::AfterOpen
-                    | ObjPhase::AfterComma
-                    | ObjPhase::AfterKey(_)
-                    | ObjPhase::AfterColon(_)
-                    | ObjPhase::AfterValue),
+                phase,
                 seen,
                 ws,
-            } => {
+            } if phase.is_gap() => {
                 let space_only = self.object(*node).syntax.space_only;
                 let (lex, state) = self.gap_state(space_only, self.gap_depth(*node), *ws)?;
                 let after = Frame::Obj {
@@ -598,12 +617,12 @@ impl GrammarInner {
             }
             Frame::Arr {
                 node,
-                phase: phase @ (ArrPhase::AfterOpen | ArrPhase::AfterValue | ArrPhase::AfterComma),
+                phase,
                 count,
                 matched,
                 strings,
                 ws,
-            } => {
+            } if phase.is_gap() => {
                 let space_only = self.array(*node).syntax.space_only;
                 let (lex, state) = self.gap_state(space_only, self.gap_depth(*node), *ws)?;
                 let after = Frame::Arr {
@@ -752,14 +771,7 @@ impl GrammarInner {
             Frame::Obj { node, phase, .. } => {
                 let o = self.object(*node);
                 let syn = &o.syntax;
-                let gap = matches!(
-                    phase,
-                    ObjPhase::AfterOpen
-                        | ObjPhase::AfterComma
-                        | ObjPhase::AfterKey(_)
-                        | ObjPhase::AfterColon(_)
-                        | ObjPhase::AfterValue
-                );
+                let gap = phase.is_gap();
                 if gap && is_gap_ws(byte, syn) {
                     return true;
                 }
@@ -910,14 +922,7 @@ impl GrammarInner {
             seen: seen.clone(),
             ws,
         };
-        let gap = matches!(
-            phase,
-            ObjPhase::AfterOpen
-                | ObjPhase::AfterComma
-                | ObjPhase::AfterKey(_)
-                | ObjPhase::AfterColon(_)
-                | ObjPhase::AfterValue
-        );
+        let gap = phase.is_gap();
         if gap && is_gap_ws(byte, syn) {
             let depth = usize::from(self.depth[node as usize]);
             if let Some(ws) = self.gap_ws(*ws, byte, Some(syn), depth) {
@@ -996,10 +1001,7 @@ impl GrammarInner {
             strings: strings.clone(),
             ws,
         };
-        let gap = matches!(
-            phase,
-            ArrPhase::AfterOpen | ArrPhase::AfterValue | ArrPhase::AfterComma
-        );
+        let gap = phase.is_gap();
         if gap && is_gap_ws(byte, &a.syntax) {
             let depth = usize::from(self.depth[node as usize]);
             if let Some(ws) = self.gap_ws(*ws, byte, Some(&a.syntax), depth) {

@@ -298,7 +298,6 @@ fn dialect_vocab() -> Arc<Vocab> {
 fn dialect_masks_agree_with_accept() {
     use callmask::{Dialect, DialectOptions, Tools};
     let vocab = dialect_vocab();
-    let eos = vocab.eos_tokens()[0];
     let weather = json!({"name": "get_weather", "parameters": {"type": "object",
         "properties": {"city": {"type": "string", "maxLength": 8},
                        "days": {"type": "integer", "minimum": 1, "maximum": 3}},
@@ -312,7 +311,6 @@ fn dialect_masks_agree_with_accept() {
             b.len() > 2 && !vocab.is_special(t)
         })
         .collect();
-    let mut mask = TokenMask::new(vocab.len());
     let mut checked = 0usize;
     for d in [
         "hermes",
@@ -330,47 +328,10 @@ fn dialect_masks_agree_with_accept() {
                 let auto = TokenAutomaton::new(&g, vocab.clone()).unwrap();
                 let mut rng = StdRng::seed_from_u64(ti as u64 * 31 + choice.len() as u64);
                 for walk in 0..4 {
-                    let mut m = auto.matcher();
                     // The grammar's mask against `is_allowed` (which leaves the distinct-calls
                     // rule to masks and `accept`; `tests/core/distinct_calls.rs` covers it).
-                    m.set_distinct_calls(false);
-                    let mut text = Vec::new();
-                    for _ in 0..50 {
-                        m.fill_mask(&mut mask);
-                        for t in 0..vocab.len() as u32 {
-                            assert_eq!(
-                                mask.is_allowed(t),
-                                m.is_allowed(t),
-                                "{d} {choice} tools {ti} walk {walk} token {t} ({:?}) after {:?}",
-                                String::from_utf8_lossy(vocab.token_bytes(t).unwrap()),
-                                String::from_utf8_lossy(&text)
-                            );
-                        }
-                        checked += 1;
-                        let allowed: Vec<u32> = mask.iter().collect();
-                        assert!(
-                            !allowed.is_empty(),
-                            "{d} {choice}: dead end after {:?}",
-                            String::from_utf8_lossy(&text)
-                        );
-                        let leads: Vec<u32> = allowed
-                            .iter()
-                            .copied()
-                            .filter(|t| lead.binary_search(t).is_ok())
-                            .collect();
-                        let t = if mask.is_allowed(eos) && rng.random_bool(0.15) {
-                            eos
-                        } else if !leads.is_empty() && rng.random_bool(0.5) {
-                            leads[rng.random_range(0..leads.len())]
-                        } else {
-                            allowed[rng.random_range(0..allowed.len())]
-                        };
-                        m.accept(t).unwrap();
-                        if t == eos {
-                            break;
-                        }
-                        text.extend_from_slice(vocab.token_bytes(t).unwrap());
-                    }
+                    let what = format!("{d} {choice} tools {ti} walk {walk}");
+                    checked += walk_checking_masks(&auto, &mut rng, 50, &lead, (0.15, 0.5), &what);
                 }
             }
         }
@@ -526,7 +487,6 @@ fn whitespace_vocab() -> Arc<Vocab> {
 fn gap_masks_agree_with_accept_under_every_whitespace_policy() {
     use callmask::{Dialect, DialectOptions, Tools, Whitespace};
     let vocab = whitespace_vocab();
-    let eos = vocab.eos_tokens()[0];
     let spacey: Vec<u32> = (0..vocab.len() as u32)
         .filter(|&t| {
             !vocab.is_special(t)
@@ -550,7 +510,6 @@ fn gap_masks_agree_with_accept_under_every_whitespace_policy() {
         "days": {"type": "array", "items": {"type": "integer"}, "maxItems": 2}},
         "required": ["city"]}}]))
     .unwrap();
-    let mut mask = TokenMask::new(vocab.len());
     let mut checked = 0usize;
     for (pi, (whitespace, max)) in policies.into_iter().enumerate() {
         let mut opts = CompileOptions::default();
@@ -576,43 +535,68 @@ fn gap_masks_agree_with_accept_under_every_whitespace_policy() {
             let auto = TokenAutomaton::new(grammar, vocab.clone()).unwrap();
             let mut rng = StdRng::seed_from_u64(pi as u64 * 7 + name.len() as u64);
             for walk in 0..12 {
-                let mut m = auto.matcher();
-                m.set_distinct_calls(false);
-                let mut text = Vec::new();
-                for _ in 0..80 {
-                    m.fill_mask(&mut mask);
-                    for t in 0..vocab.len() as u32 {
-                        assert_eq!(
-                            mask.is_allowed(t),
-                            m.is_allowed(t),
-                            "policy {pi} {name} walk {walk} token {t} ({:?}) after {:?}",
-                            String::from_utf8_lossy(vocab.token_bytes(t).unwrap()),
-                            String::from_utf8_lossy(&text)
-                        );
-                    }
-                    checked += 1;
-                    let allowed: Vec<u32> = mask.iter().collect();
-                    assert!(!allowed.is_empty(), "policy {pi} {name}: dead end");
-                    let ws: Vec<u32> = allowed
-                        .iter()
-                        .copied()
-                        .filter(|t| spacey.binary_search(t).is_ok())
-                        .collect();
-                    let t = if mask.is_allowed(eos) && rng.random_bool(0.2) {
-                        eos
-                    } else if !ws.is_empty() && rng.random_bool(0.6) {
-                        ws[rng.random_range(0..ws.len())]
-                    } else {
-                        allowed[rng.random_range(0..allowed.len())]
-                    };
-                    m.accept(t).unwrap();
-                    if t == eos {
-                        break;
-                    }
-                    text.extend_from_slice(vocab.token_bytes(t).unwrap());
-                }
+                let what = format!("policy {pi} {name} walk {walk}");
+                checked += walk_checking_masks(&auto, &mut rng, 80, &spacey, (0.2, 0.6), &what);
             }
         }
     }
     assert!(checked > 2000, "only {checked} masks checked");
+}
+
+/// One random walk of at most `steps` tokens through `auto`'s masks (the distinct-calls rule
+/// off), each mask checked against `is_allowed` for every token: the end-of-sequence token
+/// drawn with probability `p.0` where allowed, else one of `favoured` (sorted) with `p.1`,
+/// else any allowed token. `what` names the walk in failures. Returns the masks checked.
+fn walk_checking_masks(
+    auto: &TokenAutomaton,
+    rng: &mut StdRng,
+    steps: usize,
+    favoured: &[u32],
+    p: (f64, f64),
+    what: &str,
+) -> usize {
+    let vocab = auto.vocab();
+    let eos = vocab.eos_tokens()[0];
+    let mut mask = TokenMask::new(vocab.len());
+    let mut m = auto.matcher();
+    m.set_distinct_calls(false);
+    let mut text = Vec::new();
+    let mut checked = 0;
+    for _ in 0..steps {
+        m.fill_mask(&mut mask);
+        for t in 0..vocab.len() as u32 {
+            assert_eq!(
+                mask.is_allowed(t),
+                m.is_allowed(t),
+                "{what} token {t} ({:?}) after {:?}",
+                String::from_utf8_lossy(vocab.token_bytes(t).unwrap()),
+                String::from_utf8_lossy(&text)
+            );
+        }
+        checked += 1;
+        let allowed: Vec<u32> = mask.iter().collect();
+        assert!(
+            !allowed.is_empty(),
+            "{what}: dead end after {:?}",
+            String::from_utf8_lossy(&text)
+        );
+        let liked: Vec<u32> = allowed
+            .iter()
+            .copied()
+            .filter(|t| favoured.binary_search(t).is_ok())
+            .collect();
+        let t = if mask.is_allowed(eos) && rng.random_bool(p.0) {
+            eos
+        } else if !liked.is_empty() && rng.random_bool(p.1) {
+            liked[rng.random_range(0..liked.len())]
+        } else {
+            allowed[rng.random_range(0..allowed.len())]
+        };
+        m.accept(t).unwrap();
+        if t == eos {
+            break;
+        }
+        text.extend_from_slice(vocab.token_bytes(t).unwrap());
+    }
+    checked
 }
