@@ -380,6 +380,19 @@ pub(crate) enum Frame {
     Done,
 }
 
+impl Frame {
+    /// This frame with its gap state (a root's, object's or array's `ws`) set to `ws`.
+    fn with_gap_state(&self, ws: u16) -> Frame {
+        let mut f = self.clone();
+        if let Frame::Root { ws: w, .. } | Frame::Obj { ws: w, .. } | Frame::Arr { ws: w, .. } =
+            &mut f
+        {
+            *w = ws;
+        }
+        f
+    }
+}
+
 /// An input symbol: a byte (0-255), or `SPECIAL + i` for the grammar's special token `i`.
 pub(crate) type Sym = u16;
 /// The first special-token symbol.
@@ -582,8 +595,8 @@ impl GrammarInner {
     /// the state of the gap's length, then the frame with its gap closed ([`GAP_CLOSED`]: no
     /// more whitespace; every other byte taken as before, since none depends on the length).
     pub(crate) fn as_lexeme(&self, frame: &Frame) -> Option<(LexId, StateId, Option<Frame>)> {
-        match frame {
-            Frame::Lex { lex, state } => Some((*lex, *state, None)),
+        let (space_only, depth, ws) = match frame {
+            Frame::Lex { lex, state } => return Some((*lex, *state, None)),
             Frame::Root { phase, ws }
                 if self.root_ws
                     && match phase {
@@ -592,54 +605,27 @@ impl GrammarInner {
                         RootPhase::InValue => false,
                     } =>
             {
-                let (lex, state) = self.gap_state(false, 0, *ws)?;
-                let after = Frame::Root {
-                    phase: *phase,
-                    ws: GAP_CLOSED,
-                };
-                Some((lex, state, Some(after)))
+                (false, 0, *ws)
             }
             Frame::Obj {
-                node,
-                phase,
-                seen,
-                ws,
+                node, phase, ws, ..
             } if phase.is_gap() => {
                 let space_only = self.object(*node).syntax.space_only;
-                let (lex, state) = self.gap_state(space_only, self.gap_depth(*node), *ws)?;
-                let after = Frame::Obj {
-                    node: *node,
-                    phase: *phase,
-                    seen: seen.clone(),
-                    ws: GAP_CLOSED,
-                };
-                Some((lex, state, Some(after)))
+                (space_only, self.gap_depth(*node), *ws)
             }
             Frame::Arr {
-                node,
-                phase,
-                count,
-                matched,
-                strings,
-                ws,
+                node, phase, ws, ..
             } if phase.is_gap() => {
                 let space_only = self.array(*node).syntax.space_only;
-                let (lex, state) = self.gap_state(space_only, self.gap_depth(*node), *ws)?;
-                let after = Frame::Arr {
-                    node: *node,
-                    phase: *phase,
-                    count: *count,
-                    matched: *matched,
-                    strings: strings.clone(),
-                    ws: GAP_CLOSED,
-                };
-                Some((lex, state, Some(after)))
+                (space_only, self.gap_depth(*node), *ws)
             }
             // An object key matched by `additionalProperties` alone is not walked as a plain
             // lexeme: whether its closing byte is allowed depends on the object's other extra
             // keys (no key twice), which only `advance` checks.
-            _ => None,
-        }
+            _ => return None,
+        };
+        let (lex, state) = self.gap_state(space_only, depth, ws)?;
+        Some((lex, state, Some(frame.with_gap_state(GAP_CLOSED))))
     }
 
     /// The depth whose gap lexeme a container `node` uses (0 without an indentation policy).

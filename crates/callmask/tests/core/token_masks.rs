@@ -246,43 +246,49 @@ fn invalid_instances_are_rejected() {
 /// The small vocabulary plus tokens of the dialects' markers and calls (whole, split, and glued
 /// to text), so that the walks out of free text meet them.
 fn dialect_vocab() -> Arc<Vocab> {
+    small_vocab_plus(
+        [
+            "<tool_call>",
+            "<tool",
+            "_call>",
+            "</tool_call>",
+            ".<",
+            " <",
+            "Hi",
+            "Hi there",
+            "\n\n",
+            "functools[",
+            "functools",
+            "[{\"",
+            "<FUNCTION_CALL>",
+            "</FUNCTION_CALL>",
+            "<FUNCTION",
+            "get_weather",
+            "get_weather(",
+            "(city=",
+            "city",
+            "=\"",
+            "\")",
+            ")]",
+            "{\"name\": \"",
+            "\", \"arguments\": {",
+            "\", \"parameters\": {",
+            "<f>",
+            "<c>",
+            "ping",
+        ]
+        .map(|t| t.as_bytes().to_vec()),
+    )
+}
+
+/// [`small_vocab`]'s tokens, then `extra`, then the end-of-sequence token.
+fn small_vocab_plus(extra: impl IntoIterator<Item = Vec<u8>>) -> Arc<Vocab> {
     let base = small_vocab();
     let eos = base.eos_tokens()[0];
     let mut tokens: Vec<Vec<u8>> = (0..eos)
         .map(|t| base.token_bytes(t).unwrap().to_vec())
         .collect();
-    for t in [
-        "<tool_call>",
-        "<tool",
-        "_call>",
-        "</tool_call>",
-        ".<",
-        " <",
-        "Hi",
-        "Hi there",
-        "\n\n",
-        "functools[",
-        "functools",
-        "[{\"",
-        "<FUNCTION_CALL>",
-        "</FUNCTION_CALL>",
-        "<FUNCTION",
-        "get_weather",
-        "get_weather(",
-        "(city=",
-        "city",
-        "=\"",
-        "\")",
-        ")]",
-        "{\"name\": \"",
-        "\", \"arguments\": {",
-        "\", \"parameters\": {",
-        "<f>",
-        "<c>",
-        "ping",
-    ] {
-        tokens.push(t.as_bytes().to_vec());
-    }
+    tokens.extend(extra);
     let n = tokens.len();
     tokens.push(b"<eos>".to_vec());
     let mut special = vec![false; n + 1];
@@ -413,11 +419,6 @@ fn cached_masks_equal_the_masks_first_computed() {
 /// A vocabulary rich in whitespace: runs of spaces, tabs and line breaks longer than the
 /// policies allow, indentations, and whitespace glued to JSON's punctuation.
 fn whitespace_vocab() -> Arc<Vocab> {
-    let base = small_vocab();
-    let eos = base.eos_tokens()[0];
-    let mut tokens: Vec<Vec<u8>> = (0..eos)
-        .map(|t| base.token_bytes(t).unwrap().to_vec())
-        .collect();
     let mut extra: Vec<String> = Vec::new();
     for k in 2..=24 {
         extra.push(" ".repeat(k));
@@ -467,16 +468,12 @@ fn whitespace_vocab() -> Arc<Vocab> {
     }
     extra.sort();
     extra.dedup();
-    for t in extra {
-        if t.len() > 1 {
-            tokens.push(t.into_bytes());
-        }
-    }
-    let n = tokens.len();
-    tokens.push(b"<eos>".to_vec());
-    let mut special = vec![false; n + 1];
-    special[n] = true;
-    Arc::new(Vocab::from_parts(tokens, special, vec![n as u32]).unwrap())
+    small_vocab_plus(
+        extra
+            .into_iter()
+            .filter(|t| t.len() > 1)
+            .map(String::into_bytes),
+    )
 }
 
 /// Gaps are walked as lexemes (one automaton per kind and depth, then the frame with its gap
