@@ -1516,11 +1516,23 @@ pub(crate) fn advance_reusing(
     }
     let mut o = StepOut { stacks: out, spare };
     g.step_to(state, sym, &mut o);
-    let mut set = StackSet::default();
-    let mut kept = 0;
-    for r in 0..o.stacks.len() {
+    keep_new(g, &mut o, 0, &mut StackSet::default(), |_| {});
+}
+
+/// Normalizes the stacks `o` holds from index `from` on, calling `each` on every one, and
+/// keeps those not equal to a stack kept before them (`set` indexes the kept ones).
+fn keep_new(
+    g: &GrammarInner,
+    o: &mut StepOut<'_>,
+    from: usize,
+    set: &mut StackSet,
+    mut each: impl FnMut(&Stack),
+) {
+    let mut kept = from;
+    for r in from..o.stacks.len() {
         let mut t = std::mem::take(&mut o.stacks[r]);
         g.normalize(&mut t);
+        each(&t);
         if set.is_new(&o.stacks[..kept], |s| s, &t) {
             o.stacks[kept] = t;
             kept += 1;
@@ -1548,20 +1560,8 @@ pub(crate) fn advance_traced(
     let mut set = StackSet::default();
     for s in states {
         let stepped = o.stacks.len();
-        let mut kept = stepped;
         g.step_to(s, sym, &mut o);
-        for r in stepped..o.stacks.len() {
-            let mut t = std::mem::take(&mut o.stacks[r]);
-            g.normalize(&mut t);
-            each(s, &t);
-            if set.is_new(&o.stacks[..kept], |s| s, &t) {
-                o.stacks[kept] = t;
-                kept += 1;
-            } else {
-                o.recycle(t);
-            }
-        }
-        o.stacks.truncate(kept);
+        keep_new(g, &mut o, stepped, &mut set, |t| each(s, t));
     }
 }
 
