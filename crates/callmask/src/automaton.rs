@@ -702,20 +702,90 @@ impl GrammarInner {
     }
 
     /// A superset of the bytes `stack` may take (bit `b` of word `b / 64`) where it is known
-    /// without stepping: a stack of the root frame alone (a JSON Schema grammar's start, after
-    /// its gap). `None`: any byte may be taken.
+    /// without stepping, as [`GrammarInner::may_take`] decides them: a stack of the root frame
+    /// alone (a JSON Schema grammar's start, after its gap), and an object between its keys and
+    /// values (no extra keys in its key phases). `None`: any byte may be taken. A walk reads it
+    /// once for a stack that many bytes are tried against (the children of a trie node, a
+    /// lexeme's exits), instead of asking `may_take` per byte.
     pub(crate) fn first_bytes(&self, stack: &[Frame]) -> Option<[u64; 4]> {
-        let [Frame::Root { phase, ws }] = stack else {
-            return None;
-        };
-        let mut set = match phase {
-            RootPhase::Before => self.first[self.root as usize],
-            RootPhase::InValue | RootPhase::After => [0; 4],
-        };
-        if self.root_ws && *ws != GAP_CLOSED && *phase != RootPhase::InValue {
-            for b in [b' ', b'\t', b'\n', b'\r'] {
-                set[usize::from(b / 64)] |= 1 << (b % 64);
+        fn add(set: &mut [u64; 4], b: u8) {
+            set[usize::from(b / 64)] |= 1 << (b % 64);
+        }
+        let n = stack.len();
+        let top = stack.last()?;
+        let mut set = [0u64; 4];
+        // A complete top may leave the byte to its parent (as in `step_to`).
+        if n > 1 && self.is_complete(top) {
+            if self.pop_any {
+                return None;
             }
+            for b in [b' ', b'\t', b'\n', b'\r', b',', b'}', b']'] {
+                add(&mut set, b);
+            }
+        }
+        match top {
+            Frame::Root { phase, ws } => {
+                match phase {
+                    RootPhase::Before => {
+                        let first = &self.first[self.root as usize];
+                        for (w, f) in set.iter_mut().zip(first) {
+                            *w |= f;
+                        }
+                    }
+                    RootPhase::InValue | RootPhase::After => {}
+                }
+                if self.root_ws && *ws != GAP_CLOSED && *phase != RootPhase::InValue {
+                    for b in [b' ', b'\t', b'\n', b'\r'] {
+                        add(&mut set, b);
+                    }
+                }
+            }
+            Frame::Obj { node, phase, .. } => {
+                let o = self.object(*node);
+                let syn = &o.syntax;
+                if phase.is_gap() {
+                    for b in [b' ', b'\t', b'\n', b'\r'] {
+                        if is_gap_ws(b, syn) {
+                            add(&mut set, b);
+                        }
+                    }
+                }
+                let key = |set: &mut [u64; 4], trie: u32, extra: StateId| {
+                    if extra != Dfa::DEAD && o.additional.is_some() {
+                        return false; // an extra key's first bytes: not listed here
+                    }
+                    if trie != NO_TRIE {
+                        for &(b, _) in o.trie.children(trie) {
+                            add(set, b);
+                        }
+                    }
+                    true
+                };
+                match *phase {
+                    ObjPhase::AfterOpen | ObjPhase::AfterComma => {
+                        add(&mut set, syn.close);
+                        if !key(&mut set, 0, self.extra_start(o)) {
+                            return None;
+                        }
+                    }
+                    ObjPhase::InKey { trie, extra } => {
+                        if !key(&mut set, trie, extra) {
+                            return None;
+                        }
+                    }
+                    ObjPhase::AfterKey(_) => {
+                        if let Some(c) = syn.colon {
+                            add(&mut set, c);
+                        }
+                    }
+                    ObjPhase::AfterValue => {
+                        add(&mut set, b',');
+                        add(&mut set, syn.close);
+                    }
+                    ObjPhase::AfterColon(_) | ObjPhase::InValue | ObjPhase::Done => return None,
+                }
+            }
+            _ => return None,
         }
         Some(set)
     }

@@ -23,6 +23,45 @@ use crate::vocab::TokenId;
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
+/// Levels of a walk with at least this many stacks try their children's bytes against the
+/// stacks' byte sets ([`LevelBytes`]) rather than stack by stack.
+const MANY_STACKS: usize = 8;
+
+/// The bytes a level of a walk may take: the union of its stacks' [`GrammarInner::first_bytes`],
+/// and the stacks without one, asked per byte.
+#[derive(Clone)]
+struct LevelBytes {
+    set: [u64; 4],
+    others: Vec<u32>,
+}
+
+impl LevelBytes {
+    fn of(g: &GrammarInner, level: &[Stack]) -> LevelBytes {
+        let mut set = [0u64; 4];
+        let mut others = Vec::new();
+        for (k, s) in level.iter().enumerate() {
+            match g.first_bytes(s) {
+                Some(f) => {
+                    for (w, x) in set.iter_mut().zip(f) {
+                        *w |= x;
+                    }
+                }
+                None => others.push(k as u32),
+            }
+        }
+        LevelBytes { set, others }
+    }
+
+    /// False when no stack of `level` (the level this was read from) can take `byte`.
+    fn may_take(&self, g: &GrammarInner, level: &[Stack], byte: Sym) -> bool {
+        (byte < 256 && self.set[(byte / 64) as usize] >> (byte % 64) & 1 == 1)
+            || self
+                .others
+                .iter()
+                .any(|&k| g.may_take(&level[k as usize], byte))
+    }
+}
+
 /// Per stack, the stacks after each byte (`None` not yet known, `Some(None)` the byte is not
 /// taken): the first steps out of the nodes where a lexeme ends, shared by a walk's calls.
 pub(super) type FirstSteps = FxHashMap<Stack, Vec<Option<Option<Vec<Stack>>>>>;
@@ -193,6 +232,10 @@ impl Walker<'_> {
     ) {
         let base = self.trie.nodes[from].depth as usize;
         let mut levels: Vec<Vec<Stack>> = vec![start];
+        // Per level of many stacks, the bytes they may take, read once when its first child
+        // is tried (`None`: not read yet): a union of N objects tries each child byte against
+        // one set, not N stacks.
+        let mut level_bytes: Vec<Option<LevelBytes>> = vec![None];
         // The stacks after node `i`'s byte; on success they become level `d` and that level's
         // old buffer is reused here (most nodes take no stack: no allocation for them).
         let mut next = Vec::new();
@@ -203,7 +246,15 @@ impl Walker<'_> {
         while i < end {
             let d = self.trie.nodes[i].depth as usize - base;
             let byte = self.trie.nodes[i].byte as Sym;
-            if !levels[d - 1].iter().any(|s| g.may_take(s, byte)) {
+            let level = &levels[d - 1];
+            let may = if level.len() >= MANY_STACKS {
+                level_bytes[d - 1]
+                    .get_or_insert_with(|| LevelBytes::of(g, level))
+                    .may_take(g, level, byte)
+            } else {
+                level.iter().any(|s| g.may_take(s, byte))
+            };
+            if !may {
                 i = self.trie.nodes[i].next as usize;
                 continue;
             }
@@ -243,8 +294,10 @@ impl Walker<'_> {
             }
             if levels.len() <= d {
                 levels.resize(d + 1, Vec::new());
+                level_bytes.resize(d + 1, None);
             }
             std::mem::swap(&mut levels[d], &mut next);
+            level_bytes[d] = None;
             i += 1;
         }
     }
@@ -505,6 +558,10 @@ impl Walker<'_> {
     ) {
         let base = self.trie.nodes[from].depth as usize;
         let mut levels: Vec<Vec<Stack>> = vec![start];
+        // Per level of many stacks, the bytes they may take, read once when its first child
+        // is tried (`None`: not read yet): a union of N objects tries each child byte against
+        // one set, not N stacks.
+        let mut level_bytes: Vec<Option<LevelBytes>> = vec![None];
         // Reused as in `walk_stacks_with`.
         let mut next = Vec::new();
         let mut i = from + 1;
@@ -521,8 +578,10 @@ impl Walker<'_> {
             }
             if levels.len() <= d {
                 levels.resize(d + 1, Vec::new());
+                level_bytes.resize(d + 1, None);
             }
             std::mem::swap(&mut levels[d], &mut next);
+            level_bytes[d] = None;
             i += 1;
         }
     }
@@ -631,6 +690,93 @@ pub(super) fn continuation(stack: &[Frame], after: Option<Frame>) -> Stack {
             let mut p = stack[..stack.len() - 1].to_vec();
             GrammarInner::child_done(p.last_mut().unwrap());
             p
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dialect::{Dialect, DialectOptions};
+    use crate::grammar::{CompileOptions, Grammar, Whitespace};
+    use crate::tools::Tools;
+
+    /// Every byte `stack` takes is in its `first_bytes`, where it has them.
+    fn check_first_bytes(g: &GrammarInner, stack: &Stack, text: &str, at: usize) {
+        let Some(set) = g.first_bytes(stack) else {
+            return;
+        };
+        for b in 0..=255u8 {
+            let mut out = Vec::new();
+            advance(g, std::slice::from_ref(stack), b as Sym, &mut out);
+            let listed = set[usize::from(b / 64)] >> (b % 64) & 1 == 1;
+            assert!(
+                out.is_empty() || listed,
+                "byte {:?} taken but not in first_bytes, at {at} of {text:?}: {stack:?}",
+                b as char
+            );
+        }
+    }
+
+    /// `first_bytes` is a superset of the bytes each stack takes, at every byte of outputs
+    /// through objects (keys, gaps, values, extra keys, a union of objects) under each
+    /// whitespace policy. (A byte missing from it would drop tokens from masks.)
+    #[test]
+    fn first_bytes_holds_every_byte_a_stack_takes() {
+        let schema = serde_json::json!({
+            "type": "object",
+            "properties": {
+                "a": {"type": "integer"},
+                "b": {"type": "object", "properties": {"c": {"type": "string"}}},
+                "list": {"type": "array", "items": {"anyOf": [
+                    {"type": "object", "properties": {"k": {"const": 1}, "v": {"type": "string"}},
+                     "required": ["k", "v"], "additionalProperties": false},
+                    {"type": "object", "properties": {"k": {"const": 2}, "v": {"type": "number"}},
+                     "required": ["k", "v"], "additionalProperties": false}
+                ]}}
+            },
+            "required": ["a"]
+        });
+        let texts = [
+            r#"{"a": 1, "b": {"c": "x", "extra": [1, {}]}, "list": [{"k": 1, "v": "s"}, {"v": 2.5, "k": 2}]}"#,
+            "{\n  \"list\": [\n    {\n      \"k\": 2,\n      \"v\": 3\n    }\n  ],\n  \"a\": -4\n}",
+            r#"{"a":1,"zz":null}"#,
+        ];
+        for ws in [Whitespace::Any, Whitespace::Tidy { indent: 2 }] {
+            let opts = CompileOptions::default().whitespace(ws);
+            let g = Grammar::from_json_schema(&schema, &opts).unwrap();
+            for text in texts {
+                walk_checking(&g.inner, text);
+            }
+        }
+        let tools = Tools::from_json_str(
+            r#"[{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+                "properties": {"x": {"type": "integer"}}, "required": ["x"]}}},
+               {"type": "function", "function": {"name": "g", "parameters": {"type": "object",
+                "properties": {"x": {"type": "string"}}, "required": ["x"]}}}]"#,
+        )
+        .unwrap();
+        let hermes = Dialect::by_name("hermes").unwrap();
+        let g = hermes.compile(&tools, &DialectOptions::default()).unwrap();
+        walk_checking(
+            &g.inner,
+            "Hi <tool_call>\n{\"arguments\": {\"x\": \"y\"}, \"name\": \"g\"}\n</tool_call>",
+        );
+    }
+
+    fn walk_checking(g: &GrammarInner, text: &str) {
+        let mut states = vec![g.start_stack()];
+        for (at, &b) in text.as_bytes().iter().enumerate() {
+            for s in &states {
+                check_first_bytes(g, s, text, at);
+            }
+            let mut next = Vec::new();
+            advance(g, &states, b as Sym, &mut next);
+            assert!(!next.is_empty(), "{text:?} refused at {at}");
+            states = next;
+        }
+        for s in &states {
+            check_first_bytes(g, s, text, text.len());
         }
     }
 }
