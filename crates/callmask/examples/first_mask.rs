@@ -11,7 +11,7 @@
 //! ```
 //!
 //! Arguments: dialect (default `hermes`; or `schema/NAME` for `benches/schemas/NAME.schema.json`
-//! alone, without tools), tool choice (`auto`), number of tools (1, 5, 20,
+//! alone, without tools, or a JSON Schema file's path ending in `.json`), tool choice (`auto`), number of tools (1, 5, 20,
 //! 100, 400 or 1000: `benches/tools/tools_N.json`; default 1), requests (default 5). The first request runs
 //! with the process-wide caches cleared ("cold"); the others keep them ("warm"). One untimed
 //! request before them builds the vocabulary's token trie (kept by every cache clear).
@@ -68,7 +68,11 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let arg = |i: usize, d: &str| args.get(i).cloned().unwrap_or_else(|| d.to_string());
     let first = arg(0, "hermes");
-    let schema = first.strip_prefix("schema/").map(str::to_string);
+    // `schema/NAME` (benches/schemas) or a schema file's path (`*.json`).
+    let schema = first
+        .strip_prefix("schema/")
+        .map(str::to_string)
+        .or_else(|| first.ends_with(".json").then(|| first.clone()));
     let work = match &schema {
         Some(_) => Work::Schema,
         None => Work::Dialect(Dialect::by_name(&first).expect("dialect")),
@@ -79,6 +83,9 @@ fn main() {
     let mut opts = DialectOptions::default().tool_choice(choice);
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let text = match &schema {
+        Some(path) if path.ends_with(".json") => {
+            std::fs::read_to_string(path).expect("the schema file")
+        }
         Some(name) => {
             std::fs::read_to_string(root.join(format!("benches/schemas/{name}.schema.json")))
                 .expect("benches/schemas/NAME.schema.json")

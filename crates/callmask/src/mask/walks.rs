@@ -217,7 +217,7 @@ impl Walker<'_> {
         out: &mut WalkTokens,
         exits: Option<&mut Vec<u32>>,
     ) {
-        self.walk_stacks_with(g, from, start, out, exits, &mut FirstSteps::default());
+        self.walk_stacks_with(g, from, &start, out, exits, &mut FirstSteps::default());
     }
 
     /// [`Walker::walk_stacks`] with the first steps out of lexeme ends kept in `memo`.
@@ -225,13 +225,15 @@ impl Walker<'_> {
         &self,
         g: &GrammarInner,
         from: usize,
-        start: Vec<Stack>,
+        start: &[Stack],
         out: &mut WalkTokens,
         mut exits: Option<&mut Vec<u32>>,
         memo: &mut FirstSteps,
     ) {
         let base = self.trie.nodes[from].depth as usize;
-        let mut levels: Vec<Vec<Stack>> = vec![start];
+        // The stacks after each level's node, by depth below `from` (level 0 is `start`,
+        // borrowed: a union's stacks reached by a memoized first step are not copied).
+        let mut levels: Vec<Vec<Stack>> = vec![Vec::new()];
         // Per level of many stacks, the bytes they may take, read once when its first child
         // is tried (`None`: not read yet): a union of N objects tries each child byte against
         // one set, not N stacks.
@@ -246,7 +248,7 @@ impl Walker<'_> {
         while i < end {
             let d = self.trie.nodes[i].depth as usize - base;
             let byte = self.trie.nodes[i].byte as Sym;
-            let level = &levels[d - 1];
+            let level: &[Stack] = if d == 1 { start } else { &levels[d - 1] };
             let may = if level.len() >= MANY_STACKS {
                 level_bytes[d - 1]
                     .get_or_insert_with(|| LevelBytes::of(g, level))
@@ -258,7 +260,7 @@ impl Walker<'_> {
                 i = self.trie.nodes[i].next as usize;
                 continue;
             }
-            advance_reusing(g, &levels[d - 1], byte, &mut next, &mut spare);
+            advance_reusing(g, level, byte, &mut next, &mut spare);
             if next.is_empty() {
                 i = self.trie.nodes[i].next as usize;
                 continue;
@@ -391,9 +393,9 @@ impl Walker<'_> {
                 continue;
             }
             let next = step.get_or_insert_with(|| first_step(g, stack, b as Sym));
-            let Some(next) = next.clone() else { continue };
+            let Some(next) = next else { continue };
             for &c in self.children_by(children, b as u8, &mut kids) {
-                self.walk_node(g, c as usize, next.clone(), out, exits.as_deref_mut(), memo);
+                self.walk_node(g, c as usize, next, out, exits.as_deref_mut(), memo);
             }
         }
         memo.insert(stack.clone(), first);
@@ -426,7 +428,6 @@ impl Walker<'_> {
                 }
                 let next = first[b as usize].get_or_insert_with(|| first_step(g, stack, b as Sym));
                 if let Some(next) = next {
-                    let next = next.clone();
                     self.walk_node(g, c, next, out, exits.as_deref_mut(), memo);
                 }
                 c = self.trie.nodes[c].next as usize;
@@ -441,7 +442,7 @@ impl Walker<'_> {
         &self,
         g: &GrammarInner,
         i: usize,
-        next: Vec<Stack>,
+        next: &[Stack],
         out: &mut WalkTokens,
         mut exits: Option<&mut Vec<u32>>,
         memo: &mut FirstSteps,
@@ -454,7 +455,7 @@ impl Walker<'_> {
                 ex.push(i as u32);
             }
         }
-        if let [stack] = next.as_slice() {
+        if let [stack] = next {
             if let Some((lex, state, after)) = g.as_lexeme(stack.last().unwrap()) {
                 if after.is_some() || stack.len() > 1 {
                     self.lexeme_then(g, i, (lex, state), stack, after, out, exits, memo);
