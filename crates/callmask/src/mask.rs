@@ -1014,15 +1014,34 @@ impl TokenAutomaton {
         };
         let walk: Result<Arc<LexemeWalk>, std::convert::Infallible> =
             self.shared.caches.get_or_build(key, || {
-                let mut tokens = WalkTokens::default();
-                let mut exits = Vec::new();
-                self.walker()
-                    .walk_lex(0, dfa, state, &mut tokens, &mut exits);
-                let l = Local {
-                    allowed: tokens.finish(self.shared.vocab.len()),
-                    children: self.walker().exit_children(after_start(&exits)),
-                    exits,
-                    costs: OnceLock::new(),
+                let l = match self.walker().walk_text(0, dfa, state) {
+                    // Free text: its exits' children read from the text index when asked for
+                    // (a text may end almost anywhere: sorting every exit's children by byte
+                    // would cost more than the walk). Node 0's are left out, as below.
+                    Some(w) => Local {
+                        allowed: w.tokens,
+                        children: match w.children {
+                            ExitChildren::Text(t) => ExitChildren::Text(walks::TextChildren {
+                                from_exit: false,
+                                ..t
+                            }),
+                            sorted => sorted,
+                        },
+                        exits: w.exits,
+                        costs: OnceLock::new(),
+                    },
+                    None => {
+                        let mut tokens = WalkTokens::default();
+                        let mut exits = Vec::new();
+                        self.walker()
+                            .walk_lex(0, dfa, state, &mut tokens, &mut exits);
+                        Local {
+                            allowed: tokens.finish(self.shared.vocab.len()),
+                            children: self.walker().exit_children(after_start(&exits)),
+                            exits,
+                            costs: OnceLock::new(),
+                        }
+                    }
                 };
                 let bytes = l.allowed.bytes() + l.exits.len() * 4 + l.children.bytes() + 64;
                 Ok(((dfa.clone(), Arc::new(l)), bytes))

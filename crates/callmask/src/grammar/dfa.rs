@@ -55,6 +55,10 @@ pub(crate) struct TextSpec {
     pub(crate) markers: Vec<Vec<u8>>,
     /// The most characters, if bounded.
     pub(crate) max_chars: Option<u64>,
+    /// Bounded: per state, the characters left where the state is between characters with no
+    /// marker begun (its future is the start's with that bound), `u16::MAX` elsewhere; empty
+    /// when unbounded.
+    pub(crate) chars_left: Vec<u16>,
 }
 
 /// How [`Dfa::product`] combines acceptance.
@@ -409,12 +413,48 @@ impl Dfa {
             any.product(&avoid, Op::And, max_states)?
         };
         if !d.is_empty() {
+            let chars_left = match max {
+                Some(m) if m < u64::from(u16::MAX) => d.fresh_text_states(&words, m as u16),
+                _ => Vec::new(),
+            };
             d.text = Some(std::sync::Arc::new(TextSpec {
                 markers: words.iter().map(|w| w.to_vec()).collect(),
                 max_chars: max,
+                chars_left,
             }));
         }
         Ok(d)
+    }
+
+    /// [`TextSpec::chars_left`] of a text automaton of at most `max` characters avoiding
+    /// `markers`: the states after `k` characters that begin no marker are those its start
+    /// reaches by `k` copies of one such ASCII character (empty when every letter and digit is
+    /// in a marker).
+    fn fresh_text_states(&self, markers: &[&[u8]], max: u16) -> Vec<u16> {
+        let Some(plain) = (b'a'..=b'z')
+            .chain(b'0'..=b'9')
+            .find(|b| markers.iter().all(|w| !w.contains(b)))
+        else {
+            return Vec::new();
+        };
+        let mut left = vec![u16::MAX; self.accept.len()];
+        let mut s = self.start;
+        for k in 0..=max {
+            if s == Self::DEAD {
+                break;
+            }
+            left[s as usize] = max - k;
+            s = self.next(s, plain);
+        }
+        left
+    }
+
+    /// Where `state` of a text automaton ([`Dfa::text_without`], bounded) is between
+    /// characters with no marker begun: the characters left (its future is the start's with
+    /// that bound).
+    pub(crate) fn text_chars_left(&self, state: StateId) -> Option<u64> {
+        let left = *self.text.as_ref()?.chars_left.get(state as usize)?;
+        (left != u16::MAX).then_some(u64::from(left))
     }
 
     /// Marks, in a small automaton (at most 64 states), the states whose future is that of

@@ -120,10 +120,15 @@ impl Walker<'_> {
         let (dfa, state) = dfa.text_view(state)?;
         let spec = dfa.text_spec()?;
         let markers = &spec.markers;
+        // A bounded text's state between characters, no marker begun, `r` characters left:
+        // from the root, the walk of its start with the bound `r` (one state per character
+        // written, each a whole-vocabulary walk otherwise).
+        let (state, max_chars) = match dfa.text_chars_left(state) {
+            Some(r) if self.trie.nodes[from].depth == 0 => (dfa.start(), Some(r)),
+            _ => (state, spec.max_chars),
+        };
         // Characters are counted from the root; no path holds u16::MAX of them.
-        let cap = spec
-            .max_chars
-            .map_or(u16::MAX, |m| m.min(u16::MAX as u64) as u16);
+        let cap = max_chars.map_or(u16::MAX, |m| m.min(u16::MAX as u64) as u16);
         let fresh = match self.trie.nodes[from].depth {
             0 => state == dfa.start(),
             1 => state == dfa.next(dfa.start(), self.trie.nodes[from].byte),
@@ -311,6 +316,7 @@ mod tests {
                 vocab_len: vocab.len(),
             };
             let bounds = [None, Some(0), Some(1), Some(3), Some(20), Some(100)];
+            let mut mid_text = 0;
             for (markers, max) in sets.iter().flat_map(|m| bounds.map(|b| (m, b))) {
                 let dfa = Dfa::text_without(markers, max, 100_000).unwrap();
                 let mut froms = vec![(0usize, dfa.start())];
@@ -356,6 +362,44 @@ mod tests {
                     }
                     fast_paths += 1;
                 }
+                // From the root, the states after characters that begin no marker (plain
+                // letters, a multi-byte character): the start's walk with the bound left.
+                for prefix in ["a", "at", "é", "aé t", "tool"] {
+                    let mut s = dfa.start();
+                    for &b in prefix.as_bytes() {
+                        s = dfa.next(s, b);
+                    }
+                    if s == Dfa::DEAD || dfa.text_chars_left(s).is_none() {
+                        continue;
+                    }
+                    let fast = walker.walk_text(0, &dfa, s).expect("applies");
+                    let slow = walker.sub_walk_general(0, &dfa, s);
+                    let (a, b) = (fast.tokens.sorted_ids(), slow.tokens.sorted_ids());
+                    assert_eq!(a, b, "{markers:?} {max:?} after {prefix:?}");
+                    assert_eq!(
+                        fast.exits, slow.exits,
+                        "{markers:?} {max:?} after {prefix:?}"
+                    );
+                    for byte in 0..=255u8 {
+                        let mut v = Vec::new();
+                        if let ExitChildren::Text(t) = &fast.children {
+                            walker.text_children(t, byte, &mut v);
+                        }
+                        v.sort_unstable();
+                        let w = match &slow.children {
+                            ExitChildren::Sorted { children, starts } => {
+                                children[starts[byte as usize] as usize
+                                    ..starts[byte as usize + 1] as usize]
+                                    .to_vec()
+                            }
+                            ExitChildren::Text(_) => unreachable!("a general walk"),
+                        };
+                        let mut w = w;
+                        w.sort_unstable();
+                        assert_eq!(v, w, "{markers:?} {max:?} after {prefix:?} byte {byte}");
+                    }
+                    mid_text += 1;
+                }
                 let least = if max == Some(0) { 1 } else { 100 };
                 assert!(fast_paths >= least, "{markers:?} {max:?}: {fast_paths}");
                 // Not a fresh text state: the general walk.
@@ -364,6 +408,7 @@ mod tests {
                     assert!(walker.walk_text(1, &dfa, deep).is_none());
                 }
             }
+            assert!(mid_text > 20, "mid-text states walked: {mid_text}");
             // A dialect's text-like regex: its states after the first character are text.
             let like = Dfa::from_regex("(?:[^{\\s](?s:.)*)?", 10_000)
                 .unwrap()
