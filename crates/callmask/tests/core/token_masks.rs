@@ -94,62 +94,29 @@ fn validator(schema: &Value) -> jsonschema::Validator {
 fn masks_agree_with_accept_and_walks_are_valid() {
     let vocab = small_vocab();
     let eos = vocab.eos_tokens()[0];
+    let closers: Vec<u32> = (0..vocab.len() as u32)
+        .filter(|&t| {
+            t != eos
+                && vocab
+                    .token_bytes(t)
+                    .unwrap()
+                    .iter()
+                    .any(|b| b"]}\"".contains(b))
+        })
+        .collect();
     for (si, schema) in schemas().iter().enumerate() {
         let grammar = Grammar::from_json_schema(schema, &CompileOptions::default()).unwrap();
         let auto = TokenAutomaton::new(&grammar, vocab.clone()).unwrap();
         let valid = validator(schema);
         let mut rng = StdRng::seed_from_u64(si as u64);
-        let mut mask = TokenMask::new(vocab.len());
         let mut finished = 0;
         for walk in 0..60 {
-            let mut m = auto.matcher();
-            let mut text = Vec::new();
-            for _ in 0..300 {
-                m.fill_mask(&mut mask);
-                // The mask is exactly what accept takes.
-                for t in 0..vocab.len() as u32 {
-                    assert_eq!(
-                        mask.is_allowed(t),
-                        m.is_allowed(t),
-                        "schema {si} walk {walk} token {t} after {:?}",
-                        String::from_utf8_lossy(&text)
-                    );
-                }
-                let allowed: Vec<u32> = mask.iter().collect();
-                assert!(
-                    !allowed.is_empty(),
-                    "dead end in schema {si} after {:?}",
-                    String::from_utf8_lossy(&text)
-                );
-                // Bias towards closing tokens so that free-form values end.
-                let closers: Vec<u32> = allowed
-                    .iter()
-                    .copied()
-                    .filter(|&t| {
-                        t != eos
-                            && vocab
-                                .token_bytes(t)
-                                .unwrap()
-                                .iter()
-                                .any(|b| b"]}\"".contains(b))
-                    })
-                    .collect();
-                let t = if mask.is_allowed(eos) && rng.random_bool(0.3) {
-                    eos
-                } else if !closers.is_empty() && rng.random_bool(0.4) {
-                    closers[rng.random_range(0..closers.len())]
-                } else {
-                    allowed[rng.random_range(0..allowed.len())]
-                };
-                m.accept(t).unwrap();
-                if t == eos {
-                    break;
-                }
-                text.extend_from_slice(vocab.token_bytes(t).unwrap());
-            }
-            if m.is_finished() {
+            // Biased towards closing tokens so that free-form values end.
+            let what = format!("schema {si} walk {walk}");
+            let w = walk_checking_masks(&auto, &mut rng, 300, &closers, (0.3, 0.4), &what);
+            if w.finished {
                 finished += 1;
-                let s = std::str::from_utf8(&text).expect("outputs are UTF-8");
+                let s = std::str::from_utf8(&w.text).expect("outputs are UTF-8");
                 let v: Value = serde_json::from_str(s)
                     .unwrap_or_else(|e| panic!("schema {si}: not JSON {s:?}: {e}"));
                 assert!(valid.is_valid(&v), "schema {si}: invalid output {s}");
@@ -337,7 +304,8 @@ fn dialect_masks_agree_with_accept() {
                     // The grammar's mask against `is_allowed` (which leaves the distinct-calls
                     // rule to masks and `accept`; `tests/core/distinct_calls.rs` covers it).
                     let what = format!("{d} {choice} tools {ti} walk {walk}");
-                    checked += walk_checking_masks(&auto, &mut rng, 50, &lead, (0.15, 0.5), &what);
+                    checked +=
+                        walk_checking_masks(&auto, &mut rng, 50, &lead, (0.15, 0.5), &what).checked;
                 }
             }
         }
@@ -533,7 +501,8 @@ fn gap_masks_agree_with_accept_under_every_whitespace_policy() {
             let mut rng = StdRng::seed_from_u64(pi as u64 * 7 + name.len() as u64);
             for walk in 0..12 {
                 let what = format!("policy {pi} {name} walk {walk}");
-                checked += walk_checking_masks(&auto, &mut rng, 80, &spacey, (0.2, 0.6), &what);
+                checked +=
+                    walk_checking_masks(&auto, &mut rng, 80, &spacey, (0.2, 0.6), &what).checked;
             }
         }
     }
@@ -543,7 +512,7 @@ fn gap_masks_agree_with_accept_under_every_whitespace_policy() {
 /// One random walk of at most `steps` tokens through `auto`'s masks (the distinct-calls rule
 /// off), each mask checked against `is_allowed` for every token: the end-of-sequence token
 /// drawn with probability `p.0` where allowed, else one of `favoured` (sorted) with `p.1`,
-/// else any allowed token. `what` names the walk in failures. Returns the masks checked.
+/// else any allowed token. `what` names the walk in failures.
 fn walk_checking_masks(
     auto: &TokenAutomaton,
     rng: &mut StdRng,
@@ -551,7 +520,7 @@ fn walk_checking_masks(
     favoured: &[u32],
     p: (f64, f64),
     what: &str,
-) -> usize {
+) -> Walk {
     let vocab = auto.vocab();
     let eos = vocab.eos_tokens()[0];
     let mut mask = TokenMask::new(vocab.len());
@@ -595,5 +564,17 @@ fn walk_checking_masks(
         }
         text.extend_from_slice(vocab.token_bytes(t).unwrap());
     }
-    checked
+    Walk {
+        checked,
+        finished: m.is_finished(),
+        text,
+    }
+}
+
+/// What [`walk_checking_masks`] saw: the masks checked, and the output (its bytes, and whether
+/// the matcher finished it).
+struct Walk {
+    checked: usize,
+    finished: bool,
+    text: Vec<u8>,
 }
