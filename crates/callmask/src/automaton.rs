@@ -972,13 +972,41 @@ impl GrammarInner {
         let node = *node;
         let o = self.object(node);
         let syn = &o.syntax;
+        let gap = phase.is_gap();
+        if let Some(alts) = self.merged_alts(node) {
+            // A merged union's frame becomes its alternatives' frames where they part: at the
+            // first byte of a value (each alternative whose value may start with it), or at the
+            // close of an empty object.
+            let parts = match *phase {
+                ObjPhase::AfterColon(k) if !(gap && is_gap_ws(byte, syn)) => Some(Some(k)),
+                ObjPhase::AfterOpen if byte == syn.close => Some(None),
+                _ => None,
+            };
+            if let Some(value) = parts {
+                for &alt in alts {
+                    let starts = value
+                        .is_none_or(|k| self.may_start(self.object(alt).values[k as usize], sym));
+                    if starts {
+                        let top = Frame::Obj {
+                            node: alt,
+                            phase: *phase,
+                            seen: seen.clone(),
+                            ws: *ws,
+                        };
+                        let s = out.with_top(stack, top);
+                        self.consume_object(&s, byte, sym, out);
+                        out.recycle(s);
+                    }
+                }
+                return;
+            }
+        }
         let frame = |phase: ObjPhase, seen: &Seen, ws: u16| Frame::Obj {
             node,
             phase,
             seen: seen.clone(),
             ws,
         };
-        let gap = phase.is_gap();
         if gap && is_gap_ws(byte, syn) {
             let depth = usize::from(self.depth[node as usize]);
             if let Some(ws) = self.gap_ws(*ws, byte, Some(syn), depth) {
@@ -1380,6 +1408,13 @@ impl GrammarInner {
                 }
             }
             Node::Union(alts) => {
+                // A union of objects of one shape is one frame until a value starts.
+                if alts.len() >= 2 {
+                    if let Some(&merged) = self.merged_of.get(&node) {
+                        self.start_value(stack, merged, sym, out);
+                        return;
+                    }
+                }
                 // Unions are flattened at compile time: no alternative is itself a union. A
                 // byte outside an alternative's first bytes skips it without copying the stack.
                 for &alt in alts {

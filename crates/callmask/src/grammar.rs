@@ -75,6 +75,29 @@ pub(crate) struct GrammarInner {
     /// JSON string) or any whitespace (index 0), by depth under the tidy policy (index 0
     /// otherwise); missing for a policy too large for one ([`GapLexeme`]).
     pub(crate) gaps: [Vec<Option<GapLexeme>>; 2],
+    /// Unions of objects of one shape, each matched as one object frame while its keys are
+    /// written ([`MergedUnion`]); the merged frames' nodes are `merged_base + i`.
+    pub(crate) merged: Vec<MergedUnion>,
+    /// The first merged node (`nodes.len()` without any).
+    pub(crate) merged_base: NodeId,
+    /// The merged form of each merged union, by the union's node.
+    pub(crate) merged_of: rustc_hash::FxHashMap<NodeId, NodeId>,
+}
+
+/// A union of objects that differ only in their values (the same keys, required keys and
+/// spelling, no other keys): `anyOf` over a tool set's calls, each `{"name": .., "arguments":
+/// ..}`. Until a value starts, every alternative takes the same bytes and stays alive, so a
+/// matcher carries them as one object frame on a node of their own (a copy of the first
+/// alternative's object, whose values are never started), not as one stack per alternative:
+/// a first mask over 1,000 tools steps one stack down the token trie, not 1,000. At the first
+/// byte of a value (or the close of an empty object) the frame becomes the alternatives' own
+/// frames, and each goes on as it would have. The trade-off: code that reads an object
+/// frame's values (the completion costs, coverage) takes the least or the union over the
+/// alternatives ([`GrammarInner::merged_alts`]).
+#[derive(Debug)]
+pub(crate) struct MergedUnion {
+    /// The alternatives' object nodes.
+    pub(crate) alts: Vec<NodeId>,
 }
 
 /// A gap's whitespace (between the tokens of an object or array, around the root value) as a
@@ -118,6 +141,18 @@ pub(crate) const GAP_NL: u16 = 0x8000;
 pub(crate) const GAP_CLOSED: u16 = u16::MAX;
 
 impl GrammarInner {
+    /// The alternatives' object nodes of a merged union's node ([`MergedUnion`]), `None` for
+    /// any other node.
+    #[inline]
+    pub(crate) fn merged_alts(&self, node: NodeId) -> Option<&[NodeId]> {
+        if node < self.merged_base {
+            return None;
+        }
+        self.merged
+            .get((node - self.merged_base) as usize)
+            .map(|m| m.alts.as_slice())
+    }
+
     /// The gap state after whitespace byte `b` in a gap of a container spelled `syntax` (`None`
     /// at the top level) at nesting `depth` (the container's [`GrammarInner::depth`]: a property
     /// of the node, not of the stack below it, so that masks stay a function of the top frame),

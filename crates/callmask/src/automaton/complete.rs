@@ -590,6 +590,24 @@ impl Completer {
         self.items_then_close(&a.syntax, phase, items, need)
     }
 
+    /// The least of `cost` over the frames of a merged union's alternatives that `frame` (an
+    /// object frame on a merged node) stands for: what the alternatives' stacks would cost.
+    fn least_over_alts(&self, frame: &Frame, cost: impl Fn(&Frame) -> u32) -> u32 {
+        let Frame::Obj { node, .. } = frame else {
+            return cost(frame);
+        };
+        let alts = self.g.merged_alts(*node).unwrap_or_default();
+        let mut alt = frame.clone();
+        let mut best = INF;
+        for &a in alts {
+            if let Frame::Obj { node, .. } = &mut alt {
+                *node = a;
+            }
+            best = best.min(cost(&alt));
+        }
+        best
+    }
+
     /// Symbols that `frame` (with no child above it) still needs before it is complete.
     fn rest(&self, frame: &Frame) -> u32 {
         let g = &*self.g;
@@ -599,6 +617,9 @@ impl Completer {
                 RootPhase::Before => self.node_min[g.root as usize],
                 RootPhase::InValue | RootPhase::After => 0,
             },
+            Frame::Obj { node, .. } if g.merged_alts(*node).is_some() => {
+                self.least_over_alts(frame, |f| self.rest(f))
+            }
             Frame::Obj {
                 node, phase, seen, ..
             } => {
@@ -980,6 +1001,9 @@ impl Completer {
                 }
             }
             Frame::Cap { node, done: false } => d.enter[g.captured(*node) as usize],
+            Frame::Obj { node, .. } if g.merged_alts(*node).is_some() => {
+                self.least_over_alts(frame, |f| self.enter_rest(d, f))
+            }
             Frame::Obj {
                 node, phase, seen, ..
             } => {

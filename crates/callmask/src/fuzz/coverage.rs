@@ -320,7 +320,21 @@ fn observe(g: &GrammarInner, text: &[u8]) -> HashSet<StateKey> {
         }
         std::mem::swap(&mut cur, &mut next);
         for s in &cur {
-            out.extend(s.iter().filter_map(|f| state_key(f, g)));
+            for f in s {
+                // A merged union's frame is each of its alternatives' (the stacks it stands for).
+                match f {
+                    Frame::Obj { node, .. } if g.merged_alts(*node).is_some() => {
+                        for &alt in g.merged_alts(*node).unwrap_or_default() {
+                            let mut f = f.clone();
+                            if let Frame::Obj { node, .. } = &mut f {
+                                *node = alt;
+                            }
+                            out.extend(state_key(&f, g));
+                        }
+                    }
+                    _ => out.extend(state_key(f, g)),
+                }
+            }
         }
     }
     out

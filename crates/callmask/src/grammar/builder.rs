@@ -10,7 +10,7 @@
 use super::dfa::{Dfa, DfaError, Op};
 use super::registry::SchemaRegistry;
 use super::GAP_NL;
-use super::{GapLexeme, Grammar, GrammarInner, LexId, Node, NodeId};
+use super::{GapLexeme, Grammar, GrammarInner, LexId, Node, NodeId, ObjectNode};
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -423,6 +423,9 @@ impl<'o> GrammarBuilder<'o> {
             raw_arg_keys: self.raw_arg_keys,
             caches: self.opts.caches.clone(),
             distinct_calls: self.distinct_calls,
+            merged: Vec::new(),
+            merged_base: NodeId::MAX,
+            merged_of: Default::default(),
         };
         finalize(&mut inner, self.opts)?;
         add_gap_lexemes(&mut inner, self.opts);
@@ -681,7 +684,68 @@ fn finalize(g: &mut GrammarInner, _opts: &CompileOptions) -> Result<()> {
     g.nullable = nullable;
     g.first = first_bytes(g);
     g.depth = depths(g);
+    merge_object_unions(g);
     Ok(())
+}
+
+/// The fewest alternatives a union of objects of one shape needs to be merged
+/// ([`crate::grammar::MergedUnion`]).
+const MERGE_MIN: usize = 2;
+
+/// True when objects `a` and `b` take the same bytes until a value starts: the same keys
+/// (spelled alike), required keys, unavailable keys and counts, no keys beyond the listed ones.
+fn same_shape(a: &ObjectNode, b: &ObjectNode) -> bool {
+    a.keys == b.keys
+        && a.required == b.required
+        && a.unavailable == b.unavailable
+        && a.dependencies == b.dependencies
+        && a.min_props == b.min_props
+        && a.max_props == b.max_props
+        && a.syntax == b.syntax
+        && a.alias == b.alias
+        && a.additional.is_none()
+        && b.additional.is_none()
+        && a.extra_kinds.is_empty()
+        && b.extra_kinds.is_empty()
+}
+
+/// Gives each union of [`MERGE_MIN`] or more objects of one shape at one depth a merged node
+/// (see [`crate::grammar::MergedUnion`]): a copy of its first object, appended to the nodes
+/// with the tables set as that object's.
+fn merge_object_unions(g: &mut GrammarInner) {
+    let n = g.nodes.len();
+    g.merged_base = n as NodeId;
+    for id in 0..n {
+        let Node::Union(alts) = &g.nodes[id] else {
+            continue;
+        };
+        if alts.len() < MERGE_MIN {
+            continue;
+        }
+        let object = |a: NodeId| match &g.nodes[a as usize] {
+            Node::Object(o) => Some(&**o),
+            _ => None,
+        };
+        let Some(first) = object(alts[0]) else {
+            continue;
+        };
+        let depth = g.depth[alts[0] as usize];
+        let mergeable = alts.iter().all(|&a| {
+            object(a).is_some_and(|o| same_shape(first, o)) && g.depth[a as usize] == depth
+        });
+        if !mergeable {
+            continue;
+        }
+        let rep = alts[0] as usize;
+        let alts = alts.clone();
+        let node = g.nodes.len() as NodeId;
+        g.nodes.push(Node::Object(Box::new(first.clone())));
+        g.nullable.push(g.nullable[rep]);
+        g.first.push(g.first[rep]);
+        g.depth.push(depth);
+        g.merged.push(crate::grammar::MergedUnion { alts });
+        g.merged_of.insert(id as NodeId, node);
+    }
 }
 
 /// Per node, the bytes its value may start with (to a fixpoint over the graph; `nullable` must

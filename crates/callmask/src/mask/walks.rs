@@ -765,6 +765,184 @@ mod tests {
         );
     }
 
+    /// A union of objects of one shape matched as one frame until a value starts (merged)
+    /// takes the same bytes, may end at the same places and has the same fewest symbols to an
+    /// end as the same union matched one stack per alternative, along outputs that write keys
+    /// in either order, empty objects, and random byte walks; and over a vocabulary, the same
+    /// token masks with and without a token budget.
+    #[test]
+    fn merged_unions_match_like_their_alternatives() {
+        use crate::automaton::complete::Completer;
+        use crate::mask::{TokenAutomaton, TokenMask};
+        use crate::vocab::Vocab;
+        use serde_json::json;
+        let call = |name: &str, args: serde_json::Value| {
+            json!({"type": "object", "properties": {"name": {"const": name}, "arguments": args},
+                   "required": ["name", "arguments"], "additionalProperties": false})
+        };
+        let calls = json!({"type": "array", "minItems": 1, "maxItems": 3, "items": {"anyOf": [
+            call("f0", json!({"type": "object", "properties": {"x": {"type": "integer"}},
+                              "required": ["x"], "additionalProperties": false})),
+            call("f1", json!({"type": "object", "properties": {"x": {"type": "string", "maxLength": 3}},
+                              "additionalProperties": false})),
+            call("f22", json!({"type": "object", "properties": {"y": {"enum": [true, 5]}},
+                               "required": ["y"], "additionalProperties": false})),
+            call("f3", json!({"type": "object", "properties": {}, "additionalProperties": false})),
+            call("f", json!({"type": "object", "properties": {"z": {"type": "array",
+                             "items": {"type": "integer"}, "maxItems": 2}},
+                             "additionalProperties": false}))
+        ]}});
+        let optional = json!({"anyOf": [
+            {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "null"}},
+             "additionalProperties": false},
+            {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "null"}},
+             "additionalProperties": false},
+            {"type": "object", "properties": {"a": {"type": "boolean"}, "b": {"const": null}},
+             "additionalProperties": false}
+        ]});
+        let texts: [&[&str]; 2] = [
+            &[
+                r#"[{"name": "f0", "arguments": {"x": 12}}]"#,
+                r#"[{"arguments": {"y": true}, "name": "f22"}, {"name":"f3","arguments":{}}]"#,
+                "[ {\n  \"name\" : \"f\", \"arguments\": {\"z\": [1, 2]}}]",
+                r#"[{"arguments":{},"name":"f1"},{"arguments":{},"name":"f3"},{"name":"f","arguments":{}}]"#,
+            ],
+            &[
+                r#"{}"#,
+                r#"{"b": null, "a": "s"}"#,
+                r#" {"a":true}"#,
+                r#"{"a": -3, "b": null}"#,
+            ],
+        ];
+        let pieces: Vec<Vec<u8>> = [
+            "[{\"",
+            "{\"",
+            "\"name\"",
+            "name",
+            "\": \"",
+            "\":",
+            "\"f",
+            "f2",
+            "2\"",
+            "\", \"",
+            "arguments",
+            "\": {",
+            "}}",
+            "}]",
+            "{}",
+            "\"x\": ",
+            "true",
+            "null",
+            "12",
+            "\"a",
+            "\"b\": ",
+            " {",
+            "\n ",
+            ": ",
+            ", ",
+        ]
+        .iter()
+        .map(|p| p.as_bytes().to_vec())
+        .chain((0..128u8).map(|b| vec![b]))
+        .collect();
+        let n = pieces.len();
+        let vocab = Arc::new(Vocab::from_parts(pieces, vec![false; n], vec![]).unwrap());
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut rand = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        for (schema, texts) in [calls, optional].iter().zip(texts) {
+            for ws in [Whitespace::Any, Whitespace::Tidy { indent: 2 }] {
+                let opts = CompileOptions::default().whitespace(ws);
+                let merged = Grammar::from_json_schema(schema, &opts).unwrap();
+                assert!(!merged.inner.merged.is_empty(), "no union merged");
+                let mut plain = Grammar::from_json_schema(schema, &opts).unwrap();
+                Arc::get_mut(&mut plain.inner).unwrap().merged_of.clear();
+                let (gm, gp) = (&merged.inner, &plain.inner);
+                let (cm, cp) = (Completer::new(gm.clone()), Completer::new(gp.clone()));
+                let same = |sm: &[Stack], sp: &[Stack], at: &str| {
+                    assert_eq!(
+                        sm.iter().any(|s| gm.can_end(s)),
+                        sp.iter().any(|s| gp.can_end(s)),
+                        "may end after {at:?}"
+                    );
+                    assert_eq!(
+                        cm.remaining_any(sm),
+                        cp.remaining_any(sp),
+                        "rest after {at:?}"
+                    );
+                    let mut taken = Vec::new();
+                    for b in 0..=255u8 {
+                        let (mut nm, mut np) = (Vec::new(), Vec::new());
+                        advance(gm, sm, Sym::from(b), &mut nm);
+                        advance(gp, sp, Sym::from(b), &mut np);
+                        assert_eq!(nm.is_empty(), np.is_empty(), "{:?} after {at:?}", b as char);
+                        if !np.is_empty() {
+                            taken.push(b);
+                        }
+                    }
+                    taken
+                };
+                let step = |states: &[Stack], g: &GrammarInner, b: u8| {
+                    let mut next = Vec::new();
+                    advance(g, states, Sym::from(b), &mut next);
+                    next
+                };
+                for text in texts.iter() {
+                    let (mut sm, mut sp) = (vec![gm.start_stack()], vec![gp.start_stack()]);
+                    for (i, &b) in text.as_bytes().iter().enumerate() {
+                        same(&sm, &sp, &text[..i]);
+                        (sm, sp) = (step(&sm, gm, b), step(&sp, gp, b));
+                        assert!(!sp.is_empty(), "{text:?} refused at {i}");
+                    }
+                    same(&sm, &sp, text);
+                    assert!(sm.iter().any(|s| gm.can_end(s)), "{text:?} does not end");
+                }
+                for _ in 0..40 {
+                    let (mut sm, mut sp) = (vec![gm.start_stack()], vec![gp.start_stack()]);
+                    let mut text = Vec::new();
+                    for _ in 0..120 {
+                        let taken = same(&sm, &sp, &String::from_utf8_lossy(&text));
+                        if taken.is_empty() {
+                            break;
+                        }
+                        let b = taken[rand(taken.len())];
+                        text.push(b);
+                        (sm, sp) = (step(&sm, gm, b), step(&sp, gp, b));
+                    }
+                }
+                let (am, ap) = (
+                    TokenAutomaton::new(&merged, vocab.clone()).unwrap(),
+                    TokenAutomaton::new(&plain, vocab.clone()).unwrap(),
+                );
+                for walk in 0..30 {
+                    let (mut mm, mut mp) = (am.matcher(), ap.matcher());
+                    if walk % 2 == 1 {
+                        mm.set_token_budget(Some(24)).unwrap();
+                        mp.set_token_budget(Some(24)).unwrap();
+                    }
+                    let (mut km, mut kp) =
+                        (TokenMask::new(vocab.len()), TokenMask::new(vocab.len()));
+                    for step in 0..40 {
+                        mm.fill_mask(&mut km);
+                        mp.fill_mask(&mut kp);
+                        assert_eq!(km.words, kp.words, "walk {walk} step {step}");
+                        let allowed: Vec<u32> = kp.iter().collect();
+                        if allowed.is_empty() || mp.is_finished() {
+                            break;
+                        }
+                        let t = allowed[rand(allowed.len())];
+                        mm.accept(t).unwrap();
+                        mp.accept(t).unwrap();
+                    }
+                }
+            }
+        }
+    }
+
     fn walk_checking(g: &GrammarInner, text: &str) {
         let mut states = vec![g.start_stack()];
         for (at, &b) in text.as_bytes().iter().enumerate() {
