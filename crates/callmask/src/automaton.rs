@@ -422,6 +422,9 @@ const SPARE_STACKS: usize = 64;
 pub(crate) struct StepOut<'a> {
     stacks: &'a mut Vec<Stack>,
     spare: &'a mut Vec<Stack>,
+    /// Whether a union of captured objects of one shape starts as one merged frame (token
+    /// walks only: see [`crate::grammar::MergedUnion::caps`]).
+    merge_captured: bool,
 }
 
 impl StepOut<'_> {
@@ -681,6 +684,7 @@ impl GrammarInner {
             &mut StepOut {
                 stacks: out,
                 spare: &mut Vec::new(),
+                merge_captured: false,
             },
         );
     }
@@ -979,21 +983,30 @@ impl GrammarInner {
             // close of an empty object.
             let parts = match *phase {
                 ObjPhase::AfterColon(k) if !(gap && is_gap_ws(byte, syn)) => Some(Some(k)),
+                // The alternatives share their keys: the close is refused for all or none.
+                ObjPhase::AfterOpen if byte == syn.close && !can_close(o, seen) => return,
                 ObjPhase::AfterOpen if byte == syn.close => Some(None),
                 _ => None,
             };
             if let Some(value) = parts {
-                for &alt in alts {
+                let caps = self.merged_caps(node);
+                for (i, &alt) in alts.iter().enumerate() {
                     let starts = value
                         .is_none_or(|k| self.may_start(self.object(alt).values[k as usize], sym));
                     if starts {
-                        let top = Frame::Obj {
+                        let mut s = out.copy(&stack[..stack.len() - 1]);
+                        if let Some(caps) = caps {
+                            s.push(Frame::Cap {
+                                node: caps[i],
+                                done: false,
+                            });
+                        }
+                        s.push(Frame::Obj {
                             node: alt,
                             phase: *phase,
                             seen: seen.clone(),
                             ws: *ws,
-                        };
-                        let s = out.with_top(stack, top);
+                        });
                         self.consume_object(&s, byte, sym, out);
                         out.recycle(s);
                     }
@@ -1411,8 +1424,24 @@ impl GrammarInner {
                 // A union of objects of one shape is one frame until a value starts.
                 if alts.len() >= 2 {
                     if let Some(&merged) = self.merged_of.get(&node) {
-                        self.start_value(stack, merged, sym, out);
-                        return;
+                        if !is_byte {
+                            return; // no object starts with a special token
+                        }
+                        match self.merged_caps(merged) {
+                            None => {
+                                self.start_value(stack, merged, sym, out);
+                                return;
+                            }
+                            // The alternatives' capture frames are pushed when they part (one
+                            // more frame: the depth limit counts it now).
+                            Some(_) if out.merge_captured => {
+                                if stack.len() < self.max_depth as usize {
+                                    self.start_value(stack, merged, sym, out);
+                                }
+                                return;
+                            }
+                            Some(_) => {}
+                        }
                     }
                 }
                 // Unions are flattened at compile time: no alternative is itself a union. A
@@ -1612,14 +1641,18 @@ pub(crate) fn advance_reusing(
     spare: &mut Vec<Stack>,
 ) {
     let [state] = states else {
-        advance_traced(g, states, sym, out, spare, |_, _| {});
+        advance_with(g, states, sym, out, spare, true, |_, _| {});
         return;
     };
     // One state (most of a walk's steps): no loop over states, no callback.
     while let Some(s) = out.pop() {
         recycle(spare, s);
     }
-    let mut o = StepOut { stacks: out, spare };
+    let mut o = StepOut {
+        stacks: out,
+        spare,
+        merge_captured: true,
+    };
     g.step_to(state, sym, &mut o);
     keep_new(g, &mut o, 0, &mut StackSet::default(), |_| {});
 }
@@ -1656,12 +1689,35 @@ pub(crate) fn advance_traced(
     sym: Sym,
     out: &mut Vec<Stack>,
     spare: &mut Vec<Stack>,
+    each: impl FnMut(&Stack, &Stack),
+) {
+    advance_with(g, states, sym, out, spare, false, each);
+}
+
+/// [`advance`] for token walks: a union of captured objects of one shape may start as one
+/// merged frame ([`crate::grammar::MergedUnion::caps`]), whose stacks only a walk may hold.
+pub(crate) fn advance_merging(g: &GrammarInner, states: &[Stack], sym: Sym, out: &mut Vec<Stack>) {
+    advance_with(g, states, sym, out, &mut Vec::new(), true, |_, _| {});
+}
+
+/// [`advance_traced`], merging captured unions where `merge_captured`.
+fn advance_with(
+    g: &GrammarInner,
+    states: &[Stack],
+    sym: Sym,
+    out: &mut Vec<Stack>,
+    spare: &mut Vec<Stack>,
+    merge_captured: bool,
     mut each: impl FnMut(&Stack, &Stack),
 ) {
     while let Some(s) = out.pop() {
         recycle(spare, s);
     }
-    let mut o = StepOut { stacks: out, spare };
+    let mut o = StepOut {
+        stacks: out,
+        spare,
+        merge_captured,
+    };
     let mut set = StackSet::default();
     for s in states {
         let stepped = o.stacks.len();

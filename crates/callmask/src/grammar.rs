@@ -98,6 +98,11 @@ pub(crate) struct GrammarInner {
 pub(crate) struct MergedUnion {
     /// The alternatives' object nodes.
     pub(crate) alts: Vec<NodeId>,
+    /// Where each alternative is a capture around its object (a dialect's calls): the capture
+    /// nodes, by alternative. Such a union is merged only inside token walks, whose stacks
+    /// nothing reads captures from: a matcher's states, the output parser and the
+    /// distinct-calls rule keep one stack per call.
+    pub(crate) caps: Option<Vec<NodeId>>,
 }
 
 /// A gap's whitespace (between the tokens of an object or array, around the root value) as a
@@ -151,6 +156,17 @@ impl GrammarInner {
         self.merged
             .get((node - self.merged_base) as usize)
             .map(|m| m.alts.as_slice())
+    }
+
+    /// The capture nodes around a merged union's alternatives ([`MergedUnion::caps`]).
+    #[inline]
+    pub(crate) fn merged_caps(&self, node: NodeId) -> Option<&[NodeId]> {
+        if node < self.merged_base {
+            return None;
+        }
+        self.merged
+            .get((node - self.merged_base) as usize)
+            .and_then(|m| m.caps.as_deref())
     }
 
     /// The gap state after whitespace byte `b` in a gap of a container spelled `syntax` (`None`

@@ -1051,6 +1051,13 @@ impl Completer {
         {
             return 0;
         }
+        // A merged union's frame on top stands for its alternatives' capture frames too.
+        if let Some(Frame::Obj { node, .. }) = stack.last() {
+            let caps = self.g.merged_caps(*node).unwrap_or_default();
+            if caps.iter().any(|&c| d.target[c as usize]) {
+                return 0;
+            }
+        }
         let n = stack.len();
         let mut best = self.enter_rest(d, &stack[n - 1]);
         let mut above = self.rest(&stack[n - 1]);

@@ -722,28 +722,41 @@ fn merge_object_unions(g: &mut GrammarInner) {
         if alts.len() < MERGE_MIN {
             continue;
         }
+        // Each alternative's object node, and its capture node where it has one.
         let object = |a: NodeId| match &g.nodes[a as usize] {
-            Node::Object(o) => Some(&**o),
+            Node::Object(_) => Some((a, None)),
+            Node::Capture(_, x) if matches!(g.nodes[*x as usize], Node::Object(_)) => {
+                Some((*x, Some(a)))
+            }
             _ => None,
         };
-        let Some(first) = object(alts[0]) else {
+        let Some(parts) = alts.iter().map(|&a| object(a)).collect::<Option<Vec<_>>>() else {
             continue;
         };
-        let depth = g.depth[alts[0] as usize];
-        let mergeable = alts.iter().all(|&a| {
-            object(a).is_some_and(|o| same_shape(first, o)) && g.depth[a as usize] == depth
+        let Node::Object(first) = &g.nodes[parts[0].0 as usize] else {
+            continue;
+        };
+        let rep = parts[0].0 as usize;
+        let depth = g.depth[rep];
+        let captured = parts[0].1.is_some();
+        let mergeable = parts.iter().all(|&(o, cap)| {
+            matches!(&g.nodes[o as usize], Node::Object(x) if same_shape(first, x))
+                && g.depth[o as usize] == depth
+                && cap.is_some() == captured
         });
         if !mergeable {
             continue;
         }
-        let rep = alts[0] as usize;
-        let alts = alts.clone();
+        let copy = Node::Object(first.clone());
         let node = g.nodes.len() as NodeId;
-        g.nodes.push(Node::Object(Box::new(first.clone())));
+        g.nodes.push(copy);
         g.nullable.push(g.nullable[rep]);
         g.first.push(g.first[rep]);
         g.depth.push(depth);
-        g.merged.push(crate::grammar::MergedUnion { alts });
+        g.merged.push(crate::grammar::MergedUnion {
+            alts: parts.iter().map(|p| p.0).collect(),
+            caps: captured.then(|| parts.iter().filter_map(|p| p.1).collect()),
+        });
         g.merged_of.insert(id as NodeId, node);
     }
 }

@@ -14,7 +14,7 @@
 
 use super::bitset::{TokenSet, WalkTokens};
 use crate::automaton::complete::{Completer, INF};
-use crate::automaton::{advance, advance_reusing, Frame, Stack, Sym};
+use crate::automaton::{advance_merging, advance_reusing, Frame, Stack, Sym};
 use crate::cache::{CacheKey, Caches};
 use crate::grammar::dfa::Dfa;
 use crate::grammar::GrammarInner;
@@ -176,7 +176,7 @@ impl Walker<'_> {
         while i < end {
             let b = self.trie.nodes[i].byte as usize;
             if memo[b] == 0 {
-                advance(g, std::slice::from_ref(stack), b as Sym, &mut one);
+                advance_merging(g, std::slice::from_ref(stack), b as Sym, &mut one);
                 memo[b] = if one.is_empty() { 2 } else { 1 };
             }
             if memo[b] == 1 {
@@ -654,7 +654,7 @@ impl Walker<'_> {
             if !children.may_have(b) {
                 continue;
             }
-            advance(g, std::slice::from_ref(stack), Sym::from(b), &mut next);
+            advance_merging(g, std::slice::from_ref(stack), Sym::from(b), &mut next);
             if next.is_empty() {
                 continue;
             }
@@ -674,7 +674,7 @@ fn first_step(g: &GrammarInner, stack: &Stack, sym: Sym) -> Option<Vec<Stack>> {
         return None;
     }
     let mut n = Vec::new();
-    advance(g, std::slice::from_ref(stack), sym, &mut n);
+    advance_merging(g, std::slice::from_ref(stack), sym, &mut n);
     (!n.is_empty()).then_some(n)
 }
 
@@ -698,6 +698,7 @@ pub(super) fn continuation(stack: &[Frame], after: Option<Frame>) -> Stack {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::automaton::advance;
     use crate::dialect::{Dialect, DialectOptions};
     use crate::grammar::{CompileOptions, Grammar, Whitespace};
     use crate::tools::Tools;
@@ -938,6 +939,113 @@ mod tests {
                         mm.accept(t).unwrap();
                         mp.accept(t).unwrap();
                     }
+                }
+            }
+        }
+    }
+
+    /// A dialect's union of calls (captures around objects of one shape) merged inside token
+    /// walks gives the same token masks as the union walked one stack per call, with and
+    /// without a token budget, the distinct-calls rule on.
+    #[test]
+    fn merged_call_unions_give_the_same_masks() {
+        use crate::mask::{TokenAutomaton, TokenMask};
+        use crate::vocab::Vocab;
+        let tools = Tools::from_json_str(
+            r#"[{"type": "function", "function": {"name": "f0", "parameters": {"type": "object",
+                "properties": {"x": {"type": "integer"}}, "required": ["x"]}}},
+               {"type": "function", "function": {"name": "f1", "parameters": {"type": "object",
+                "properties": {"x": {"type": "string", "maxLength": 2}}}}},
+               {"type": "function", "function": {"name": "f22", "parameters": {"type": "object",
+                "properties": {}}}},
+               {"type": "function", "function": {"name": "g", "parameters": {"type": "object",
+                "properties": {"y": {"enum": [true, 5]}}, "required": ["y"]}}}]"#,
+        )
+        .unwrap();
+        let pieces: Vec<Vec<u8>> = [
+            "<tool_call>",
+            "<tool_call>\n{\"",
+            "</tool_call>",
+            "{\"",
+            "\"name\"",
+            "name",
+            "\": \"",
+            "\":",
+            "\"f",
+            "f2",
+            "2\"",
+            "\", \"",
+            "arguments",
+            "parameters",
+            "\": {",
+            "}}",
+            "}\n",
+            "{}",
+            "\"x\": ",
+            "true",
+            "12",
+            "\"y",
+            " {",
+            "\n",
+            ": ",
+            ", ",
+            "{\"name\": \"",
+            "{\"name\": \"f1\", \"arguments\": {",
+            "{\"arguments\": {}, \"name",
+            "<tool_call>\n{\"name\": \"f0\", \"arguments\": {\"x\": 1",
+            "{\"parameters\": {\"y\": true}, \"name\": \"g\"}",
+            "{\"name\": \"f1\", \"parameters\": {}}",
+            "{\"parameters\": {\"x\": \"",
+            "{\"arguments\": {\"",
+            "<|python_tag|>",
+        ]
+        .iter()
+        .map(|p| p.as_bytes().to_vec())
+        .chain((0..128u8).map(|b| vec![b]))
+        .collect();
+        let n = pieces.len();
+        let mut special = vec![false; n];
+        special[n - 129] = true;
+        let vocab = Arc::new(Vocab::from_parts(pieces, special, vec![]).unwrap());
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rand = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        for name in ["hermes", "llama31_json"] {
+            let dialect = Dialect::by_name(name).unwrap();
+            let merged = dialect.compile(&tools, &DialectOptions::default()).unwrap();
+            assert!(
+                merged.inner.merged.iter().any(|m| m.caps.is_some()),
+                "{name}: no call union merged"
+            );
+            let mut plain = dialect.compile(&tools, &DialectOptions::default()).unwrap();
+            Arc::get_mut(&mut plain.inner).unwrap().merged_of.clear();
+            let (am, ap) = (
+                TokenAutomaton::new(&merged, vocab.clone()).unwrap(),
+                TokenAutomaton::new(&plain, vocab.clone()).unwrap(),
+            );
+            for walk in 0..40 {
+                let (mut mm, mut mp) = (am.matcher(), ap.matcher());
+                if walk % 2 == 1 {
+                    mm.set_token_budget(Some(30)).unwrap();
+                    mp.set_token_budget(Some(30)).unwrap();
+                }
+                let mut km = TokenMask::new(vocab.len());
+                let mut kp = TokenMask::new(vocab.len());
+                for step in 0..50 {
+                    mm.fill_mask(&mut km);
+                    mp.fill_mask(&mut kp);
+                    assert_eq!(km.words, kp.words, "{name} walk {walk} step {step}");
+                    let allowed: Vec<u32> = kp.iter().collect();
+                    if allowed.is_empty() || mp.is_finished() {
+                        break;
+                    }
+                    let t = allowed[rand(allowed.len())];
+                    mm.accept(t).unwrap();
+                    mp.accept(t).unwrap();
                 }
             }
         }
