@@ -16,6 +16,9 @@
 //! - [`crate::TokenAutomaton::new`]: the token walks go into the grammar's compile caches if it
 //!   had one, otherwise into the vocabulary's own ([`crate::Vocab::caches`], created with the
 //!   vocabulary at [`DEFAULT_CACHE_BYTES`]); [`crate::TokenAutomaton::with_caches`] names one.
+//!   The walks of whitespace gaps always go into the vocabulary's own: a gap's automaton is a
+//!   function of the whitespace policy alone, so every grammar with that policy shares them,
+//!   and a server's first request makes them for all that follow.
 //!
 //! Keys are typed: each kind of cached thing has a key type implementing [`CacheKey`], whose
 //! `Value` is the one type kept under such keys. An entry is found only by a key of the same

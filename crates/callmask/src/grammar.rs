@@ -120,6 +120,9 @@ pub(crate) struct GapLexeme {
     /// Under the tidy policy, its state after the gap's line break and `n` bytes of
     /// indentation, by `n`.
     pub(crate) broken: Vec<dfa::StateId>,
+    /// What the automaton is a function of (the policy's limits, the kind, the depth): equal
+    /// keys, equal automata, in any grammar.
+    pub(crate) key: builder::GapKey,
 }
 
 /// True for JSON's whitespace bytes (space, tab, line feed, carriage return).
@@ -167,6 +170,16 @@ impl GrammarInner {
         self.merged
             .get((node - self.merged_base) as usize)
             .and_then(|m| m.caps.as_deref())
+    }
+
+    /// The key of the gap automaton that lexeme `lex` is, if it is one ([`GapLexeme::key`]).
+    pub(crate) fn gap_key(&self, lex: LexId) -> Option<&builder::GapKey> {
+        self.gaps
+            .iter()
+            .flatten()
+            .flatten()
+            .find(|g| g.lex == lex)
+            .map(|g| &g.key)
     }
 
     /// The gap state after whitespace byte `b` in a gap of a container spelled `syntax` (`None`

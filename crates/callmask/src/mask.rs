@@ -59,6 +59,22 @@ struct LexemeWalkKey {
     state: u32,
 }
 
+/// The cache key of a gap automaton's walk over a whole vocabulary, from one state, by what
+/// the automaton is a function of ([`crate::grammar::GapLexeme::key`]) rather than by address:
+/// every grammar with the same whitespace policy walks the same gaps, so the walk is kept in
+/// the vocabulary's own caches ([`Vocab::caches`]) and a new grammar, with its compile caches
+/// cold, finds it there.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct GapWalkKey {
+    vocab: u64,
+    gap: crate::grammar::builder::GapKey,
+    state: u32,
+}
+
+impl CacheKey for GapWalkKey {
+    type Value = Local;
+}
+
 impl CacheKey for LexemeWalkKey {
     type Value = LexemeWalk;
 }
@@ -1004,9 +1020,27 @@ impl TokenAutomaton {
         }
     }
 
-    /// The walk of a lexeme automaton from `state` over the whole trie (shared through the
-    /// caches by every grammar over the vocabulary).
-    fn lexeme_local(&self, dfa: &Arc<Dfa>, state: u32) -> Arc<Local> {
+    /// The walk of lexeme `lex` from `state` over the whole trie (shared through the caches by
+    /// every grammar over the vocabulary; a gap's, through the vocabulary's own by its
+    /// [`GapWalkKey`]).
+    fn lexeme_local(&self, lex: crate::grammar::LexId, state: u32) -> Arc<Local> {
+        let g = self.g();
+        let dfa = &g.lexemes[lex as usize];
+        if let Some(gap) = g.gap_key(lex) {
+            let key = GapWalkKey {
+                vocab: self.shared.vocab.id(),
+                gap: gap.clone(),
+                state,
+            };
+            let walk: Result<Arc<Local>, std::convert::Infallible> =
+                self.shared.vocab.caches().get_or_build(key, || {
+                    let l = self.walk_whole(dfa, state);
+                    let bytes = l.allowed.bytes() + l.exits.len() * 4 + l.children.bytes() + 64;
+                    Ok((l, bytes))
+                });
+            let Ok(walk) = walk;
+            return walk;
+        }
         let key = LexemeWalkKey {
             vocab: self.shared.vocab.id(),
             dfa: Arc::as_ptr(dfa) as usize,
@@ -1014,35 +1048,7 @@ impl TokenAutomaton {
         };
         let walk: Result<Arc<LexemeWalk>, std::convert::Infallible> =
             self.shared.caches.get_or_build(key, || {
-                let l = match self.walker().walk_text(0, dfa, state) {
-                    // Free text: its exits' children read from the text index when asked for
-                    // (a text may end almost anywhere: sorting every exit's children by byte
-                    // would cost more than the walk). Node 0's are left out, as below.
-                    Some(w) => Local {
-                        allowed: w.tokens,
-                        children: match w.children {
-                            ExitChildren::Text(t) => ExitChildren::Text(walks::TextChildren {
-                                from_exit: false,
-                                ..t
-                            }),
-                            sorted => sorted,
-                        },
-                        exits: w.exits,
-                        costs: OnceLock::new(),
-                    },
-                    None => {
-                        let mut tokens = WalkTokens::default();
-                        let mut exits = Vec::new();
-                        self.walker()
-                            .walk_lex(0, dfa, state, &mut tokens, &mut exits);
-                        Local {
-                            allowed: tokens.finish(self.shared.vocab.len()),
-                            children: self.walker().exit_children(after_start(&exits)),
-                            exits,
-                            costs: OnceLock::new(),
-                        }
-                    }
-                };
+                let l = self.walk_whole(dfa, state);
                 let bytes = l.allowed.bytes() + l.exits.len() * 4 + l.children.bytes() + 64;
                 Ok(((dfa.clone(), Arc::new(l)), bytes))
             });
@@ -1050,10 +1056,44 @@ impl TokenAutomaton {
         walk.1.clone()
     }
 
+    /// [`TokenAutomaton::lexeme_local`]'s walk: lexeme automaton `dfa` from `state` over the
+    /// whole trie.
+    fn walk_whole(&self, dfa: &Dfa, state: u32) -> Local {
+        match self.walker().walk_text(0, dfa, state) {
+            // Free text: its exits' children read from the text index when asked for
+            // (a text may end almost anywhere: sorting every exit's children by byte
+            // would cost more than the walk). Node 0's are left out, as below.
+            Some(w) => Local {
+                allowed: w.tokens,
+                children: match w.children {
+                    ExitChildren::Text(t) => ExitChildren::Text(walks::TextChildren {
+                        from_exit: false,
+                        ..t
+                    }),
+                    sorted => sorted,
+                },
+                exits: w.exits,
+                costs: OnceLock::new(),
+            },
+            None => {
+                let mut tokens = WalkTokens::default();
+                let mut exits = Vec::new();
+                self.walker()
+                    .walk_lex(0, dfa, state, &mut tokens, &mut exits);
+                Local {
+                    allowed: tokens.finish(self.shared.vocab.len()),
+                    children: self.walker().exit_children(after_start(&exits)),
+                    exits,
+                    costs: OnceLock::new(),
+                }
+            }
+        }
+    }
+
     fn local(&self, frame: &Frame) -> Arc<Local> {
         let g = self.g();
         let after = match g.as_lexeme(frame) {
-            Some((lex, state, None)) => return self.lexeme_local(&g.lexemes[lex as usize], state),
+            Some((lex, state, None)) => return self.lexeme_local(lex, state),
             Some((lex, state, Some(after))) => Some((lex, state, after)),
             None => None,
         };
@@ -1068,7 +1108,7 @@ impl TokenAutomaton {
                 // A lexeme, then `after` (a gap's whitespace, then the frame): the shared
                 // lexeme walk plus its continuations. The frame is complete before any byte
                 // and, if `after` is, wherever the lexeme may end.
-                let lw = self.lexeme_local(&g.lexemes[lex as usize], state);
+                let lw = self.lexeme_local(lex, state);
                 if g.is_complete(frame) {
                     exits.push(0);
                 }

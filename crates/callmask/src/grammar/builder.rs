@@ -441,7 +441,7 @@ const MAX_GAP_STATES: usize = 2048;
 /// The cache key of a gap's automaton: the policy's limits, whether spaces only, and the
 /// depth the gap is at (0 without an indentation policy, whose gaps do not depend on it).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct GapKey {
+pub(crate) struct GapKey {
     max: u16,
     indent: Option<u16>,
     space_only: bool,
@@ -520,7 +520,7 @@ fn gap_lexeme(
     };
     let dfa = match &opts.caches {
         Some(c) => c
-            .get_or_build(key, || {
+            .get_or_build(key.clone(), || {
                 build(g).map(|d| {
                     let bytes = d.memory();
                     (d, bytes)
@@ -552,6 +552,7 @@ fn gap_lexeme(
         lex: g.lexemes.len() as LexId - 1,
         plain,
         broken,
+        key,
     })
 }
 

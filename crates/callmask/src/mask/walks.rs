@@ -1051,6 +1051,80 @@ mod tests {
         }
     }
 
+    /// A gap's walk kept in the vocabulary's own caches serves every grammar with the same
+    /// whitespace policy, whatever its compile caches hold, and no other: over one vocabulary,
+    /// grammars under several policies (walked one after another, sharing the vocabulary) give
+    /// the masks each gives alone on a vocabulary of its own, along a walk through gaps.
+    #[test]
+    fn gap_walks_kept_by_the_vocabulary_serve_only_their_policy() {
+        use crate::cache::Caches;
+        use crate::mask::{TokenAutomaton, TokenMask};
+        use crate::vocab::Vocab;
+        let pieces = || -> Vec<Vec<u8>> {
+            [
+                " ", "  ", "   ", "\n", "\n  ", "\n    ", " {", "{\n", "{\n  \"", " \"", "\t",
+                ": ", ",\n",
+            ]
+            .iter()
+            .map(|p| p.as_bytes().to_vec())
+            .chain((0..128u8).map(|b| vec![b]))
+            .collect()
+        };
+        let vocab_of = || {
+            let p = pieces();
+            let n = p.len();
+            Arc::new(Vocab::from_parts(p, vec![false; n], vec![]).unwrap())
+        };
+        let schema = serde_json::json!({"type": "object", "properties": {
+            "a": {"type": "object", "properties": {"b": {"type": "integer"}}}}});
+        let text: &[&[u8]] = &[
+            b" ", b" ", b"{\n  \"", b"a", b"\"", b": ", b"{", b"\n    ", b"}",
+        ];
+        let policies = [
+            (Whitespace::Any, 20),
+            (Whitespace::Any, 2),
+            (Whitespace::Tidy { indent: 2 }, 20),
+            (Whitespace::Any, 0),
+        ];
+        let masks = |vocab: &Arc<Vocab>, ws: Whitespace, max: u16| {
+            let mut opts = CompileOptions::default().whitespace(ws);
+            opts.max_whitespace = max;
+            opts.caches = Some(Caches::default());
+            let g = Grammar::from_json_schema(&schema, &opts).unwrap();
+            let a = TokenAutomaton::new(&g, vocab.clone()).unwrap();
+            let mut m = a.matcher();
+            let mut out = Vec::new();
+            for piece in text {
+                let mut mask = TokenMask::new(vocab.len());
+                m.fill_mask(&mut mask);
+                out.push(mask.words.clone());
+                match vocab.token_id(piece) {
+                    Some(t) if m.accept(t).is_ok() => {}
+                    _ => break,
+                }
+            }
+            out
+        };
+        let shared = vocab_of();
+        for round in 0..2 {
+            for &(ws, max) in &policies {
+                let alone = masks(&vocab_of(), ws, max);
+                let least = if max == 0 { 1 } else { 3 };
+                assert!(
+                    alone.len() >= least,
+                    "{ws:?} max {max}: the walk stopped early"
+                );
+                assert_eq!(
+                    masks(&shared, ws, max),
+                    alone,
+                    "round {round}: {ws:?} max {max}"
+                );
+            }
+        }
+        assert!(shared.caches().stats().entries > 0, "no gap walk kept");
+        assert!(shared.caches().stats().hits > 0, "no gap walk found again");
+    }
+
     fn walk_checking(g: &GrammarInner, text: &str) {
         let mut states = vec![g.start_stack()];
         for (at, &b) in text.as_bytes().iter().enumerate() {
