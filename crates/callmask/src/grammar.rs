@@ -149,27 +149,25 @@ pub(crate) const GAP_NL: u16 = 0x8000;
 pub(crate) const GAP_CLOSED: u16 = u16::MAX;
 
 impl GrammarInner {
+    /// The merged union ([`MergedUnion`]) a node is the merged form of, `None` for any other
+    /// node.
+    #[inline]
+    fn merged_union(&self, node: NodeId) -> Option<&MergedUnion> {
+        let i = node.checked_sub(self.merged_base)?;
+        self.merged.get(i as usize)
+    }
+
     /// The alternatives' object nodes of a merged union's node ([`MergedUnion`]), `None` for
     /// any other node.
     #[inline]
     pub(crate) fn merged_alts(&self, node: NodeId) -> Option<&[NodeId]> {
-        if node < self.merged_base {
-            return None;
-        }
-        self.merged
-            .get((node - self.merged_base) as usize)
-            .map(|m| m.alts.as_slice())
+        self.merged_union(node).map(|m| m.alts.as_slice())
     }
 
     /// The capture nodes around a merged union's alternatives ([`MergedUnion::caps`]).
     #[inline]
     pub(crate) fn merged_caps(&self, node: NodeId) -> Option<&[NodeId]> {
-        if node < self.merged_base {
-            return None;
-        }
-        self.merged
-            .get((node - self.merged_base) as usize)
-            .and_then(|m| m.caps.as_deref())
+        self.merged_union(node).and_then(|m| m.caps.as_deref())
     }
 
     /// The key of the gap automaton that lexeme `lex` is, if it is one ([`GapLexeme::key`]).

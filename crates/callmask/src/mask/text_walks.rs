@@ -273,13 +273,7 @@ mod tests {
             b"<<",
             b"t",
         ];
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut rand = |n: usize| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed % n as u64) as usize
-        };
+        let mut rand = crate::mask::walks::tests::index_rng(0x9e37_79b9_7f4a_7c15);
         let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
         for _ in 0..3000 {
             let mut t = Vec::new();

@@ -696,9 +696,94 @@ pub(super) fn continuation(stack: &[Frame], after: Option<Frame>) -> Stack {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::automaton::advance;
+    use crate::mask::{TokenAutomaton, TokenMask};
+    use crate::vocab::Vocab;
+
+    /// A xorshift generator of indices below its argument, from `seed` (tests only).
+    pub(in crate::mask) fn index_rng(mut seed: u64) -> impl FnMut(usize) -> usize {
+        move |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        }
+    }
+
+    /// A vocabulary of `pieces` and the ASCII bytes, none special but `special` (an index
+    /// into `pieces`).
+    fn pieces_vocab(pieces: &[&str], special: Option<usize>) -> Arc<Vocab> {
+        let tokens: Vec<Vec<u8>> = pieces
+            .iter()
+            .map(|p| p.as_bytes().to_vec())
+            .chain((0..128u8).map(|b| vec![b]))
+            .collect();
+        let mut flags = vec![false; tokens.len()];
+        if let Some(i) = special {
+            flags[i] = true;
+        }
+        Arc::new(Vocab::from_parts(tokens, flags, vec![]).unwrap())
+    }
+
+    /// Pieces of JSON calls for test vocabularies (`extra` first).
+    fn call_pieces(extra: &[&'static str]) -> Vec<&'static str> {
+        let common = [
+            "{\"",
+            "\"name\"",
+            "name",
+            "\": \"",
+            "\":",
+            "\"f",
+            "f2",
+            "2\"",
+            "\", \"",
+            "arguments",
+            "\": {",
+            "}}",
+            "{}",
+            "\"x\": ",
+            "true",
+            "12",
+            " {",
+            ": ",
+            ", ",
+        ];
+        extra.iter().chain(&common).copied().collect()
+    }
+
+    /// `walks` random token walks of at most `steps` tokens, the same tokens through matchers
+    /// of `a` and `b` (every other walk under a token budget of `budget`): their masks are
+    /// equal at every step.
+    fn same_masks_along_walks(
+        (a, b): (&TokenAutomaton, &TokenAutomaton),
+        (walks, steps, budget): (usize, usize, usize),
+        rand: &mut impl FnMut(usize) -> usize,
+        what: &str,
+    ) {
+        let n = a.vocab().len();
+        for walk in 0..walks {
+            let (mut ma, mut mb) = (a.matcher(), b.matcher());
+            if walk % 2 == 1 {
+                ma.set_token_budget(Some(budget)).unwrap();
+                mb.set_token_budget(Some(budget)).unwrap();
+            }
+            let (mut ka, mut kb) = (TokenMask::new(n), TokenMask::new(n));
+            for step in 0..steps {
+                ma.fill_mask(&mut ka);
+                mb.fill_mask(&mut kb);
+                assert_eq!(ka.words, kb.words, "{what} walk {walk} step {step}");
+                let allowed: Vec<u32> = kb.iter().collect();
+                if allowed.is_empty() || mb.is_finished() {
+                    break;
+                }
+                let t = allowed[rand(allowed.len())];
+                ma.accept(t).unwrap();
+                mb.accept(t).unwrap();
+            }
+        }
+    }
     use crate::dialect::{Dialect, DialectOptions};
     use crate::grammar::{CompileOptions, Grammar, Whitespace};
     use crate::tools::Tools;
@@ -774,8 +859,6 @@ mod tests {
     #[test]
     fn merged_unions_match_like_their_alternatives() {
         use crate::automaton::complete::Completer;
-        use crate::mask::{TokenAutomaton, TokenMask};
-        use crate::vocab::Vocab;
         use serde_json::json;
         let call = |name: &str, args: serde_json::Value| {
             json!({"type": "object", "properties": {"name": {"const": name}, "arguments": args},
@@ -815,46 +898,11 @@ mod tests {
                 r#"{"a": -3, "b": null}"#,
             ],
         ];
-        let pieces: Vec<Vec<u8>> = [
-            "[{\"",
-            "{\"",
-            "\"name\"",
-            "name",
-            "\": \"",
-            "\":",
-            "\"f",
-            "f2",
-            "2\"",
-            "\", \"",
-            "arguments",
-            "\": {",
-            "}}",
-            "}]",
-            "{}",
-            "\"x\": ",
-            "true",
-            "null",
-            "12",
-            "\"a",
-            "\"b\": ",
-            " {",
-            "\n ",
-            ": ",
-            ", ",
-        ]
-        .iter()
-        .map(|p| p.as_bytes().to_vec())
-        .chain((0..128u8).map(|b| vec![b]))
-        .collect();
-        let n = pieces.len();
-        let vocab = Arc::new(Vocab::from_parts(pieces, vec![false; n], vec![]).unwrap());
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut rand = |n: usize| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed % n as u64) as usize
-        };
+        let vocab = pieces_vocab(
+            &call_pieces(&["[{\"", "}]", "null", "\"a", "\"b\": ", "\n "]),
+            None,
+        );
+        let mut rand = index_rng(0x2545_f491_4f6c_dd1d);
         for (schema, texts) in [calls, optional].iter().zip(texts) {
             for ws in [Whitespace::Any, Whitespace::Tidy { indent: 2 }] {
                 let opts = CompileOptions::default().whitespace(ws);
@@ -919,27 +967,7 @@ mod tests {
                     TokenAutomaton::new(&merged, vocab.clone()).unwrap(),
                     TokenAutomaton::new(&plain, vocab.clone()).unwrap(),
                 );
-                for walk in 0..30 {
-                    let (mut mm, mut mp) = (am.matcher(), ap.matcher());
-                    if walk % 2 == 1 {
-                        mm.set_token_budget(Some(24)).unwrap();
-                        mp.set_token_budget(Some(24)).unwrap();
-                    }
-                    let (mut km, mut kp) =
-                        (TokenMask::new(vocab.len()), TokenMask::new(vocab.len()));
-                    for step in 0..40 {
-                        mm.fill_mask(&mut km);
-                        mp.fill_mask(&mut kp);
-                        assert_eq!(km.words, kp.words, "walk {walk} step {step}");
-                        let allowed: Vec<u32> = kp.iter().collect();
-                        if allowed.is_empty() || mp.is_finished() {
-                            break;
-                        }
-                        let t = allowed[rand(allowed.len())];
-                        mm.accept(t).unwrap();
-                        mp.accept(t).unwrap();
-                    }
-                }
+                same_masks_along_walks((&am, &ap), (30, 40, 24), &mut rand, "schema");
             }
         }
     }
@@ -949,8 +977,6 @@ mod tests {
     /// without a token budget, the distinct-calls rule on.
     #[test]
     fn merged_call_unions_give_the_same_masks() {
-        use crate::mask::{TokenAutomaton, TokenMask};
-        use crate::vocab::Vocab;
         let tools = Tools::from_json_str(
             r#"[{"type": "function", "function": {"name": "f0", "parameters": {"type": "object",
                 "properties": {"x": {"type": "integer"}}, "required": ["x"]}}},
@@ -962,58 +988,28 @@ mod tests {
                 "properties": {"y": {"enum": [true, 5]}}, "required": ["y"]}}}]"#,
         )
         .unwrap();
-        let pieces: Vec<Vec<u8>> = [
-            "<tool_call>",
-            "<tool_call>\n{\"",
-            "</tool_call>",
-            "{\"",
-            "\"name\"",
-            "name",
-            "\": \"",
-            "\":",
-            "\"f",
-            "f2",
-            "2\"",
-            "\", \"",
-            "arguments",
-            "parameters",
-            "\": {",
-            "}}",
-            "}\n",
-            "{}",
-            "\"x\": ",
-            "true",
-            "12",
-            "\"y",
-            " {",
-            "\n",
-            ": ",
-            ", ",
-            "{\"name\": \"",
-            "{\"name\": \"f1\", \"arguments\": {",
-            "{\"arguments\": {}, \"name",
-            "<tool_call>\n{\"name\": \"f0\", \"arguments\": {\"x\": 1",
-            "{\"parameters\": {\"y\": true}, \"name\": \"g\"}",
-            "{\"name\": \"f1\", \"parameters\": {}}",
-            "{\"parameters\": {\"x\": \"",
-            "{\"arguments\": {\"",
-            "<|python_tag|>",
-        ]
-        .iter()
-        .map(|p| p.as_bytes().to_vec())
-        .chain((0..128u8).map(|b| vec![b]))
-        .collect();
-        let n = pieces.len();
-        let mut special = vec![false; n];
-        special[n - 129] = true;
-        let vocab = Arc::new(Vocab::from_parts(pieces, special, vec![]).unwrap());
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut rand = |n: usize| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed % n as u64) as usize
-        };
+        let vocab = pieces_vocab(
+            &call_pieces(&[
+                "<|python_tag|>",
+                "<tool_call>",
+                "<tool_call>\n{\"",
+                "</tool_call>",
+                "parameters",
+                "}\n",
+                "\"y",
+                "\n",
+                "{\"name\": \"",
+                "{\"name\": \"f1\", \"arguments\": {",
+                "{\"arguments\": {}, \"name",
+                "<tool_call>\n{\"name\": \"f0\", \"arguments\": {\"x\": 1",
+                "{\"parameters\": {\"y\": true}, \"name\": \"g\"}",
+                "{\"name\": \"f1\", \"parameters\": {}}",
+                "{\"parameters\": {\"x\": \"",
+                "{\"arguments\": {\"",
+            ]),
+            Some(0),
+        );
+        let mut rand = index_rng(0x9e37_79b9_7f4a_7c15);
         for name in ["hermes", "llama31_json"] {
             let dialect = Dialect::by_name(name).unwrap();
             let merged = dialect.compile(&tools, &DialectOptions::default()).unwrap();
@@ -1027,27 +1023,7 @@ mod tests {
                 TokenAutomaton::new(&merged, vocab.clone()).unwrap(),
                 TokenAutomaton::new(&plain, vocab.clone()).unwrap(),
             );
-            for walk in 0..40 {
-                let (mut mm, mut mp) = (am.matcher(), ap.matcher());
-                if walk % 2 == 1 {
-                    mm.set_token_budget(Some(30)).unwrap();
-                    mp.set_token_budget(Some(30)).unwrap();
-                }
-                let mut km = TokenMask::new(vocab.len());
-                let mut kp = TokenMask::new(vocab.len());
-                for step in 0..50 {
-                    mm.fill_mask(&mut km);
-                    mp.fill_mask(&mut kp);
-                    assert_eq!(km.words, kp.words, "{name} walk {walk} step {step}");
-                    let allowed: Vec<u32> = kp.iter().collect();
-                    if allowed.is_empty() || mp.is_finished() {
-                        break;
-                    }
-                    let t = allowed[rand(allowed.len())];
-                    mm.accept(t).unwrap();
-                    mp.accept(t).unwrap();
-                }
-            }
+            same_masks_along_walks((&am, &ap), (40, 50, 30), &mut rand, name);
         }
     }
 
@@ -1058,22 +1034,14 @@ mod tests {
     #[test]
     fn gap_walks_kept_by_the_vocabulary_serve_only_their_policy() {
         use crate::cache::Caches;
-        use crate::mask::{TokenAutomaton, TokenMask};
-        use crate::vocab::Vocab;
-        let pieces = || -> Vec<Vec<u8>> {
-            [
-                " ", "  ", "   ", "\n", "\n  ", "\n    ", " {", "{\n", "{\n  \"", " \"", "\t",
-                ": ", ",\n",
-            ]
-            .iter()
-            .map(|p| p.as_bytes().to_vec())
-            .chain((0..128u8).map(|b| vec![b]))
-            .collect()
-        };
         let vocab_of = || {
-            let p = pieces();
-            let n = p.len();
-            Arc::new(Vocab::from_parts(p, vec![false; n], vec![]).unwrap())
+            pieces_vocab(
+                &[
+                    " ", "  ", "   ", "\n", "\n  ", "\n    ", " {", "{\n", "{\n  \"", " \"", "\t",
+                    ": ", ",\n",
+                ],
+                None,
+            )
         };
         let schema = serde_json::json!({"type": "object", "properties": {
             "a": {"type": "object", "properties": {"b": {"type": "integer"}}}}});
