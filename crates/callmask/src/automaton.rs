@@ -1421,8 +1421,9 @@ impl GrammarInner {
                 }
             }
             Node::Union(alts) => {
-                // A union of objects of one shape is one frame until a value starts.
-                if alts.len() >= 2 {
+                // A union of objects of one shape is one frame until a value starts (looked up
+                // only in grammars that have one).
+                if !self.merged.is_empty() {
                     if let Some(&merged) = self.merged_of.get(&node) {
                         if !is_byte {
                             return; // no object starts with a special token
