@@ -15,6 +15,7 @@ use std::hash::Hash;
 
 pub(crate) mod fresh;
 mod string_literal;
+pub(crate) use string_literal::CharSpelling;
 pub(crate) mod table;
 
 /// Most state pairs [`Dfa::product`] numbers through a dense table (4 bytes each); larger
@@ -873,6 +874,50 @@ fn dense_classes(classes: &[u8; 256]) -> ([u8; 256], Vec<u8>) {
     (cls, reps)
 }
 
+/// The byte classes of `trans` (rows of `stride` targets, by class) with the classes whose
+/// columns are equal in every row merged: the same automaton over fewer classes, as
+/// `(classes, stride, trans)`; `None` when no two columns are equal. Constructions that give
+/// bytes classes of their own while they build (a string literal's hex digits and escape
+/// letters) end with many classes that behave alike everywhere; fewer classes make every later
+/// pass over the rows (trimming, products, copies per count) that much shorter.
+fn merged_classes(
+    classes: &[u8; 256],
+    stride: usize,
+    trans: &[StateId],
+) -> Option<([u8; 256], usize, Vec<StateId>)> {
+    // A fingerprint per column, then equal fingerprints compared column against column.
+    let mut prints = vec![0u64; stride];
+    for row in trans.chunks_exact(stride) {
+        for (p, &t) in prints.iter_mut().zip(row) {
+            *p = (*p ^ u64::from(t)).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    let equal = |a: usize, b: usize| trans.chunks_exact(stride).all(|row| row[a] == row[b]);
+    let mut kept: Vec<usize> = Vec::new(); // per new class, the old class it keeps
+    let mut merged = vec![0u8; stride]; // per old class, its new class
+    for c in 0..stride {
+        match kept
+            .iter()
+            .position(|&k| prints[k] == prints[c] && equal(k, c))
+        {
+            Some(i) => merged[c] = i as u8,
+            None => {
+                merged[c] = kept.len() as u8;
+                kept.push(c);
+            }
+        }
+    }
+    if kept.len() == stride {
+        return None;
+    }
+    let new_classes = classes.map(|c| merged[c as usize]);
+    let new_trans = trans
+        .chunks_exact(stride)
+        .flat_map(|row| kept.iter().map(move |&k| row[k]))
+        .collect();
+    Some((new_classes, kept.len(), new_trans))
+}
+
 /// The coarsest partition of bytes finer than both `a` and `b`.
 fn refine(a: &[u8; 256], b: &[u8; 256]) -> [u8; 256] {
     let mut ids: HashMap<(u8, u8), u8> = HashMap::default();
@@ -887,6 +932,42 @@ fn refine(a: &[u8; 256], b: &[u8; 256]) -> [u8; 256] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Merging classes keeps every transition and leaves no two equal columns; a string
+    /// literal's automaton (built with a class per hex digit) comes out merged.
+    #[test]
+    fn merged_classes_keep_every_transition() {
+        // Five classes over bytes 0..5 (the rest in class 4): columns 0 and 2 equal, 3 and 4.
+        let mut classes = [4u8; 256];
+        for b in 0..5 {
+            classes[b] = b as u8;
+        }
+        let trans: Vec<StateId> = vec![
+            0, 0, 0, 0, 0, // dead
+            2, 1, 2, 0, 0, //
+            0, 2, 0, 1, 1, //
+        ];
+        let (merged, stride, rows) = merged_classes(&classes, 5, &trans).expect("two merges");
+        assert_eq!(stride, 3);
+        for s in 0..3 {
+            for b in 0..256 {
+                assert_eq!(
+                    rows[s * stride + merged[b] as usize],
+                    trans[s * 5 + classes[b] as usize],
+                    "state {s}, byte {b}"
+                );
+            }
+        }
+        assert_eq!(merged_classes(&merged, stride, &rows), None);
+        let email = Dfa::from_regex("[a-z0-9._%+-]{1,8}@[a-z]{1,8}\\.[a-z]{2,4}", 10_000)
+            .unwrap()
+            .json_string(10_000)
+            .unwrap();
+        assert_eq!(
+            merged_classes(&email.classes, email.stride, &email.trans),
+            None
+        );
+    }
 
     /// One word's chain is the automaton the breadth-first build gives, state for state, and
     /// is refused under the same state limits.

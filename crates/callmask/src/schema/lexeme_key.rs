@@ -7,7 +7,7 @@
 //! (`standard_lexemes.bin`), which is read by that text.
 
 use crate::cache::CacheKey;
-use crate::grammar::dfa::Dfa;
+use crate::grammar::dfa::{CharSpelling, Dfa};
 use crate::grammar::Whitespace;
 use std::fmt;
 
@@ -23,6 +23,9 @@ pub(crate) enum Lexeme {
     },
     /// A lexeme written inside a JSON string, bounded by length only.
     InString(Box<Lexeme>),
+    /// One character's spelling inside a string literal, copied per count by the strings of a
+    /// length.
+    Char(CharSpelling),
     /// The strings (raw bytes) and scalar spellings of an `enum` or `const`.
     Enum {
         strings: Vec<Vec<u8>>,
@@ -95,6 +98,7 @@ impl fmt::Display for Lexeme {
                 f.write_str(keywords)
             }
             Lexeme::InString(inner) => write!(f, "{inner}|in-string"),
+            Lexeme::Char(spelling) => write!(f, "char|{spelling:?}"),
             Lexeme::Enum { strings, scalars } => write!(f, "enum|{strings:?}|{scalars:?}"),
             Lexeme::ExtraKeys { kwargs, listed } => write!(
                 f,

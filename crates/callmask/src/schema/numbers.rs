@@ -294,22 +294,50 @@ fn int_range_regex(lo: i128, hi: i128) -> Option<String> {
     Some(alts.join("|"))
 }
 
-/// Regex for non-negative integers in `a..=b`, without leading zeros.
+/// Regex for non-negative integers in `a..=b`, without leading zeros. The lengths whose every
+/// value is in range (all of them up to 19 digits under a lone lower bound) are one
+/// `[1-9][0-9]{m,n}`, not one alternative each: the regex's automaton is the same, its
+/// construction a fraction (a number with `exclusiveMinimum: 0` about 1M instructions).
 fn pos_range(a: u128, b: u128) -> String {
     let digits = |x: u128| x.to_string().len();
     let mut alts = Vec::new();
+    // The run of whole lengths being gathered: its shortest and longest.
+    let mut whole: Option<(usize, usize)> = None;
+    let flush = |whole: &mut Option<(usize, usize)>, alts: &mut Vec<String>| {
+        if let Some((m, n)) = whole.take() {
+            alts.push(match (m, n) {
+                (1, 1) => "[1-9]".to_string(),
+                (m, n) if m == n => format!("[1-9][0-9]{{{}}}", m - 1),
+                (m, n) => format!("[1-9][0-9]{{{},{}}}", m - 1, n - 1),
+            });
+        }
+    };
     for len in digits(a)..=digits(b) {
-        let lo = if len == 1 {
+        let first = if len == 1 {
             0
         } else {
             10u128.pow(len as u32 - 1)
         };
-        let hi = 10u128.pow(len as u32) - 1;
-        let (lo, hi) = (lo.max(a), hi.min(b));
-        if lo <= hi {
+        let last = 10u128.pow(len as u32) - 1;
+        let (mut lo, hi) = (first.max(a), last.min(b));
+        if lo > hi {
+            continue;
+        }
+        if lo == 0 {
+            alts.push("0".to_string());
+            lo = 1;
+            if hi == 0 {
+                continue;
+            }
+        }
+        if lo == first.max(1) && hi == last {
+            whole = Some(whole.map_or((len, len), |(m, _)| (m, len)));
+        } else {
+            flush(&mut whole, &mut alts);
             alts.push(eq_len(lo.to_string().as_bytes(), hi.to_string().as_bytes()));
         }
     }
+    flush(&mut whole, &mut alts);
     alts.join("|")
 }
 

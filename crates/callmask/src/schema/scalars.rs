@@ -142,8 +142,10 @@ impl Compiler<'_> {
             return Ok(None);
         };
         let limit = self.opts.max_lexeme_states;
+        let one = self.char_spelling(CharSpelling::JsonInString, path)?;
         self.cached(Lexeme::InString(Box::new(key.clone())), |this| {
-            Dfa::json_in_string_of_length(min, max, limit).map_err(|e| this.b.dfa_err(e, path, ""))
+            Dfa::json_in_string_of_length(&one, min, max, limit)
+                .map_err(|e| this.b.dfa_err(e, path, ""))
         })
         .map(Some)
     }
@@ -158,11 +160,26 @@ impl Compiler<'_> {
         };
         let limit = self.opts.max_lexeme_states;
         match self.enc {
-            Encoding::Json | Encoding::JsonInString => Dfa::json_string_of_length(min, max, limit),
-            Encoding::Python => Dfa::python_string_of_length(min, max, limit),
+            Encoding::Json | Encoding::JsonInString => {
+                let one = self.char_spelling(CharSpelling::Json, path)?;
+                Dfa::json_string_of_length(&one, min, max, limit)
+            }
+            Encoding::Python => {
+                let single = self.char_spelling(CharSpelling::Python(b'\''), path)?;
+                let double = self.char_spelling(CharSpelling::Python(b'"'), path)?;
+                Dfa::python_string_of_length(&single, &double, min, max, limit)
+            }
         }
         .map(Some)
         .map_err(|e| self.b.dfa_err(e, path, ""))
+    }
+
+    /// One character's spelling inside a literal ([`Dfa::char_spelling`]), kept in the
+    /// compile's caches (and read from the table of standard lexemes where it has it).
+    fn char_spelling(&mut self, spelling: CharSpelling, path: &str) -> Result<Arc<Dfa>> {
+        self.cached(Lexeme::Char(spelling), |this| {
+            Dfa::char_spelling(spelling).map_err(|e| this.b.dfa_err(e, path, ""))
+        })
     }
 
     /// The automaton over a string's decoded content, for the string keywords of `obj`.

@@ -1,7 +1,9 @@
 //! The lexemes of the common schemas, read from a table instead of built per process.
 //!
-//! A plain `{"type": "string"}`, an `integer`, a `number`, a `boolean`, `{}` (any value) and
-//! the keys of a free object compile to lexeme automata that depend on nothing but the options
+//! A plain `{"type": "string"}`, an `integer`, a `number`, a `boolean`, `{}` (any value), the
+//! keys of a free object, a string of a built-in `format` (its automaton quoted, which cost
+//! a cold request with an `email` about 80 µs) and one character's spelling inside a literal
+//! (which strings of a length copy) compile to lexeme automata that depend on nothing but the options
 //! in their cache key (encoding, state limit, number spelling), so they are the same in every
 //! process; building them was most of a cold request of a small schema (`{}` about 2.6M
 //! instructions, a plain string about 1.5M). `standard_lexemes.bin` holds, per cache key the
@@ -34,13 +36,18 @@ mod tests {
     use super::*;
     use crate::grammar::dfa::table::{check_generated, push_keyed};
     use crate::grammar::CompileOptions;
+    use crate::schema::strings::FORMAT_NAMES;
     use crate::schema::{Compiler, Encoding};
     use serde_json::{json, Value};
     use std::sync::Arc;
 
-    /// The schemas whose lexemes the table holds (each in JSON and in Python).
+    /// The schemas whose lexemes the table holds (each in JSON and in Python): the plain
+    /// types, and a string of each built-in format.
     fn standard_schemas() -> Vec<Value> {
-        vec![
+        let formats = FORMAT_NAMES
+            .iter()
+            .map(|f| json!({"type": "string", "format": f}));
+        let plain = [
             json!({"type": "string"}),
             json!({"type": "integer"}),
             json!({"type": "number"}),
@@ -54,7 +61,10 @@ mod tests {
             json!({"type": ["boolean", "null"]}),
             json!({"type": ["string", "integer"]}),
             json!({"type": ["string", "number"]}),
-        ]
+            // (For the spellings of one character that strings of a length copy.)
+            json!({"type": "string", "maxLength": 1}),
+        ];
+        plain.into_iter().chain(formats).collect()
     }
 
     /// Every lexeme the standard schemas build under the default options, by cache key, with

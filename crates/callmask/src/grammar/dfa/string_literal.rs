@@ -18,7 +18,7 @@
 //!   would give every ASCII key and name a second spelling to track.
 //! - Python literals keep `\xXX` for control characters only.
 
-use super::{dense_classes, refine, Dfa, DfaError, StateId};
+use super::{dense_classes, merged_classes, refine, Dfa, DfaError, StateId};
 use rustc_hash::FxHashMap as HashMap;
 use std::rc::Rc;
 
@@ -104,54 +104,66 @@ impl Dfa {
         )
     }
 
+    /// One character's spelling inside a literal ([`CharSpelling`]): the same automaton for
+    /// every length, so a compile keeps it in its caches (and the library carries the common
+    /// ones in its table of standard lexemes) instead of spelling it per string.
+    pub(crate) fn char_spelling(spelling: CharSpelling) -> Result<Dfa, DfaError> {
+        // Under 100 states each, so this limit never binds.
+        const LIMIT: usize = 1_000;
+        let one = Dfa::char_count(1, Some(1), 64)?;
+        match spelling {
+            CharSpelling::Json => one.json_escaped(LIMIT),
+            CharSpelling::JsonInString => one.json_escaped(LIMIT)?.json_escaped(LIMIT),
+            CharSpelling::Python(quote) => one.python_escaped(quote, LIMIT),
+        }
+    }
+
     /// The JSON string literal of `min..=max` characters, the automaton
     /// `Dfa::char_count(min, Some(max))?.json_string()` builds (the same states, numbered
-    /// differently), built by chaining copies of one character's spelling rather than spelling
-    /// every count's states one by one: a `maxLength` string is the commonest string argument,
-    /// and spelling it state by state (code points and a hex trie per count) cost about ten
-    /// times more than copying the rows of one.
+    /// differently), built by chaining copies of one character's spelling (`one`, the
+    /// automaton of [`CharSpelling::Json`]) rather than spelling every count's states one by
+    /// one: a `maxLength` string is the commonest string argument, and spelling it state by
+    /// state (code points and a hex trie per count) cost about ten times more than copying the
+    /// rows of one.
     pub(crate) fn json_string_of_length(
+        one: &Dfa,
         min: u64,
         max: u64,
         max_states: usize,
     ) -> Result<Dfa, DfaError> {
         // (Without an upper bound, the last two counts share one hex trie in `json_string`;
         // bounded, no two counts lead to the same place, so copies are all it builds.)
-        let one = Dfa::char_count(1, Some(1), 64)?.json_escaped(max_states.max(1_000))?;
-        literal_of_length(&[(Quote::Byte(b'"'), &one)], min, max, max_states)
+        literal_of_length(&[(Quote::Byte(b'"'), one)], min, max, max_states)
     }
 
     /// [`Dfa::json_string_of_length`] as written inside another JSON string (arguments that
     /// are a JSON string holding a JSON object): the language of
     /// `Dfa::json_string_of_length(min, max)?.json_escaped()`, built by copying one escaped
-    /// character's spelling per count rather than escaping the whole literal state by state.
+    /// character's spelling per count (`one`, the automaton of [`CharSpelling::JsonInString`])
+    /// rather than escaping the whole literal state by state.
     pub(crate) fn json_in_string_of_length(
+        one: &Dfa,
         min: u64,
         max: u64,
         max_states: usize,
     ) -> Result<Dfa, DfaError> {
-        let limit = max_states.max(1_000);
-        let one = Dfa::char_count(1, Some(1), 64)?
-            .json_escaped(limit)?
-            .json_escaped(limit)?;
-        literal_of_length(&[(Quote::Escaped, &one)], min, max, max_states)
+        literal_of_length(&[(Quote::Escaped, one)], min, max, max_states)
     }
 
     /// The Python string literal of `min..=max` characters in either quote, the language of
     /// `python_string(b'\'')` or `python_string(b'"')` over `Dfa::char_count(min, Some(max))`,
-    /// built as [`Dfa::json_string_of_length`] is (one closing state for both quotes, where the
-    /// union of the two literals has one per quote).
+    /// built as [`Dfa::json_string_of_length`] is from the spellings of one character in each
+    /// quote (`single`, `double`: [`CharSpelling::Python`]), with one closing state for both
+    /// quotes, where the union of the two literals has one per quote.
     pub(crate) fn python_string_of_length(
+        single: &Dfa,
+        double: &Dfa,
         min: u64,
         max: u64,
         max_states: usize,
     ) -> Result<Dfa, DfaError> {
-        let one_char = Dfa::char_count(1, Some(1), 64)?;
-        let limit = max_states.max(1_000);
-        let single = one_char.python_escaped(b'\'', limit)?;
-        let double = one_char.python_escaped(b'"', limit)?;
         literal_of_length(
-            &[(Quote::Byte(b'\''), &single), (Quote::Byte(b'"'), &double)],
+            &[(Quote::Byte(b'\''), single), (Quote::Byte(b'"'), double)],
             min,
             max,
             max_states,
@@ -205,7 +217,7 @@ impl Dfa {
     }
 
     /// This automaton's language as it is written inside a Python literal in `quote`, without
-    /// the quotes (one character's spelling, for [`Dfa::python_string_of_length`]).
+    /// the quotes (one character's spelling, for [`Dfa::char_spelling`]).
     fn python_escaped(&self, quote: u8, max_states: usize) -> Result<Dfa, DfaError> {
         self.string_literal(
             &StringSpec {
@@ -343,12 +355,28 @@ impl Dfa {
                 b.set(esc, c as u8, t);
             }
         }
-        let d = Dfa::trimmed(cls, b.stride, b.trans, b.accept, start as StateId);
+        let (cls, stride, trans) = match merged_classes(&cls, b.stride, &b.trans) {
+            Some(merged) => merged,
+            None => (cls, b.stride, b.trans),
+        };
+        let d = Dfa::trimmed(cls, stride, trans, b.accept, start as StateId);
         if d.state_count() > max_states {
             return Err(DfaError::TooLarge);
         }
         Ok(d)
     }
+}
+
+/// One character's spelling inside a string literal, without the quotes: the piece
+/// [`literal_of_length`] copies once per count ([`Dfa::char_spelling`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum CharSpelling {
+    /// Inside a JSON string.
+    Json,
+    /// Inside a JSON string that is itself inside a JSON string (escaped twice).
+    JsonInString,
+    /// Inside a Python literal in this quote (`'` or `"`).
+    Python(u8),
 }
 
 /// How a literal of [`literal_of_length`] is quoted.
@@ -798,6 +826,18 @@ mod tests {
     use super::*;
     use crate::grammar::dfa::Op;
 
+    fn json_char() -> Dfa {
+        Dfa::char_spelling(CharSpelling::Json).unwrap()
+    }
+
+    fn in_string_char() -> Dfa {
+        Dfa::char_spelling(CharSpelling::JsonInString).unwrap()
+    }
+
+    fn py_char(quote: u8) -> Dfa {
+        Dfa::char_spelling(CharSpelling::Python(quote)).unwrap()
+    }
+
     /// True when a JSON string literal keeps the escape policy: no `\uXXXX` for printable ASCII.
     fn policy_ok(lit: &str) -> bool {
         let b = lit.as_bytes();
@@ -902,7 +942,7 @@ mod tests {
     #[test]
     fn a_string_of_length_is_spelled_as_its_content_would_be() {
         for (min, max) in [(0, 0), (0, 1), (0, 3), (2, 5), (3, 3), (1, 40), (0, 200)] {
-            let fast = Dfa::json_string_of_length(min, max, 100_000).unwrap();
+            let fast = Dfa::json_string_of_length(&json_char(), min, max, 100_000).unwrap();
             let slow = Dfa::char_count(min, Some(max), 10_000)
                 .unwrap()
                 .json_string(100_000)
@@ -911,7 +951,7 @@ mod tests {
             assert_eq!(fast.state_count(), slow.state_count(), "{min}..={max}");
             assert!(fast.matches(b"\"\"") == (min == 0));
         }
-        let d = Dfa::json_string_of_length(2, 3, 10_000).unwrap();
+        let d = Dfa::json_string_of_length(&json_char(), 2, 3, 10_000).unwrap();
         for (lit, ok) in [
             ("\"ab\"", true),
             ("\"a\\u00e9\\ud83d\\ude00\"", true),
@@ -922,22 +962,22 @@ mod tests {
         ] {
             assert_eq!(d.matches(lit.as_bytes()), ok, "{lit}");
         }
-        assert!(Dfa::json_string_of_length(0, 100_000, 50_000).is_err());
+        assert!(Dfa::json_string_of_length(&json_char(), 0, 100_000, 50_000).is_err());
         assert!(Dfa::char_count(0, Some(100_000), 50_000).is_err());
     }
 
     #[test]
     fn a_string_of_length_in_a_string_is_spelled_as_escaping_would() {
         for (min, max) in [(0, 0), (0, 1), (0, 3), (2, 5), (3, 3), (1, 40)] {
-            let fast = Dfa::json_in_string_of_length(min, max, 100_000).unwrap();
-            let slow = Dfa::json_string_of_length(min, max, 100_000)
+            let fast = Dfa::json_in_string_of_length(&in_string_char(), min, max, 100_000).unwrap();
+            let slow = Dfa::json_string_of_length(&json_char(), min, max, 100_000)
                 .unwrap()
                 .json_escaped(100_000)
                 .unwrap();
             assert_same_language(&fast, &slow, min, max);
             assert!(fast.state_count() <= slow.state_count(), "{min}..={max}");
         }
-        let d = Dfa::json_in_string_of_length(1, 2, 10_000).unwrap();
+        let d = Dfa::json_in_string_of_length(&in_string_char(), 1, 2, 10_000).unwrap();
         for (lit, ok) in [
             (r#"\"a\""#, true),
             (r#"\"ab\""#, true),
@@ -959,7 +999,9 @@ mod tests {
     #[test]
     fn a_python_string_of_length_is_spelled_as_its_content_would_be() {
         for (min, max) in [(0, 0), (0, 1), (2, 5), (3, 3), (1, 40)] {
-            let fast = Dfa::python_string_of_length(min, max, 100_000).unwrap();
+            let fast =
+                Dfa::python_string_of_length(&py_char(b'\''), &py_char(b'"'), min, max, 100_000)
+                    .unwrap();
             let content = Dfa::char_count(min, Some(max), 10_000).unwrap();
             let slow = content
                 .python_string(b'\'', 100_000)
@@ -973,7 +1015,8 @@ mod tests {
             assert_same_language(&fast, &slow, min, max);
             assert!(fast.state_count() <= slow.state_count(), "{min}..={max}");
         }
-        let d = Dfa::python_string_of_length(1, 2, 10_000).unwrap();
+        let d =
+            Dfa::python_string_of_length(&py_char(b'\''), &py_char(b'"'), 1, 2, 10_000).unwrap();
         for (lit, ok) in [
             ("'a'", true),
             ("\"ab\"", true),
