@@ -939,8 +939,8 @@ mod tests {
     fn merged_classes_keep_every_transition() {
         // Five classes over bytes 0..5 (the rest in class 4): columns 0 and 2 equal, 3 and 4.
         let mut classes = [4u8; 256];
-        for b in 0..5 {
-            classes[b] = b as u8;
+        for (b, class) in classes.iter_mut().enumerate().take(5) {
+            *class = b as u8;
         }
         let trans: Vec<StateId> = vec![
             0, 0, 0, 0, 0, // dead
