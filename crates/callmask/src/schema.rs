@@ -81,7 +81,7 @@ impl CacheKey for EscapedKey {
 }
 use crate::error::{Error, Result};
 use crate::grammar::builder::{ptr, GrammarBuilder};
-use crate::grammar::dfa::{CharSpelling, Dfa, DfaError, Op};
+use crate::grammar::dfa::{CharSpelling, Dfa, DfaError, Op, WordQuotes};
 pub use crate::grammar::CompileOptions;
 use crate::grammar::{
     ArrayNode, ContainsNode, Grammar, KeyTrie, LexId, Node, NodeId, ObjectNode, Syntax,

@@ -15,7 +15,7 @@ use std::hash::Hash;
 
 pub(crate) mod fresh;
 mod string_literal;
-pub(crate) use string_literal::CharSpelling;
+pub(crate) use string_literal::{CharSpelling, WordQuotes};
 pub(crate) mod table;
 
 /// Most state pairs [`Dfa::product`] numbers through a dense table (4 bytes each); larger

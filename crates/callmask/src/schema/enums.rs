@@ -115,9 +115,13 @@ impl Compiler<'_> {
                 let max = this.opts.max_lexeme_states;
                 let mut lex: Option<Dfa> = None;
                 if !strings.is_empty() {
-                    let d = Dfa::literals(strings.iter().map(|s| s.as_slice()), max)
+                    let words: Vec<&[u8]> = strings.iter().map(|s| s.as_slice()).collect();
+                    let quotes = match this.enc {
+                        Encoding::Json | Encoding::JsonInString => WordQuotes::Json,
+                        Encoding::Python => WordQuotes::Python,
+                    };
+                    let d = Dfa::words_quoted(&words, quotes, max)
                         .map_err(|e| this.b.dfa_err(e, path, ""))?;
-                    let d = this.quote(&d, path)?;
                     lex = Some(d);
                 }
                 if !scalars_text.is_empty() {
