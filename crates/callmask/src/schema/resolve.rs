@@ -489,16 +489,20 @@ impl Resolver<'_> {
                 }
             }
             // Clean the output object: identifiers are resolved now; a draft-7 `$ref` drops
-            // its siblings (but keeps the definitions, which pointers may name).
-            let out = self.units[unit]
-                .pointer_mut(&at)
-                .and_then(Value::as_object_mut)
-                .ok_or_else(|| invalid(&sp, "internal: lost a subschema while resolving"))?;
-            for k in ["$id", "$anchor", "$dynamicAnchor"] {
-                out.remove(k);
-            }
-            if legacy_ref {
-                out.retain(|k, _| k == "$ref" || is_annotation(k));
+            // its siblings (but keeps the definitions, which pointers may name). (The output
+            // object is found from its unit's root, so only where there is something to clean.)
+            const IDENTIFIERS: [&str; 3] = ["$id", "$anchor", "$dynamicAnchor"];
+            if legacy_ref || IDENTIFIERS.iter().any(|k| o.contains_key(*k)) {
+                let out = self.units[unit]
+                    .pointer_mut(&at)
+                    .and_then(Value::as_object_mut)
+                    .ok_or_else(|| invalid(&sp, "internal: lost a subschema while resolving"))?;
+                for k in IDENTIFIERS {
+                    out.remove(k);
+                }
+                if legacy_ref {
+                    out.retain(|k, _| k == "$ref" || is_annotation(k));
+                }
             }
             for (suffix, c) in children(o, legacy_ref).into_iter().rev() {
                 todo.push((
