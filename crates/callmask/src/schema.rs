@@ -347,9 +347,7 @@ impl<'a> Compiler<'a> {
         let max = self.opts.max_lexeme_states;
         let r = match self.enc {
             Encoding::Json | Encoding::JsonInString => content.json_string(max),
-            Encoding::Python => content
-                .python_string(b'\'', max)
-                .and_then(|a| a.product(&content.python_string(b'"', max)?, Op::Or, max)),
+            Encoding::Python => content.python_string_either(max),
         };
         r.map_err(|e| self.b.dfa_err(e, path, ""))
     }

@@ -177,8 +177,8 @@ impl Dfa {
     }
 
     /// The string literals of `words` (an `enum`'s strings, a function's name): the language
-    /// of `Dfa::literals(words)?.json_string()` (JSON) or of the union of the two
-    /// `python_string`s (Python). Where every word is plain, each has one spelling per quote,
+    /// of `Dfa::literals(words)?.json_string()` (JSON) or of its
+    /// [`Dfa::python_string_either`] (Python). Where every word is plain, each has one spelling per quote,
     /// itself in quotes, built directly as literals (about a tenth of spelling their content
     /// automaton); any other word set is spelled through the content automaton. Plain: printable
     /// ASCII other than `\` and the quotes, and in JSON other than `/` (which may be `\/`).
@@ -207,11 +207,7 @@ impl Dfa {
         let content = Dfa::literals(words.iter().copied(), max_states)?;
         match quotes {
             WordQuotes::Json => content.json_string(max_states),
-            WordQuotes::Python => content.python_string(b'\'', max_states)?.product(
-                &content.python_string(b'"', max_states)?,
-                Op::Or,
-                max_states,
-            ),
+            WordQuotes::Python => content.python_string_either(max_states),
         }
     }
 
@@ -228,6 +224,16 @@ impl Dfa {
                 escapes: PYTHON_ESCAPES,
                 hex: HexEscape::ControlByte,
             },
+            max_states,
+        )
+    }
+
+    /// A Python string literal in either quote whose value this DFA accepts: the union of the
+    /// two [`Dfa::python_string`]s.
+    pub(crate) fn python_string_either(&self, max_states: usize) -> Result<Dfa, DfaError> {
+        self.python_string(b'\'', max_states)?.product(
+            &self.python_string(b'"', max_states)?,
+            Op::Or,
             max_states,
         )
     }
@@ -1044,15 +1050,7 @@ mod tests {
                 Dfa::python_string_of_length(&py_char(b'\''), &py_char(b'"'), min, max, 100_000)
                     .unwrap();
             let content = Dfa::char_count(min, Some(max), 10_000).unwrap();
-            let slow = content
-                .python_string(b'\'', 100_000)
-                .unwrap()
-                .product(
-                    &content.python_string(b'"', 100_000).unwrap(),
-                    Op::Or,
-                    100_000,
-                )
-                .unwrap();
+            let slow = content.python_string_either(100_000).unwrap();
             assert_same_language(&fast, &slow, min, max);
             assert!(fast.state_count() <= slow.state_count(), "{min}..={max}");
         }
@@ -1084,15 +1082,7 @@ mod tests {
             let bytes: Vec<&[u8]> = words.iter().map(|w| w.as_bytes()).collect();
             let content = Dfa::literals(bytes.iter().copied(), 10_000).unwrap();
             let json = content.json_string(10_000).unwrap();
-            let python = content
-                .python_string(b'\'', 10_000)
-                .unwrap()
-                .product(
-                    &content.python_string(b'"', 10_000).unwrap(),
-                    Op::Or,
-                    10_000,
-                )
-                .unwrap();
+            let python = content.python_string_either(10_000).unwrap();
             for (quotes, slow) in [(WordQuotes::Json, json), (WordQuotes::Python, python)] {
                 let fast = Dfa::words_quoted(&bytes, quotes, 10_000).unwrap();
                 for (a, b) in [(&fast, &slow), (&slow, &fast)] {
