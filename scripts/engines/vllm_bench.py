@@ -144,6 +144,11 @@ def main() -> int:
         default="{}",
         help="more options of callmask's spec, JSON (e.g. '{\"distinct_calls\": false}')",
     )
+    ap.add_argument(
+        "--no-overlap",
+        action="store_true",
+        help="fill callmask's masks in apply, not during the forward pass (overlap_masks = False)",
+    )
     ap.add_argument("--render", nargs="+", default=None, metavar="JSON")
     args = ap.parse_args()
     SPEC_OPTIONS.update(json.loads(args.spec_options))
@@ -175,6 +180,7 @@ def main() -> int:
     from vllm import LLM, SamplingParams
     from vllm.sampling_params import StructuredOutputsParams
 
+    CallmaskLogitsProcessor.overlap_masks = not args.no_overlap
     timer = StepTimer(CallmaskLogitsProcessor)
     t0 = time.time()
     llm = LLM(

@@ -210,7 +210,49 @@ def test_v1_batch_moves_and_untouched_rows(qwen_vocab):
         assert not np.isfinite(logits[where["a"], len(qwen_vocab) :]).any()  # padding never allowed
         outs["a"].append(seq[step])
     proc.update_state(None)
+    proc.apply(np.zeros((1, width), dtype=np.float32))  # the step's feeding is done by then
     assert all(c.is_done() for c in proc.rows.values())
+    # Every mask after the first step (the logits' width unknown before it) was filled during
+    # the forward pass, from update_state, and matched the reference above.
+    assert proc.overlapped_rows == len(seq) - 1 == proc.masked_rows - 1
+
+
+def test_v1_overlapped_masks_equal_the_masks_filled_in_apply(qwen_vocab):
+    """The same random run with and without overlap_masks: the same logits at every step, the
+    overlapped run filling most rows before apply (rows with a placeholder pending or a compile
+    unfinished are filled in apply)."""
+    width = len(qwen_vocab) + PAD
+    runs = []
+    for overlap in (True, False):
+        proc = cm_vllm.CallmaskLogitsProcessor(config(max_model_len=4096), None, False)
+        proc.overlap_masks = overlap
+        rng = random.Random(11)
+        outs = {i: [] for i in range(3)}
+        added = [
+            (i, params(spec(["required", "auto", "required"][i]), 48), [1], outs[i])
+            for i in range(3)
+        ]
+        proc.update_state(SimpleNamespace(batch_size=3, removed=[], added=added, moved=[]))
+        steps = []
+        for step in range(40):
+            logits = np.zeros((3, width), dtype=np.float32)
+            proc.apply(logits)
+            steps.append(np.isfinite(logits))
+            for i, out in outs.items():
+                if not (out and out[-1] in qwen_vocab.eos_token_ids):
+                    out.append(sample(rng, logits[i]))
+            if step % 5 == 4:
+                last = outs[0].pop()
+                outs[0].append(-1)  # a placeholder at update_state: row 0 is filled in apply
+                proc.update_state(None)
+                outs[0][-1] = last
+            else:
+                proc.update_state(None)
+        runs.append((steps, proc.overlapped_rows, proc.masked_rows))
+    (on, overlapped, masked), (off, none, masked_off) = runs
+    assert all((a == b).all() for a, b in zip(on, off))
+    assert none == 0 and masked == masked_off
+    assert masked // 2 < overlapped < masked
 
 
 def test_v1_failures_end_the_request_not_the_engine(qwen_vocab, caplog):

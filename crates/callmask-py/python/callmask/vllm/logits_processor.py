@@ -22,6 +22,13 @@ OpenAI tool requests, or by hand / ``vllm_xargs``):
   GIL released); CUDA logits take the filled bitmask through the engine's fused kernel
   (:func:`callmask.bitmask.apply_token_bitmask_inplace`); one more feeds the step's sampled
   tokens to every row (:func:`callmask._callmask.accept_batch`);
+- V1 overlaps the grammar's work with the forward pass, as vLLM does for its own structured
+  outputs: ``update_state`` (called before the forward pass) hands the new tokens to a worker
+  thread that feeds them and fills the step's bitmasks (GIL released); ``apply`` waits for it
+  and only writes the logits. Rows the worker could not take (a compile not finished, an output
+  token not known yet under async scheduling) are fed and filled in ``apply``;
+  ``overlap_masks = False`` does all of it there. The V2 runner calls nothing before the
+  forward pass: it feeds and fills in ``apply``;
 - compiles: a request's grammar compiles on a worker thread from the moment vLLM adds it
   (before the forward pass), its start state's first mask computed there too, so the step's
   mask call finds it ready unless the compile outlasts the forward pass; only a tool set never
@@ -144,9 +151,51 @@ class _SpecKeys:
 _VALIDATED = _SpecKeys()
 
 
+class _Prefill:
+    """A step's tokens being fed and bitmasks filled on the worker thread while the model runs:
+    row ``k`` of ``bitmask`` for batch index ``rows[k]``, request ``constraints[k]``; ``fed``,
+    once done, each request's tokens fed after its feeding."""
+
+    __slots__ = ("future", "bitmask", "rows", "constraints", "fed", "width")
+
+    def __init__(
+        self, future: "Future[Any]", bitmask: np.ndarray, rows: list, constraints: list, width: int
+    ):
+        self.future = future
+        self.bitmask = bitmask
+        self.rows = rows
+        self.constraints = constraints
+        self.fed: list = []
+        self.width = width
+
+    def wait(self) -> bool:
+        """Waits for the worker; False when it failed (its rows are then filled again)."""
+        try:
+            self.fed = self.future.result()
+            return True
+        except Exception:
+            return False
+
+
+def _feed_and_fill(
+    constraints: list, tokens: list, bitmask: np.ndarray, ends: list, forbidden: Optional[list]
+) -> list:
+    """The worker's part of a V1 step: feeds ``tokens[k]`` to ``constraints[k]``, fills bitmask
+    row ``k`` for it (end tokens only where it failed, nothing needed where it ended); returns
+    each request's tokens fed."""
+    feed_all(constraints, tokens)
+    matchers = [None if c.is_done() else c.matcher() for c in constraints]
+    mask_logits(matchers, bitmask, None, None, ends=ends, forbidden=forbidden)
+    return [c.fed for c in constraints]
+
+
 class CallmaskLogitsProcessor(*_BASES):  # type: ignore[misc]
     """A vLLM logits processor constraining the requests that carry a callmask spec (V1 and V2
     model runners; see the module doc). Requests without one are left untouched."""
+
+    overlap_masks: bool = True
+    """V1: fill the step's bitmasks on a worker thread from ``update_state``, during the forward
+    pass (see the module doc); False: in ``apply``."""
 
     @classmethod
     def validate_params(cls, sampling_params: Any) -> None:
@@ -183,6 +232,14 @@ class CallmaskLogitsProcessor(*_BASES):  # type: ignore[misc]
         self._outputs: dict = {}  # V1: batch index -> vLLM's live output list
         self._bitmask: Optional[np.ndarray] = None
         self._eos_row: Optional[np.ndarray] = None
+        # V1's overlapped masks: one worker, the step in flight, the logits' last width.
+        self._fill_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="callmask-mask")
+        self._prefill: Optional[_Prefill] = None
+        self._width: Optional[int] = None
+        self.overlapped_rows = 0
+        """Rows whose bitmask was filled during the forward pass (V1), since construction."""
+        self.masked_rows = 0
+        """Rows masked, since construction."""
 
     # -- shared ----------------------------------------------------------------------------
 
@@ -238,6 +295,51 @@ class CallmaskLogitsProcessor(*_BASES):  # type: ignore[misc]
             self._eos_row = row.view(np.int32)
         return b
 
+    def _start_prefill(self) -> None:
+        """V1, before the forward pass: feeds the new output tokens and fills the bitmasks on
+        the worker thread, for the rows whose request is compiled and whose new tokens are all
+        known; feeds the others' known tokens here (their masks are filled in ``apply``)."""
+        width = self._width
+        rows: list = []
+        constraints: list = []
+        tokens: list = []
+        here: list = []  # (constraint, new tokens) fed on this thread
+        for index in sorted(self.rows):
+            c = self.rows[index]
+            if not c.ready():
+                continue  # its compile is not awaited here
+            new = list(self._outputs[index][c.fed :])
+            if not self.overlap_masks or width is None or c.is_done() or any(t < 0 for t in new):
+                if new:
+                    here.append((c, new))
+                continue
+            rows.append(index)
+            constraints.append(c)
+            tokens.append(new)
+        if here:
+            feed_all([c for c, _ in here], [t for _, t in here])
+        if not rows or width is None:
+            return
+        # Its own array, not the reused buffer: apply may fill other rows there meanwhile.
+        bitmask = np.empty((len(rows), bitmask_words(width)), dtype=np.int32)
+        forbidden = [c.forbidden_ends for c in constraints]
+        future = self._fill_pool.submit(
+            _feed_and_fill,
+            constraints,
+            tokens,
+            bitmask,
+            self.vocab.eos_token_ids,
+            forbidden if any(forbidden) else None,
+        )
+        self._prefill = _Prefill(future, bitmask, rows, constraints, width)
+
+    def _take_prefill(self) -> Optional[_Prefill]:
+        """Waits for the fill in flight, if any, and hands it over (None when it failed)."""
+        pre, self._prefill = self._prefill, None
+        if pre is None or not pre.wait():
+            return None
+        return pre
+
     def _mask_rows(self, logits: Any, rows: list, matchers: list, constraints: list) -> Any:
         """Masks logits rows ``rows``; ``matchers[k]`` for ``rows[k]`` (None: end-of-generation
         only), less the end tokens ``constraints[k]`` does not stop on: one native call (CPU
@@ -259,8 +361,10 @@ class CallmaskLogitsProcessor(*_BASES):  # type: ignore[misc]
     # -- V1 ----------------------------------------------------------------------------------
 
     def update_state(self, batch_update: Any) -> None:
-        """V1: applies removed, added, moved requests (in that order), then feeds each
-        constrained request's new output tokens to its matcher."""
+        """V1: applies removed, added, moved requests (in that order), then starts feeding each
+        constrained request's new output tokens to its matcher and filling the step's bitmasks
+        on the worker thread (see ``overlap_masks``)."""
+        self._take_prefill()  # a fill not applied (no apply since): done before feeding again
         if batch_update is not None:
             for index in batch_update.removed:
                 self.rows.pop(index, None)
@@ -282,15 +386,13 @@ class CallmaskLogitsProcessor(*_BASES):  # type: ignore[misc]
                         table[b] = va
                     if swap and vb is not None:
                         table[a] = vb
-        fresh = [
-            (c, self._outputs[index])
-            for index, c in self.rows.items()
-            if len(self._outputs[index]) > c.fed and c.ready()
-        ]  # new tokens (a request's first compile is not awaited here)
-        if fresh:
-            feed_all([c for c, _ in fresh], [out[c.fed :] for c, out in fresh])
+        self._start_prefill()
 
     def _apply_v1(self, logits: Any) -> Any:
+        self._width = int(logits.shape[-1])
+        pre = self._take_prefill()
+        if pre is not None and pre.width != self._width:
+            pre = None
         rows: list = []
         matchers: list = []
         constraints: list = []
@@ -298,13 +400,25 @@ class CallmaskLogitsProcessor(*_BASES):  # type: ignore[misc]
         pending = [(c, out) for c, out in pending if len(out) > c.fed]
         if pending:
             feed_all([c for c, _ in pending], [out[c.fed :] for c, out in pending])
+        filled = {}  # batch index -> row of pre.bitmask, where that fill still holds
+        if pre is not None:
+            for k, (index, req, fed) in enumerate(zip(pre.rows, pre.constraints, pre.fed)):
+                if req.fed == fed and not req.is_done() and self.rows.get(index) is req:
+                    filled[index] = k
         for index in sorted(self.rows):
             c = self.rows[index]
-            if c.is_done():
+            if c.is_done() or index in filled:
                 continue
             rows.append(index)
             matchers.append(c.matcher())
             constraints.append(c)
+        self.overlapped_rows += len(filled)
+        self.masked_rows += len(filled) + len(rows)
+        if filled and pre is not None:
+            done = sorted(filled)
+            apply_token_bitmask_inplace(
+                logits, pre.bitmask, done, bitmask_rows=[filled[i] for i in done]
+            )
         if not rows:
             return logits
         return self._mask_rows(logits, rows, matchers, constraints)
