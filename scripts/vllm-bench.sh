@@ -39,7 +39,7 @@ cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -n 1)
   echo
   echo "### vLLM: one engine, three ways, the same run"
   echo
-  echo "Output tokens/s (best of the repetitions) of batches of one prompt, \`max_tokens\` 64, temperature 1: unconstrained (\`ignore_eos\`), vLLM's structured outputs (XGrammar, a JSON Schema for one call of the tool set) and callmask's logits processor (\`hermes\`). *fresh*: a tool set never seen (in parentheses); otherwise the same tool set again, with other seeds (other outputs: the fresh batch's masks are not replayed). callmask ms/step: time in the processor (\`update_state\` + \`apply\`) per step, and its share of the run; cold longest step: the longest processor call of the fresh batch (a compile the step waited for)."
+  echo "Output tokens/s (best of the repetitions) of batches of one prompt, \`max_tokens\` 64, temperature 1: unconstrained (\`ignore_eos\`), vLLM's structured outputs (XGrammar, a JSON Schema for one call of the tool set) and callmask's logits processor (\`hermes\`). *fresh*: a tool set never seen (in parentheses); otherwise the same tool set again, with other seeds (other outputs: the fresh batch's masks are not replayed). callmask ms/step: time the step spends in the processor (\`update_state\` + \`apply\`: waiting for the worker thread that fed the tokens and filled the bitmasks during the forward pass, then writing the logits) per step, and its share of the run; cold longest step: the longest processor call of the fresh batch (a compile the step waited for)."
   echo
   grep -E '^(\||Measured by)' "$tmp/vllm.md"
   echo
