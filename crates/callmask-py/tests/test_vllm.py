@@ -255,6 +255,42 @@ def test_v1_overlapped_masks_equal_the_masks_filled_in_apply(qwen_vocab):
     assert masked // 2 < overlapped < masked
 
 
+def test_v1_a_failed_overlapped_fill_is_done_in_apply(qwen_vocab, monkeypatch, caplog):
+    """The worker feeds the step's tokens, then its fill fails: apply logs it, feeds nothing
+    twice and fills the row itself, the same mask as the reference matcher's."""
+    from callmask.vllm import logits_processor as lp
+
+    proc = cm_vllm.CallmaskLogitsProcessor(config(), None, False)
+    width = len(qwen_vocab) + PAD
+    s = spec(parallel=False)
+    hermes = callmask.TokenAutomaton(grammar_from_spec(s), qwen_vocab)
+    seq = hermes.tokenize((OUTPUTS / "hermes.txt").read_text().rstrip("\n"))[:12]
+    feed_and_fill = lp._feed_and_fill
+
+    def fails_after_feeding(constraints, tokens, *rest):
+        feed_and_fill(constraints, tokens, *rest)
+        raise RuntimeError("fill failed")
+
+    out: list = []
+    update = SimpleNamespace(
+        batch_size=1, removed=[], added=[(0, params(json.dumps(s), 512), None, out)], moved=[]
+    )
+    for step, token in enumerate(seq):
+        if step == 4:
+            monkeypatch.setattr(lp, "_feed_and_fill", fails_after_feeding)
+        proc.update_state(update)
+        update = None
+        logits = np.zeros((1, width), dtype=np.float32)
+        proc.apply(logits)
+        ref = hermes.matcher()
+        assert ref.accept_tokens(out)
+        assert np.flatnonzero(np.isfinite(logits[0])).tolist() == ref.allowed_tokens()
+        out.append(token)
+    assert proc.rows[0].fed == len(seq) - 1 and proc.rows[0].failure is None
+    assert 0 < proc.overlapped_rows < proc.masked_rows == len(seq)
+    assert "the overlapped fill failed" in caplog.text
+
+
 def test_v1_failures_end_the_request_not_the_engine(qwen_vocab, caplog):
     proc = cm_vllm.CallmaskLogitsProcessor(config(), None, False)
     width = len(qwen_vocab) + PAD

@@ -52,7 +52,7 @@ import numpy as np
 from .._callmask import Vocab, mask_logits
 from .._common import AutomatonCache, grammar_from_spec, spec_key
 from ..bitmask import apply_token_bitmask_inplace, bitmask_words, native_logits
-from ._constraint import Constraint, feed_all
+from ._constraint import Constraint, feed_all, logger
 from ._spec import COMPILE_CACHES, given_spec
 
 try:  # pragma: no cover - depends on vLLM being installed
@@ -169,11 +169,13 @@ class _Prefill:
         self.width = width
 
     def wait(self) -> bool:
-        """Waits for the worker; False when it failed (its rows are then filled again)."""
+        """Waits for the worker; False when it failed (logged; its rows are then fed from where
+        it stopped and filled in ``apply``)."""
         try:
             self.fed = self.future.result()
             return True
-        except Exception:
+        except Exception as e:
+            logger.warning("callmask: the overlapped fill failed (%s); filling in apply", e)
             return False
 
 
@@ -415,9 +417,9 @@ class CallmaskLogitsProcessor(*_BASES):  # type: ignore[misc]
         self.overlapped_rows += len(filled)
         self.masked_rows += len(filled) + len(rows)
         if filled and pre is not None:
-            done = sorted(filled)
+            overlapped = sorted(filled)
             apply_token_bitmask_inplace(
-                logits, pre.bitmask, done, bitmask_rows=[filled[i] for i in done]
+                logits, pre.bitmask, overlapped, bitmask_rows=[filled[i] for i in overlapped]
             )
         if not rows:
             return logits
