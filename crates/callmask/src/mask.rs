@@ -889,10 +889,58 @@ impl TokenAutomaton {
                     let dist = self.completer().lex_distances(lex);
                     trie.walk_lex_costs(0, dfa, state, dist, &mut list);
                 }
-                _ => trie.walk_costs(g, self.completer(), 0, vec![vec![frame.clone()]], &mut list),
+                Some((lex, state, Some(closed))) => {
+                    return self.gap_costs(frame, lex, state, &closed)
+                }
+                None => {
+                    trie.walk_costs(g, self.completer(), 0, vec![vec![frame.clone()]], &mut list)
+                }
             }
             Costs::new(list, self.shared.vocab.len())
         })
+    }
+
+    /// [`TokenAutomaton::local_costs`] of a frame in a gap (its whitespace so far in state
+    /// `state` of gap lexeme `lex`; `closed`: the frame with its gap closed). A token either
+    /// starts with a byte the gap takes (walked from here) or closes the gap at once, and is
+    /// then one of `closed`'s own, with the same cost: those are read from `closed`'s costs,
+    /// which every length of the gap shares, instead of walking the vocabulary again per length.
+    fn gap_costs(
+        &self,
+        frame: &Frame,
+        lex: crate::grammar::LexId,
+        state: u32,
+        closed: &Frame,
+    ) -> Costs {
+        let g = self.g();
+        let dfa = &g.lexemes[lex as usize];
+        let words = self.shared.vocab.len().div_ceil(64);
+        let mut groups = Groups::new();
+        if dfa.is_accepting(state) {
+            let local = self.local(closed);
+            for (c, set) in &self.local_costs(closed, &local).groups {
+                groups.entry(*c).or_default().add_set(set, words);
+            }
+        }
+        let mut gap_bytes = [0u64; 4];
+        for b in 0..=255u8 {
+            if dfa.next(state, b) != Dfa::DEAD {
+                gap_bytes[usize::from(b / 64)] |= 1 << (b % 64);
+            }
+        }
+        let mut list = Vec::new();
+        self.walker()
+            .walk_costs_into(g, self.completer(), frame, &gap_bytes, &mut list);
+        for (t, c) in list {
+            groups.entry(c).or_default().add(t, words);
+        }
+        Costs {
+            max: groups.keys().next_back().copied().unwrap_or(0),
+            groups: groups
+                .into_iter()
+                .map(|(c, set)| (c, set.finish()))
+                .collect(),
+        }
     }
 
     /// Appends every token `stack` accepts, with the fewest tokens a complete output needs
@@ -1118,7 +1166,11 @@ impl TokenAutomaton {
                 let cont = vec![after.clone()];
                 let mut memo = FirstSteps::default();
                 if lw.exits.first() == Some(&0) {
-                    trie.walk_exits(g, &[0], &cont, &mut tokens, Some(&mut exits), &mut memo);
+                    // The tokens that close the gap at once are `after`'s own: its walk,
+                    // shared by every length of the gap.
+                    let closed = self.local(&after);
+                    tokens.add_set(&closed.allowed);
+                    exits.extend(after_start(&closed.exits).iter().copied());
                 }
                 trie.walk_indexed_exits(
                     g,

@@ -587,6 +587,32 @@ impl Walker<'_> {
         }
     }
 
+    /// [`Walker::walk_costs`] of `frame` from the trie's root, only into the tokens whose
+    /// first byte is in `first` (a bitset by byte).
+    pub(super) fn walk_costs_into(
+        &self,
+        g: &GrammarInner,
+        comp: &Completer,
+        frame: &Frame,
+        first: &[u64; 4],
+        out: &mut Vec<(TokenId, u32)>,
+    ) {
+        let start = [vec![frame.clone()]];
+        let (mut next, mut spare, mut toks) = (Vec::new(), Vec::new(), Vec::new());
+        let end = self.trie.nodes[0].next as usize;
+        let mut c = 1;
+        while c < end {
+            let b = self.trie.nodes[c].byte;
+            if first[usize::from(b / 64)] >> (b % 64) & 1 == 1 {
+                advance_reusing(g, &start, Sym::from(b), &mut next, &mut spare);
+                if !next.is_empty() && !self.cost_node(g, comp, c, &next, &mut toks, out) {
+                    self.walk_costs(g, comp, c, std::mem::take(&mut next), out);
+                }
+            }
+            c = self.trie.nodes[c].next as usize;
+        }
+    }
+
     /// Node `i` of a costs walk ([`Walker::walk_costs`]), reached with the stacks `next`: the
     /// cost of its token; and where one stack is inside a lexeme, the whole subtree below `i`
     /// by the lexeme's automaton, with what follows the lexeme walked from the nodes where it
@@ -1091,6 +1117,112 @@ pub(super) mod tests {
         }
         assert!(shared.caches().stats().entries > 0, "no gap walk kept");
         assert!(shared.caches().stats().hits > 0, "no gap walk found again");
+    }
+
+    /// A frame in a gap takes the tokens, may end at the trie nodes and gives each token the
+    /// cost that a walk of the frame itself from the trie's root gives, though its tokens that
+    /// close the gap at once are read from the frame with the gap closed (a walk shared by every
+    /// length of the gap): at every gap of random token walks, under both whitespace policies,
+    /// at the root, in objects and arrays.
+    #[test]
+    fn gap_frames_take_what_a_walk_of_the_frame_takes() {
+        use std::collections::BTreeMap;
+        let vocab = pieces_vocab(
+            &[
+                " ", "  ", "   ", "\n", "\n  ", "\n    ", " {", "{\n", "{\n  \"", " \"", "\t",
+                ": ", ",\n", " \"a\"", "\"b\": ", " 1", "  }", "\n}", " ]", ", ", " [", "[\n    ",
+                "  \"c", "\": {", "}\n", " 12, ",
+            ],
+            None,
+        );
+        let schema = serde_json::json!({"type": "object", "properties": {
+            "a": {"type": "object", "properties": {"b": {"type": "integer"}}},
+            "b": {"type": "array", "items": {"type": "integer"}, "maxItems": 4},
+            "c": {"type": "string", "maxLength": 5}}, "required": ["a"]});
+        let n = vocab.len();
+        let ids = |set: &TokenSet| {
+            let mut m = TokenMask::new(n);
+            set.or_into(&mut m);
+            m.iter().collect::<Vec<u32>>()
+        };
+        let least = |list: &mut dyn Iterator<Item = (u32, u32)>| {
+            let mut m: BTreeMap<u32, u32> = BTreeMap::new();
+            for (t, c) in list {
+                let e = m.entry(t).or_insert(c);
+                *e = (*e).min(c);
+            }
+            m
+        };
+        let mut rand = index_rng(0x2545_f491_4f6c_dd1d);
+        let mut checked = 0;
+        for ws in [Whitespace::Any, Whitespace::Tidy { indent: 2 }] {
+            let opts = CompileOptions::default().whitespace(ws);
+            let g = Grammar::from_json_schema(&schema, &opts).unwrap();
+            let a = TokenAutomaton::new(&g, vocab.clone()).unwrap();
+            let (gi, walker, comp) = (&g.inner, a.walker(), a.completer());
+            for _ in 0..30 {
+                let mut m = a.matcher();
+                let mut states = vec![gi.start_stack()];
+                let mut mask = TokenMask::new(n);
+                for _ in 0..40 {
+                    for s in &states {
+                        let frame = s.last().unwrap();
+                        if !matches!(gi.as_lexeme(frame), Some((_, _, Some(_)))) {
+                            continue;
+                        }
+                        let local = a.local(frame);
+                        let mut tokens = WalkTokens::default();
+                        let mut exits = Vec::new();
+                        if gi.is_complete(frame) {
+                            exits.push(0);
+                        }
+                        walker.walk_stacks(
+                            gi,
+                            0,
+                            vec![vec![frame.clone()]],
+                            &mut tokens,
+                            Some(&mut exits),
+                        );
+                        assert_eq!(
+                            ids(&local.allowed),
+                            ids(&tokens.finish(n)),
+                            "{ws:?} {frame:?}"
+                        );
+                        let mut got = local.exits.clone();
+                        got.sort_unstable();
+                        got.dedup();
+                        exits.sort_unstable();
+                        exits.dedup();
+                        assert_eq!(got, exits, "{ws:?} {frame:?}: exits");
+                        let mut list = Vec::new();
+                        walker.walk_costs(gi, comp, 0, vec![vec![frame.clone()]], &mut list);
+                        let costs = a.local_costs(frame, &local);
+                        let got = least(
+                            &mut costs
+                                .groups
+                                .iter()
+                                .flat_map(|(c, set)| ids(set).into_iter().map(move |t| (t, *c))),
+                        );
+                        assert_eq!(got, least(&mut list.into_iter()), "{ws:?} {frame:?}: costs");
+                        checked += 1;
+                    }
+                    m.fill_mask(&mut mask);
+                    let allowed: Vec<u32> = mask.iter().filter(|&t| !vocab.is_eos(t)).collect();
+                    if allowed.is_empty() {
+                        break;
+                    }
+                    let t = allowed[rand(allowed.len())];
+                    m.accept(t).unwrap();
+                    for &b in vocab.token_bytes(t).unwrap() {
+                        let mut next = Vec::new();
+                        advance(gi, &states, b as Sym, &mut next);
+                        states = next;
+                    }
+                    assert!(!states.is_empty());
+                }
+            }
+        }
+        assert!(checked > 200, "only {checked} gap frames checked");
     }
 
     fn walk_checking(g: &GrammarInner, text: &str) {
