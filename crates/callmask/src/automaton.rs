@@ -655,6 +655,92 @@ impl GrammarInner {
         Some((gap.lex, *state?))
     }
 
+    /// `states` with every full set of a merged call union's alternatives that no value has
+    /// started in as the union's merged frame. A matcher keeps one stack per call (`P`, the
+    /// call's capture, its object), alike but for the call; token walks carry such a set as one
+    /// frame (`P`, the merged object: [`crate::grammar::MergedUnion`]), which takes the same
+    /// bytes and has the least of the alternatives' costs, and is walked once instead of once
+    /// per call. `None` where no set is full (then nothing merges).
+    pub(crate) fn merge_call_stacks(&self, states: &[Stack]) -> Option<Vec<Stack>> {
+        if self.merged_cap.is_empty() || states.len() < 2 {
+            return None;
+        }
+        // The stacks of each set, by its merged stack: (stack index, alternative).
+        let mut sets: rustc_hash::FxHashMap<Stack, Vec<(usize, u32)>> = Default::default();
+        for (i, s) in states.iter().enumerate() {
+            let n = s.len();
+            if n < 2 {
+                continue;
+            }
+            let (
+                Frame::Cap {
+                    node: cap,
+                    done: false,
+                },
+                Frame::Obj {
+                    node,
+                    phase,
+                    seen,
+                    ws,
+                },
+            ) = (&s[n - 2], &s[n - 1])
+            else {
+                continue;
+            };
+            let before_values = matches!(
+                phase,
+                ObjPhase::AfterOpen
+                    | ObjPhase::InKey { .. }
+                    | ObjPhase::AfterKey(_)
+                    | ObjPhase::AfterColon(_)
+            );
+            let Some(&(u, j)) = self.merged_cap.get(cap) else {
+                continue;
+            };
+            if !before_values || self.merged[u as usize].alts[j as usize] != *node {
+                continue;
+            }
+            let mut merged = s[..n - 2].to_vec();
+            merged.push(Frame::Obj {
+                node: self.merged_base + u,
+                phase: *phase,
+                seen: seen.clone(),
+                ws: *ws,
+            });
+            sets.entry(merged).or_default().push((i, j));
+        }
+        // Where each full set's stacks go: the merged stack at its first, nothing at the others.
+        let mut at: rustc_hash::FxHashMap<usize, Option<Stack>> = Default::default();
+        for (merged, mut members) in sets {
+            let Some(Frame::Obj { node, .. }) = merged.last() else {
+                continue;
+            };
+            let alts = self.merged[(*node - self.merged_base) as usize].alts.len();
+            members.sort_unstable_by_key(|m| m.1);
+            members.dedup_by_key(|m| m.1);
+            if members.len() != alts {
+                continue;
+            }
+            let first = members.iter().map(|m| m.0).min().unwrap_or(0);
+            for (i, _) in &members {
+                at.insert(*i, None);
+            }
+            at.insert(first, Some(merged));
+        }
+        if at.is_empty() {
+            return None;
+        }
+        let mut out = Vec::with_capacity(states.len() - at.len() + 1);
+        for (i, s) in states.iter().enumerate() {
+            match at.remove(&i) {
+                Some(Some(merged)) => out.push(merged),
+                Some(None) => {}
+                None => out.push(s.clone()),
+            }
+        }
+        Some(out)
+    }
+
     /// Pops complete frames that cannot continue, so equal states have equal stacks.
     pub(crate) fn normalize(&self, stack: &mut Stack) {
         while stack.len() > 1 && self.is_final(stack.last().unwrap()) {

@@ -82,6 +82,9 @@ pub(crate) struct GrammarInner {
     pub(crate) merged_base: NodeId,
     /// The merged form of each merged union, by the union's node.
     pub(crate) merged_of: rustc_hash::FxHashMap<NodeId, NodeId>,
+    /// Per capture node around an alternative of a merged union (a dialect's call): the
+    /// union's index in `merged` and the alternative's.
+    pub(crate) merged_cap: rustc_hash::FxHashMap<NodeId, (u32, u32)>,
 }
 
 /// A union of objects that differ only in their values (the same keys, required keys and

@@ -426,6 +426,7 @@ impl<'o> GrammarBuilder<'o> {
             merged: Vec::new(),
             merged_base: NodeId::MAX,
             merged_of: Default::default(),
+            merged_cap: Default::default(),
         };
         finalize(&mut inner, self.opts)?;
         add_gap_lexemes(&mut inner, self.opts);
@@ -754,6 +755,9 @@ fn merge_object_unions(g: &mut GrammarInner) {
         g.nullable.push(g.nullable[rep]);
         g.first.push(g.first[rep]);
         g.depth.push(depth);
+        for (j, cap) in parts.iter().filter_map(|p| p.1).enumerate() {
+            g.merged_cap.insert(cap, (g.merged.len() as u32, j as u32));
+        }
         g.merged.push(crate::grammar::MergedUnion {
             alts: parts.iter().map(|p| p.0).collect(),
             caps: captured.then(|| parts.iter().filter_map(|p| p.1).collect()),

@@ -322,6 +322,16 @@ impl Matcher {
         Ok(())
     }
 
+    /// The states masks are computed from: the matcher's, with each full set of a call
+    /// union's stacks as its merged frame (`GrammarInner::merge_call_stacks`: the same
+    /// tokens and costs, one walk instead of one per call).
+    fn mask_states(&self) -> std::borrow::Cow<'_, [Stack]> {
+        match self.auto.g().merge_call_stacks(&self.states) {
+            Some(merged) => std::borrow::Cow::Owned(merged),
+            None => std::borrow::Cow::Borrowed(&self.states),
+        }
+    }
+
     /// Tokens left in the budget, the end-of-generation token included (`None`: no budget).
     pub fn tokens_left(&self) -> Option<usize> {
         self.budget
@@ -355,7 +365,7 @@ impl Matcher {
         if r < INF {
             return r;
         }
-        let costs = self.auto.state_costs(&self.states);
+        let costs = self.auto.state_costs(&self.mask_states());
         costs
             .groups
             .iter()
@@ -393,7 +403,7 @@ impl Matcher {
             return true;
         }
         let limit = (left - 2).min(INF as usize - 1) as u32;
-        let costs = self.auto.state_costs(&self.states);
+        let costs = self.auto.state_costs(&self.mask_states());
         if costs.max <= limit {
             return false;
         }
@@ -462,7 +472,7 @@ impl Matcher {
             self.entry = Some(e);
             return;
         }
-        self.auto.fill_states_mask(&self.states, mask);
+        self.auto.fill_states_mask(&self.mask_states(), mask);
         if read(&self.auto.shared.full).len() >= FULL_CACHE_ENTRIES {
             return;
         }

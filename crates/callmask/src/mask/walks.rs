@@ -1050,6 +1050,33 @@ pub(super) mod tests {
                 TokenAutomaton::new(&plain, vocab.clone()).unwrap(),
             );
             same_masks_along_walks((&am, &ap), (40, 50, 30), &mut rand, name);
+            // A matcher keeps one stack per call; its masks are computed with each full set of
+            // them as the merged frame (`merge_call_stacks`): the same masks as from the stacks
+            // one by one, with and without a budget.
+            let mut apart = dialect.compile(&tools, &DialectOptions::default()).unwrap();
+            Arc::get_mut(&mut apart.inner).unwrap().merged_cap.clear();
+            let aa = TokenAutomaton::new(&apart, vocab.clone()).unwrap();
+            same_masks_along_walks((&am, &aa), (40, 50, 30), &mut rand, name);
+            let g = &merged.inner;
+            let mut states = vec![g.start_stack()];
+            let prefix = if name == "hermes" {
+                "<tool_call>\n{ "
+            } else {
+                "{ "
+            };
+            for &b in prefix.as_bytes() {
+                let mut next = Vec::new();
+                advance(g, &states, b as Sym, &mut next);
+                states = next;
+            }
+            let m = g.merge_call_stacks(&states).expect("a full set of calls");
+            assert!(
+                m.len() + 3 <= states.len(),
+                "{name}: {} stacks merged into {}",
+                states.len(),
+                m.len()
+            );
+            assert!(apart.inner.merge_call_stacks(&states).is_none());
         }
     }
 
