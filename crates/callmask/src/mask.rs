@@ -111,6 +111,17 @@ impl Costs {
         self.groups.iter().map(|(_, set)| set.bytes() + 8).sum()
     }
 
+    /// The costs of tokens gathered by cost.
+    fn from_groups(groups: Groups) -> Costs {
+        Costs {
+            max: groups.keys().next_back().copied().unwrap_or(0),
+            groups: groups
+                .into_iter()
+                .map(|(c, set)| (c, set.finish()))
+                .collect(),
+        }
+    }
+
     fn new(list: Vec<(TokenId, u32)>, vocab_len: usize) -> Costs {
         // Grouped by cost without sorting the (large) list; a token reached along several paths
         // may land in several groups, which is what `groups` allows.
@@ -934,13 +945,7 @@ impl TokenAutomaton {
         for (t, c) in list {
             groups.entry(c).or_default().add(t, words);
         }
-        Costs {
-            max: groups.keys().next_back().copied().unwrap_or(0),
-            groups: groups
-                .into_iter()
-                .map(|(c, set)| (c, set.finish()))
-                .collect(),
-        }
+        Costs::from_groups(groups)
     }
 
     /// Appends every token `stack` accepts, with the fewest tokens a complete output needs
@@ -986,13 +991,7 @@ impl TokenAutomaton {
         for (t, c) in list {
             groups.entry(c).or_default().add(t, words);
         }
-        let c = Arc::new(Costs {
-            max: groups.keys().next_back().copied().unwrap_or(0),
-            groups: groups
-                .into_iter()
-                .map(|(c, set)| (c, set.finish()))
-                .collect(),
-        });
+        let c = Arc::new(Costs::from_groups(groups));
         let mut cache = self
             .shared
             .budget_costs
