@@ -893,7 +893,8 @@ fn compile_dialect(
 /// tool set: `tools_json` is an OpenAI `tools` list (or an object with a
 /// `tools` list); `options_json` is NULL (defaults) or an object of `DialectOptions`' fields
 /// (`tool_choice`: `"auto"`, `"required"`, `"none"`, a function name or OpenAI's object;
-/// `parallel_calls`, `reasoning`, `max_text_chars`, `strict_arguments`, `distinct_calls`) with
+/// `parallel_calls`, `reasoning`, `max_text_chars`, `strict_arguments`, `distinct_calls`,
+/// `name_first`) with
 /// the compile options of [`callmask_grammar_from_json_schema`] beside them (or under
 /// `compile`); see docs/library.md, "Options". Unknown fields are
 /// `CALLMASK_STATUS_INVALID_OPTIONS`. `caches`: where compiled lexemes are kept for later

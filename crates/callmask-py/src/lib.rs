@@ -476,7 +476,8 @@ impl PyGrammar {
     /// `parallel_calls`) allows exactly one call; `reasoning`: True for a `<think>...</think>`
     /// block first, or a `(start, end)` pair; `max_text_chars` bounds each stretch of free text;
     /// `distinct_calls=False` lets a call repeat an earlier one (same function, equal
-    /// arguments); `strict_arguments`, and the compile options of `from_json_schema`.
+    /// arguments); `name_first=False` takes a JSON call's keys in any order (parsing unconstrained
+    /// outputs); `strict_arguments`, and the compile options of `from_json_schema`.
     #[staticmethod]
     #[pyo3(signature = (name_or_path, tools, tool_choice=None, parallel_tool_calls=None, reasoning=None, *, caches=None, **options))]
     #[allow(clippy::too_many_arguments)]

@@ -148,7 +148,7 @@ impl Seen {
     }
 
     #[inline]
-    fn contains(&self, k: u32) -> bool {
+    pub(crate) fn contains(&self, k: u32) -> bool {
         match &self.listed {
             Listed::Small(w) => w >> k & 1 == 1,
             Listed::Large(v) => v[k as usize / 64] >> (k % 64) & 1 == 1,
@@ -1378,12 +1378,15 @@ impl GrammarInner {
         // required keys may start.
         let only_required = o.max_props != u32::MAX
             && seen.count_keys(o) + missing_required(o, seen) >= o.max_props;
+        let first_due = first_due(o, seen);
         let t = if trie == NO_TRIE {
             None
         } else {
             o.trie.child(trie, byte).filter(|&c| {
                 let n = &o.trie.nodes[c as usize];
-                if only_required {
+                if first_due {
+                    (n.lo..n.hi).any(|k| o.first.contains(&k))
+                } else if only_required {
                     (n.lo..n.hi).any(|k| !seen.contains(k) && o.required.contains(&k))
                 } else {
                     seen.any_unseen(n.lo, n.hi)
@@ -1391,7 +1394,7 @@ impl GrammarInner {
             })
         };
         let e = match o.additional {
-            Some((lex, _)) if extra != Dfa::DEAD && !only_required => {
+            Some((lex, _)) if extra != Dfa::DEAD && !only_required && !first_due => {
                 self.lexemes[lex as usize].next(extra, byte)
             }
             _ => Dfa::DEAD,
@@ -1613,6 +1616,17 @@ fn contains_ok(a: &crate::grammar::ArrayNode, matched: u32) -> bool {
 /// `minProperties` keys.
 fn can_close(o: &ObjectNode, seen: &Seen) -> bool {
     required_ok(o, seen) && (o.min_props == 0 || seen.count_keys(o) >= o.min_props)
+}
+
+/// True while `o`'s key that comes first ([`ObjectNode::first`]) is not written: only its
+/// spellings may start.
+pub(crate) fn first_due(o: &ObjectNode, seen: &Seen) -> bool {
+    !o.first.is_empty() && !o.first.iter().any(|&k| seen.contains(k))
+}
+
+/// True when key `k` of `o` may come next as far as the order of its keys goes.
+pub(crate) fn may_come_next(o: &ObjectNode, seen: &Seen, k: u32) -> bool {
+    o.first.contains(&k) || !first_due(o, seen)
 }
 
 /// Required keys not written yet, each counted once (not once per spelling).

@@ -131,6 +131,14 @@ pub struct DialectOptions {
     /// as JSON values: key order, spelling and number form aside), on by default; the
     /// default of every [`crate::Matcher`] over the grammar ([`crate::Matcher::set_distinct_calls`]).
     pub distinct_calls: bool = true,
+    /// A call written as a JSON object (`@json_call`) opens with its name key (default
+    /// `true`), as the models' templates write it and as XGrammar's and llguidance's call
+    /// formats fix it: a call's arguments are then constrained by the one function it names
+    /// from their first byte, and a call union of N tools is one call past the name instead of
+    /// N through the arguments. `false` takes the keys in any order, as the engines' JSON
+    /// parsers read them (for parsing unconstrained outputs that put the arguments first). A
+    /// dialect file's `@json_call(..., keys="any")` always takes any order.
+    pub name_first: bool = true,
 }
 }
 

@@ -339,7 +339,11 @@ impl Node {
                         .iter()
                         .map(|k| k.len() + size_of::<Vec<u8>>())
                         .sum::<usize>()
-                    + (o.values.len() + o.required.len() + o.unavailable.len() + o.alias.len())
+                    + (o.values.len()
+                        + o.required.len()
+                        + o.unavailable.len()
+                        + o.alias.len()
+                        + o.first.len())
                         * size_of::<u32>()
                     + o.extra_kinds.iter().map(|k| k.0.memory()).sum::<usize>()
                     + o.dependencies
@@ -355,7 +359,8 @@ impl Node {
     }
 }
 
-/// An object: listed properties in any order, each at most once, required ones present.
+/// An object: listed properties in any order (but for `first`), each at most once, required
+/// ones present.
 #[derive(Debug, Clone)]
 pub(crate) struct ObjectNode {
     /// Each listed key as canonical JSON (quotes included), sorted bytewise; the index is the key's id.
@@ -389,6 +394,10 @@ pub(crate) struct ObjectNode {
     /// `alias[i]` is the first spelling of the key that spelling `i` spells (empty when no key
     /// has two).
     pub(crate) alias: Vec<u32>,
+    /// The spellings (key ids) of a required key that comes before every other key: a call
+    /// envelope's name, which the models' templates write first.
+    /// Empty: any order.
+    pub(crate) first: Vec<u32>,
 }
 
 /// A trie over an object's encoded keys; node 0 is the root.

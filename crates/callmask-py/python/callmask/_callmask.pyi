@@ -125,7 +125,7 @@ class Grammar:
     ) -> "Grammar":
         """Compiles a tool-call dialect (built-in name or file path) with OpenAI tools.
         ``options``: ``DialectOptions``' fields (``max_text_chars``, ``distinct_calls``,
-        ``strict_arguments``, ...) and ``CompileOptions``' (docs/library.md)."""
+        ``strict_arguments``, ``name_first``, ...) and ``CompileOptions``' (docs/library.md)."""
     @staticmethod
     def from_structural_tag(
         tag: _Json,

@@ -667,7 +667,7 @@ impl Completer {
                             let t = &o.trie.nodes[trie as usize];
                             let depth = t.depth;
                             for k in t.lo..t.hi {
-                                if seen.contains(k) {
+                                if seen.contains(k) || !super::may_come_next(o, seen, k) {
                                     continue;
                                 }
                                 let key = self.key_rest(*node, o, k, depth);
@@ -965,19 +965,42 @@ impl Completer {
         best
     }
 
-    /// Entering a target through a new key of `o`.
+    /// Entering a target through a new key of `o` (after the key that comes first, with its
+    /// shortest value and a comma, where that one is not written yet).
     fn enter_key(&self, d: &Dive, o: &ObjectNode, seen: &Seen) -> u32 {
         let colon = self.colon(o);
-        (0..o.keys.len() as u32)
-            .filter(|&k| !seen.contains(k))
+        let key = |k: u32| {
+            let key = &o.keys[k as usize];
+            if key.iter().all(|&b| self.usable[b as usize]) {
+                key.len() as u32
+            } else {
+                INF
+            }
+        };
+        let through = |k: u32| add(add(key(k), colon), d.enter[o.values[k as usize] as usize]);
+        let fresh = (0..o.keys.len() as u32).filter(|&k| !seen.contains(k));
+        if !super::first_due(o, seen) {
+            return fresh.map(through).min().unwrap_or(INF);
+        }
+        let first = |k: u32| o.first.contains(&k);
+        let before = o
+            .first
+            .iter()
+            .map(|&k| {
+                add(
+                    add(key(k), colon),
+                    self.node_min[o.values[k as usize] as usize],
+                )
+            })
+            .min()
+            .map_or(INF, |c| add(c, self.commas(1)));
+        fresh
             .map(|k| {
-                let key = &o.keys[k as usize];
-                let key = if key.iter().all(|&b| self.usable[b as usize]) {
-                    key.len() as u32
+                if first(k) {
+                    through(k)
                 } else {
-                    INF
-                };
-                add(add(key, colon), d.enter[o.values[k as usize] as usize])
+                    add(before, through(k))
+                }
             })
             .min()
             .unwrap_or(INF)

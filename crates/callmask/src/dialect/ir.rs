@@ -35,6 +35,9 @@ pub(super) enum Expr {
         enc: Encoding,
         /// An extra `"key": "id"` entry whose string content matches the regex.
         id: Option<(String, String)>,
+        /// The keys in any order (`keys="any"`); by default the name key comes first, as
+        /// the models' templates write it.
+        any_order: bool,
     },
     /// `@python_call`; `true` with `literals=both`: values may also spell `true`, `false` and
     /// `null` as JSON does.

@@ -145,6 +145,7 @@ pub(super) fn lower(
     };
     let c = Compiler::new(&null, &options.compile);
     let mut l = Lowering::new(c, dialect, tools, &params, max_text);
+    l.name_first = options.name_first;
     l.allowed = allowed;
     l.functions = tools.as_slice().iter().map(|t| t.name.clone()).collect();
     let root = dialect.rule("root").expect("checked at parse time");
@@ -213,6 +214,8 @@ pub(super) struct Lowering<'a> {
     vocab_specials: Vec<String>,
     /// Where a structural tag's lowering stands.
     tag: TagScope<'a>,
+    /// [`super::DialectOptions::name_first`].
+    name_first: bool,
 }
 
 impl<'a> Lowering<'a> {
@@ -238,6 +241,7 @@ impl<'a> Lowering<'a> {
             functions: Vec::new(),
             vocab_specials: Vec::new(),
             tag: TagScope::default(),
+            name_first: true,
         }
     }
 
@@ -678,6 +682,7 @@ impl<'a> Lowering<'a> {
                 args_key,
                 enc,
                 id,
+                any_order,
             } => {
                 let name_node = {
                     self.c.enc = Encoding::Json;
@@ -715,7 +720,7 @@ impl<'a> Lowering<'a> {
                     entries.push((key.clone(), id_node));
                     required.push(key.clone());
                 }
-                let o = self.c.object_node(
+                let mut o = self.c.object_node(
                     entries,
                     &required,
                     None,
@@ -723,6 +728,13 @@ impl<'a> Lowering<'a> {
                     false,
                     &[],
                 )?;
+                if self.name_first && !any_order {
+                    // Every spelling of the name key (the only entry whose value is
+                    // `name_node`).
+                    o.first = (0..o.values.len() as u32)
+                        .filter(|&k| o.values[k as usize] == name_node)
+                        .collect();
+                }
                 self.c.b.push(Node::Object(Box::new(o)))
             }
             Expr::PythonCall(json_literals) => {

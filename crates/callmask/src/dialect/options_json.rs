@@ -110,7 +110,7 @@ impl DialectOptions {
     /// Dialect options from a JSON object of [`DialectOptions`]' fields (`null` is the
     /// defaults): `tool_choice` (see [`ToolChoice`]'s JSON), `parallel_calls` (or OpenAI's
     /// `parallel_tool_calls`), `reasoning`, `max_text_chars`, `strict_arguments`,
-    /// `distinct_calls`, and the [`CompileOptions::from_json`] fields, either beside these or as
+    /// `distinct_calls`, `name_first`, and the [`CompileOptions::from_json`] fields, either beside these or as
     /// an object under `compile` (not both).
     ///
     /// [`Error::InvalidOptions`] names an unknown field or a value of the wrong type.

@@ -645,7 +645,12 @@ impl Parser {
                 }
             },
             "json_call" => {
-                known(&["name_key", "args_key", "args", "id_key", "id"])?;
+                known(&["name_key", "args_key", "args", "id_key", "id", "keys"])?;
+                let any_order = match get("keys", "name_first").as_str() {
+                    "name_first" => false,
+                    "any" => true,
+                    o => return Err((line, format!("keys={o:?}: expected name_first or any"))),
+                };
                 let enc = match get("args", "object").as_str() {
                     "object" => Encoding::Json,
                     "string" => Encoding::JsonInString,
@@ -666,6 +671,7 @@ impl Parser {
                     args_key: get("args_key", "arguments"),
                     enc,
                     id,
+                    any_order,
                 }
             }
             "python_call" => {

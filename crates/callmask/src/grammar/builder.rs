@@ -705,6 +705,7 @@ fn same_shape(a: &ObjectNode, b: &ObjectNode) -> bool {
         && a.max_props == b.max_props
         && a.syntax == b.syntax
         && a.alias == b.alias
+        && a.first == b.first
         && a.additional.is_none()
         && b.additional.is_none()
         && a.extra_kinds.is_empty()

@@ -873,6 +873,12 @@ pub(super) mod tests {
         let g = hermes.compile(&tools, &DialectOptions::default()).unwrap();
         walk_checking(
             &g.inner,
+            "Hi <tool_call>\n{\"name\": \"g\", \"arguments\": {\"x\": \"y\"}}\n</tool_call>",
+        );
+        let any_order = DialectOptions::default().name_first(false);
+        let g = hermes.compile(&tools, &any_order).unwrap();
+        walk_checking(
+            &g.inner,
             "Hi <tool_call>\n{\"arguments\": {\"x\": \"y\"}, \"name\": \"g\"}\n</tool_call>",
         );
     }
@@ -1036,14 +1042,19 @@ pub(super) mod tests {
             Some(0),
         );
         let mut rand = index_rng(0x9e37_79b9_7f4a_7c15);
-        for name in ["hermes", "llama31_json"] {
+        // With the name key first (the default) and with the keys in any order.
+        let orders = [true, false].map(|first| DialectOptions::default().name_first(first));
+        for (name, opts) in ["hermes", "llama31_json"]
+            .into_iter()
+            .flat_map(|n| orders.iter().map(move |o| (n, o)))
+        {
             let dialect = Dialect::by_name(name).unwrap();
-            let merged = dialect.compile(&tools, &DialectOptions::default()).unwrap();
+            let merged = dialect.compile(&tools, opts).unwrap();
             assert!(
                 merged.inner.merged.iter().any(|m| m.caps.is_some()),
                 "{name}: no call union merged"
             );
-            let mut plain = dialect.compile(&tools, &DialectOptions::default()).unwrap();
+            let mut plain = dialect.compile(&tools, opts).unwrap();
             Arc::get_mut(&mut plain.inner).unwrap().merged_of.clear();
             let (am, ap) = (
                 TokenAutomaton::new(&merged, vocab.clone()).unwrap(),
@@ -1053,7 +1064,7 @@ pub(super) mod tests {
             // A matcher keeps one stack per call; its masks are computed with each full set of
             // them as the merged frame (`merge_call_stacks`): the same masks as from the stacks
             // one by one, with and without a budget.
-            let mut apart = dialect.compile(&tools, &DialectOptions::default()).unwrap();
+            let mut apart = dialect.compile(&tools, opts).unwrap();
             Arc::get_mut(&mut apart.inner).unwrap().merged_cap.clear();
             let aa = TokenAutomaton::new(&apart, vocab.clone()).unwrap();
             same_masks_along_walks((&am, &aa), (40, 50, 30), &mut rand, name);

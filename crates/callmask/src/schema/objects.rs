@@ -79,6 +79,7 @@ impl Compiler<'_> {
             extra_kinds: Vec::new(),
             syntax,
             alias,
+            first: Vec::new(),
         })
     }
 

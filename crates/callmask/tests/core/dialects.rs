@@ -721,3 +721,71 @@ fn free_text_can_be_bounded() {
         .parse("0123456789functools[{\"name\": \"get_time_utc\", \"arguments\": {}}]")
         .is_ok());
 }
+
+#[test]
+fn json_calls_open_with_their_name() {
+    // By default (`name_first`) a JSON call's name key comes first: after `{"` the mask takes
+    // the name key's next byte only, and an output that names its function last is refused;
+    // with `name_first` off (or a dialect file's `keys="any"`) the keys go in any order.
+    let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    tokens.push(b"</s>".to_vec());
+    let mut special = vec![false; 256];
+    special.push(true);
+    let vocab = Arc::new(Vocab::from_parts(tokens, special, vec![256]).unwrap());
+    let last = "<tool_call>\n{\"arguments\": {}, \"name\": \"get_time_utc\"}\n</tool_call>";
+    let first = "<tool_call>\n{\"name\": \"get_time_utc\", \"arguments\": {}}\n</tool_call>";
+    let any = DialectOptions::default().name_first(false);
+    let budget_fits = |g: &Grammar, budget: usize| {
+        // Under a token budget, every masked walk from `{"` still ends within it.
+        let auto = TokenAutomaton::new(g, vocab.clone()).unwrap();
+        let mut m = auto.matcher();
+        m.set_token_budget(Some(budget)).unwrap();
+        let mut mask = callmask::TokenMask::new(vocab.len());
+        for b in "<tool_call>\n{\"".bytes() {
+            m.accept(TokenId::from(b)).unwrap();
+        }
+        m.fill_mask(&mut mask);
+        let next: Vec<u8> = mask.iter().filter(|&t| t < 256).map(|t| t as u8).collect();
+        // The longest allowed byte each step: the walk is steered to the end by the mask alone.
+        let mut n = 0;
+        while !m.is_finished() {
+            m.fill_mask(&mut mask);
+            let t = mask.iter().filter(|&t| t < 256).max().unwrap_or(256);
+            m.accept(t).unwrap();
+            n += 1;
+            assert!(n <= budget, "past the budget");
+            if t == 256 {
+                break;
+            }
+        }
+        next
+    };
+    let g = compile("hermes", &DialectOptions::default());
+    assert!(g.parse(first).is_ok());
+    assert!(g.parse(last).is_err(), "the name last, refused by default");
+    assert_eq!(budget_fits(&g, 60), b"n", "only the name key after {{\"");
+    let g = compile("hermes", &any);
+    assert_eq!(
+        g.parse(last).unwrap().tool_calls[0].function.name,
+        "get_time_utc"
+    );
+    assert_eq!(budget_fits(&g, 60), b"an", "any key after {{\"");
+    // A dialect file: `keys="any"`, and an unknown value refused by name.
+    let file = |keys: &str| {
+        format!("root ::= \"<tool_call>\\n\" @json_call(name_key=\"name\", args_key=\"arguments\"{keys}) \"\\n</tool_call>\"")
+    };
+    let d = Dialect::parse("mine", &file(", keys=\"any\"")).unwrap();
+    let g = d.compile(&tools(), &DialectOptions::default()).unwrap();
+    assert!(g.parse(last).is_ok() && g.parse(first).is_ok());
+    let d = Dialect::parse("mine", &file("")).unwrap();
+    let g = d.compile(&tools(), &DialectOptions::default()).unwrap();
+    assert!(g.parse(last).is_err() && g.parse(first).is_ok());
+    let e = Dialect::parse("mine", &file(", keys=\"sorted\""))
+        .and_then(|d| d.compile(&tools(), &DialectOptions::default()))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("expected name_first or any"), "{e}");
+    // The option from JSON, as every binding reads it.
+    let o = DialectOptions::from_json(&json!({"name_first": false})).unwrap();
+    assert!(!o.name_first);
+}
