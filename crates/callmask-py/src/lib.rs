@@ -1259,6 +1259,7 @@ fn _callmask(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(step::apply_token_bitmask, m)?)?;
     m.add_function(wrap_pyfunction!(step::mask_logits, m)?)?;
     m.add_function(wrap_pyfunction!(step::accept_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(step::accept_and_mask, m)?)?;
     m.add_function(wrap_pyfunction!(render_prompt, m)?)?;
     m.add("CallmaskError", py.get_type::<CallmaskError>())?;
     m.add("InvalidSchemaError", py.get_type::<InvalidSchemaError>())?;

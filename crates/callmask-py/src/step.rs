@@ -1,6 +1,8 @@
 //! One call per engine step. An engine adapter masks a batch with [`mask_logits`] (fills the
 //! rows' bitmasks, filters end tokens, and, when the logits are on the CPU, writes their -inf
-//! in place: one GIL-free call) and feeds the step's sampled tokens with [`accept_batch`]. The
+//! in place: one GIL-free call) and feeds the step's sampled tokens with [`accept_batch`]; a
+//! worker thread that fills the next step's bitmasks during the forward pass feeds and fills in
+//! one call, [`accept_and_mask`]. The
 //! logits are read by pointer from a torch CPU tensor (float32, bfloat16, float16) or a numpy
 //! array (float32, float16): dtype, shape, strides, alignment, writability and overlap with the
 //! bitmask are checked before any write. Logits on another device (CUDA) are left to the
@@ -374,51 +376,65 @@ pub(crate) fn mask_logits(
         .iter_mut()
         .map(|r| r.as_mut().map(|r| &mut r.m))
         .collect();
-    let row_words = mask.row_words;
     let written = buf.is_some();
     py.detach(|| {
         // SAFETY: `MaskBuf::of` checked the buffer (dtype, size, contiguity, alignment,
         // writability); `bitmask` is borrowed for this whole call; the slice does not outlive
         // the closure.
         let all = unsafe { mask.words() };
-        let filled = &mut all[..n * row_words];
-        for (m, row) in ms.iter().zip(filled.chunks_mut(row_words)) {
-            if m.is_none() {
-                row.fill(0);
-                for &t in &ends {
-                    set_bit(row, t);
-                }
-            }
-        }
-        fill_u32_rows(&mut ms, filled, row_words)?;
-        if let Some(forbidden) = &forbidden {
-            for (row, ids) in filled.chunks_mut(row_words).zip(forbidden) {
-                if ids.is_empty() {
-                    continue;
-                }
-                let kept: Vec<(usize, u32)> = ids
-                    .iter()
-                    .filter_map(|&t| row.get(t as usize / 32).map(|&w| (t as usize / 32, w)))
-                    .collect();
-                for &t in ids {
-                    clear_bit(row, t);
-                }
-                if row.iter().all(|&w| w == 0) {
-                    for (i, w) in kept {
-                        row[i] = w; // only end tokens were left: the row may still end
-                    }
-                }
-            }
-        }
+        fill_rows(&mut ms, all, mask.row_words, &ends, forbidden.as_deref())?;
         if let Some(b) = &buf {
             // SAFETY: `LogitsBuf::of` checked the logits and `check_apart` that they do not
             // overlap the bitmask; `logits` is borrowed for this whole call.
-            unsafe { b.apply(all, row_words, &pairs) }?;
+            unsafe { b.apply(all, mask.row_words, &pairs) }?;
         }
         Ok(())
     })
     .map_err(err)?;
     Ok(written)
+}
+
+/// Fills bitmask row `k` of `all` (rows of `row_words` words) for `ms[k]` (rayon across rows), a
+/// `None` row with exactly the tokens `ends`, then clears the tokens `forbidden[k]` from row `k`
+/// unless that would leave it empty (see [`mask_logits`]).
+fn fill_rows(
+    ms: &mut [Option<&mut Matcher>],
+    all: &mut [u32],
+    row_words: usize,
+    ends: &[TokenId],
+    forbidden: Option<&[Vec<TokenId>]>,
+) -> callmask::Result<()> {
+    let filled = &mut all[..ms.len() * row_words];
+    for (m, row) in ms.iter().zip(filled.chunks_mut(row_words)) {
+        if m.is_none() {
+            row.fill(0);
+            for &t in ends {
+                set_bit(row, t);
+            }
+        }
+    }
+    fill_u32_rows(ms, filled, row_words)?;
+    let Some(forbidden) = forbidden else {
+        return Ok(());
+    };
+    for (row, ids) in filled.chunks_mut(row_words).zip(forbidden) {
+        if ids.is_empty() {
+            continue;
+        }
+        let kept: Vec<(usize, u32)> = ids
+            .iter()
+            .filter_map(|&t| row.get(t as usize / 32).map(|&w| (t as usize / 32, w)))
+            .collect();
+        for &t in ids {
+            clear_bit(row, t);
+        }
+        if row.iter().all(|&w| w == 0) {
+            for (i, w) in kept {
+                row[i] = w; // only end tokens were left: the row may still end
+            }
+        }
+    }
+    Ok(())
 }
 
 /// One row's feeding: how many tokens it took, and why it stopped early (a refused token).
@@ -448,17 +464,85 @@ pub(crate) fn accept_batch(
         .iter_mut()
         .map(|r| r.as_mut().map(|r| &mut **r))
         .collect();
-    Ok(py.detach(|| {
-        let feed = |(m, ts): (&mut Option<&mut PyMatcher>, &Vec<i64>)| match m {
-            Some(m) => feed_row(m, ts),
-            None => (0, None),
-        };
-        if ms.len() >= PARALLEL_ACCEPT_ROWS {
-            ms.par_iter_mut().zip(tokens.par_iter()).map(feed).collect()
-        } else {
-            ms.iter_mut().zip(tokens.iter()).map(feed).collect()
-        }
-    }))
+    Ok(py.detach(|| feed_rows(&mut ms, &tokens)))
+}
+
+/// [`accept_batch`]'s feeding, GIL released by the caller.
+fn feed_rows(ms: &mut [Option<&mut PyMatcher>], tokens: &[Vec<i64>]) -> Vec<Fed> {
+    let feed = |(m, ts): (&mut Option<&mut PyMatcher>, &Vec<i64>)| match m {
+        Some(m) => feed_row(m, ts),
+        None => (0, None),
+    };
+    if ms.len() >= PARALLEL_ACCEPT_ROWS {
+        ms.par_iter_mut().zip(tokens.par_iter()).map(feed).collect()
+    } else {
+        ms.iter_mut().zip(tokens.iter()).map(feed).collect()
+    }
+}
+
+/// The worker's half of an engine step in one GIL-free call (so that it takes the GIL once,
+/// not once per part, while the forward pass's thread holds it): feeds `tokens[k]` to
+/// `matchers[k]` as [`accept_batch`] does, then fills bitmask row `k` as [`mask_logits`] does
+/// without logits, a row whose matcher is `None`, refused a token or has ended with exactly the
+/// tokens `ends` (required). Returns [`accept_batch`]'s result.
+#[pyfunction]
+#[pyo3(signature = (matchers, tokens, bitmask, *, ends, forbidden=None))]
+pub(crate) fn accept_and_mask(
+    py: Python<'_>,
+    matchers: &Bound<'_, PyAny>,
+    tokens: Vec<Vec<i64>>,
+    bitmask: &Bound<'_, PyAny>,
+    ends: Vec<TokenId>,
+    forbidden: Option<Vec<Vec<TokenId>>>,
+) -> PyResult<Vec<Fed>> {
+    let mask = MaskBuf::of(bitmask)?;
+    let mut refs = borrow_matchers(matchers, "accept_and_mask")?;
+    let n = refs.len();
+    if tokens.len() != n {
+        return Err(PyValueError::new_err(format!(
+            "accept_and_mask: {} token lists for {n} matchers",
+            tokens.len()
+        )));
+    }
+    if n > mask.rows {
+        return Err(BitmaskError::new_err(format!(
+            "bitmask: {n} matchers but only {} rows",
+            mask.rows
+        )));
+    }
+    if ends.is_empty() {
+        return Err(PyValueError::new_err(
+            "accept_and_mask: `ends` must name the tokens a row may end with",
+        ));
+    }
+    if forbidden.as_ref().is_some_and(|f| f.len() != n) {
+        return Err(PyValueError::new_err(format!(
+            "accept_and_mask: {} forbidden lists for {n} matchers",
+            forbidden.as_ref().map_or(0, Vec::len)
+        )));
+    }
+    let mut ms: Vec<Option<&mut PyMatcher>> = refs
+        .iter_mut()
+        .map(|r| r.as_mut().map(|r| &mut **r))
+        .collect();
+    py.detach(|| {
+        let fed = feed_rows(&mut ms, &tokens);
+        let mut rows: Vec<Option<&mut Matcher>> = ms
+            .iter_mut()
+            .zip(&fed)
+            .map(|(m, (_, why))| match m {
+                Some(m) if why.is_none() && !terminated(&m.m) => Some(&mut m.m),
+                _ => None,
+            })
+            .collect();
+        // SAFETY: `MaskBuf::of` checked the buffer (dtype, size, contiguity, alignment,
+        // writability); `bitmask` is borrowed for this whole call; the slice does not outlive
+        // the closure.
+        let all = unsafe { mask.words() };
+        fill_rows(&mut rows, all, mask.row_words, &ends, forbidden.as_deref())?;
+        Ok(fed)
+    })
+    .map_err(err)
 }
 
 /// Feeds one row (see [`accept_batch`]).

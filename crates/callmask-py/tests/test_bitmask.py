@@ -5,7 +5,13 @@ numpy and, where torch is installed, on torch tensors (the device path: torch op
 import callmask
 import numpy as np
 import pytest
-from callmask._callmask import BitmaskError, accept_batch, apply_token_bitmask, mask_logits
+from callmask._callmask import (
+    BitmaskError,
+    accept_and_mask,
+    accept_batch,
+    apply_token_bitmask,
+    mask_logits,
+)
 from callmask.bitmask import _apply_reference, bitmask_words
 
 
@@ -213,6 +219,44 @@ def test_accept_batch_feeds_rows_until_a_placeholder_or_a_refusal(llama_vocab):
     assert accept_batch([done], [[digit, eos, letter, letter]]) == [(4, None)]  # past the end
     with pytest.raises(ValueError):
         accept_batch([done], [])
+
+
+def test_accept_and_mask_is_accept_batch_then_mask_logits(llama_vocab):
+    """The worker's one call: the same feeding as accept_batch and the same rows as mask_logits
+    after it; a row that refused a token, ended or has no matcher gets exactly the end tokens."""
+    g = callmask.Grammar.from_json_schema({"type": "integer", "maximum": 4000})
+    a = callmask.TokenAutomaton(g, llama_vocab)
+    eos = llama_vocab.eos_token_ids
+    digit = llama_vocab.tokenize("4")[0]
+    letter = llama_vocab.tokenize("x")[0]
+    for n in (5, 80):  # below and past the parallel threshold (64 rows)
+        lists = ([[digit, digit], [digit, -1, digit], [letter], [], [digit, eos[0]]] * 16)[:n]
+        forbidden = [[eos[0]] if k % 2 else [] for k in range(n)]
+        ours = [a.matcher() for _ in range(n)]
+        ref = [a.matcher() for _ in range(n)]
+        ours[3] = ref[3] = None
+        words = callmask.bitmask_shape(len(llama_vocab), n)
+        got_bm = np.zeros(words, dtype=np.int32)
+        want_bm = np.zeros(words, dtype=np.int32)
+        got = accept_and_mask(ours, lists, got_bm, ends=eos, forbidden=forbidden)
+        want = accept_batch(ref, lists)
+        assert got == want
+        rows = [
+            None if m is None or why is not None or m.is_terminated() else m
+            for m, (_, why) in zip(ref, want)
+        ]
+        mask_logits(rows, want_bm, ends=eos, forbidden=forbidden)
+        assert np.array_equal(got_bm, want_bm)
+        assert [m and m.accepted_tokens() for m in ours] == [m and m.accepted_tokens() for m in ref]
+        assert want[2][1] is not None  # the letter was refused: its row may only end
+        ends_row = np.zeros(words[1], dtype=np.uint32)
+        for t in eos:
+            ends_row[t >> 5] |= np.uint32(1 << (t & 31))
+        assert np.array_equal(got_bm[2].view(np.uint32), ends_row)
+    with pytest.raises(ValueError, match="ends"):
+        accept_and_mask([a.matcher()], [[digit]], np.zeros(words, dtype=np.int32), ends=[])
+    with pytest.raises(ValueError, match="token lists"):
+        accept_and_mask([a.matcher()], [], np.zeros(words, dtype=np.int32), ends=eos)
 
 
 def test_the_engine_kernel_path_matches_the_reference():

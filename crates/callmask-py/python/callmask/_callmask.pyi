@@ -239,6 +239,17 @@ def accept_batch(
 ) -> list[Tuple[int, Optional[str]]]:
     """Feeds each row its tokens at once; per row (tokens fed, why the next was refused)."""
 
+def accept_and_mask(
+    matchers: Iterable[Optional[Matcher]],
+    tokens: Sequence[Sequence[int]],
+    bitmask: Any,
+    *,
+    ends: Sequence[int],
+    forbidden: Optional[Sequence[Sequence[int]]] = None,
+) -> list[Tuple[int, Optional[str]]]:
+    """``accept_batch`` then ``mask_logits`` (no logits) in one GIL-free call; a row that
+    refused a token or ended gets exactly ``ends``."""
+
 def bitmask_shape(vocab_size: int, batch: int = 1) -> Tuple[int, int]:
     """``(batch, ceil(vocab_size / 32))``."""
 

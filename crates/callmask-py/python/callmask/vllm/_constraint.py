@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import Future
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 from .._callmask import Matcher, accept_batch
 
@@ -107,7 +107,18 @@ def feed_all(constraints: Sequence[Constraint], tokens: Sequence[Sequence[int]])
             lists.append(t)
     if not live:
         return
-    for c, t, (fed, why) in zip(live, lists, accept_batch(matchers, lists)):
+    record_fed(live, lists, accept_batch(matchers, lists))
+
+
+def record_fed(
+    constraints: Sequence[Constraint],
+    tokens: Sequence[Sequence[int]],
+    results: Sequence[Tuple[int, Optional[str]]],
+) -> None:
+    """Records a batched feed (:func:`callmask._callmask.accept_batch`'s or
+    ``accept_and_mask``'s result per row): each request's tokens fed, and its failure where a
+    token was refused."""
+    for c, t, (fed, why) in zip(constraints, tokens, results):
         c.fed += fed
         if why is not None:
             c.fail(f"token {t[fed]} at output position {c.fed} refused ({why})")

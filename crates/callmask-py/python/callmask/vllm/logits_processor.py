@@ -24,7 +24,9 @@ OpenAI tool requests, or by hand / ``vllm_xargs``):
   tokens to every row (:func:`callmask._callmask.accept_batch`);
 - V1 overlaps the grammar's work with the forward pass, as vLLM does for its own structured
   outputs: ``update_state`` (called before the forward pass) hands the new tokens to a worker
-  thread that feeds them and fills the step's bitmasks (GIL released); ``apply`` waits for it
+  thread that feeds them and fills the step's bitmasks in one native call
+  (:func:`callmask._callmask.accept_and_mask`: the GIL taken once, released while it works, as
+  the forward pass's thread holds it between torch calls); ``apply`` waits for it
   and only writes the logits. Rows the worker could not take (a compile not finished, an output
   token not known yet under async scheduling) are fed and filled in ``apply``;
   ``overlap_masks = False`` does all of it there. The V2 runner calls nothing before the
@@ -49,10 +51,10 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .._callmask import Vocab, mask_logits
+from .._callmask import Vocab, accept_and_mask, mask_logits
 from .._common import AutomatonCache, grammar_from_spec, spec_key
 from ..bitmask import apply_token_bitmask_inplace, bitmask_words, native_logits
-from ._constraint import Constraint, feed_all, logger
+from ._constraint import Constraint, feed_all, logger, record_fed
 from ._spec import COMPILE_CACHES, given_spec
 
 try:  # pragma: no cover - depends on vLLM being installed
@@ -185,9 +187,10 @@ def _feed_and_fill(
     """The worker's part of a V1 step: feeds ``tokens[k]`` to ``constraints[k]``, fills bitmask
     row ``k`` for it (end tokens only where it failed, nothing needed where it ended); returns
     each request's tokens fed."""
-    feed_all(constraints, tokens)
-    matchers = [None if c.is_done() else c.matcher() for c in constraints]
-    mask_logits(matchers, bitmask, None, None, ends=ends, forbidden=forbidden)
+    fed = accept_and_mask(
+        [c.matcher() for c in constraints], tokens, bitmask, ends=ends, forbidden=forbidden
+    )
+    record_fed(constraints, tokens, fed)
     return [c.fed for c in constraints]
 
 
