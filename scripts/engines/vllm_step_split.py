@@ -1,6 +1,7 @@
 """Where callmask's time goes inside a vLLM step: one engine (in one process), batches run
 unconstrained and through callmask's logits processor, interleaved, with the processor's parts
-timed per step: the worker thread's feeding and filling (``worker_fill``, overlapping the forward
+timed per step: ``update_state`` (before the forward pass: the batch's changes, handing the step
+to the worker), the worker thread's feeding and filling (``worker_fill``, overlapping the forward
 pass), what ``apply`` waits for it (``wait``), the native write of the logits (``apply_native``)
 and ``apply`` in all. Prints each run and the medians of the output tokens/s.
 
@@ -63,6 +64,7 @@ def main() -> int:
     lp._feed_and_fill = timed("worker_fill", lp._feed_and_fill)
     cls: Any = CallmaskLogitsProcessor
     cls.apply = timed("apply", cls.apply)
+    cls.update_state = timed("update_state", cls.update_state)
     llm = LLM(
         model=args.model,
         logits_processors=[CallmaskLogitsProcessor],
