@@ -105,7 +105,11 @@ def main() -> int:
             tok_s[way].append(tokens / wall)
             steps = max(1.0, PARTS.get("apply", [0.0, 1.0])[1])
             parts = " ".join(f"{k} {v[0] * 1e3 / steps:.2f}" for k, v in PARTS.items())
-            print(f"{way} rep {rep}: {tokens / wall:.0f} tok/s; ms/step: {parts}", flush=True)
+            print(
+                f"{way} rep {rep}: {tokens / wall:.0f} tok/s, {tokens} tokens in "
+                f"{wall * 1e3:.0f} ms; ms/step: {parts}",
+                flush=True,
+            )
     for way, v in tok_s.items():
         print(f"{way}: median {statistics.median(v):.0f} tok/s of {[round(x) for x in v]}")
     ratio = statistics.median(tok_s["callmask"]) / statistics.median(tok_s["unconstrained"])

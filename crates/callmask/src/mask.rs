@@ -44,7 +44,7 @@ mod walks;
 pub use bitset::TokenMask;
 use bitset::{TokenSet, TokenSetBuilder, WalkTokens};
 pub(crate) use distinct::json_eq;
-pub use matcher::{fill_u32_rows, Matcher};
+pub use matcher::{fill_u32_rows, Matcher, SERIAL_FILL_BUDGET};
 use walks::{ExitChildren, FirstSteps, Walker};
 
 /// A cached lexeme walk, holding its automaton so that the address in its key stays unique.

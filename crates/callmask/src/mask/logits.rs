@@ -10,11 +10,14 @@
 //! Trade-offs: a row is walked word by word: a word of all ones is skipped, a word of zeros
 //! fills 32 logits at once, and a mixed word writes only its forbidden bits, so the cost is the
 //! logits written, not a vocabulary-wide boolean temporary. Rows go to the thread pool (rayon)
-//! only when a call covers at least [`PARALLEL_MIN_ELEMENTS`] logits, so that small calls never
-//! pay the hop. The apply is bound by memory bandwidth: on a 2-core machine a 151,936-wide row
-//! takes 40-60 µs whether rows run one by one or in parallel (`scripts/engines/apply_bench.py`
-//! measures it against XGrammar's CPU kernel), so the pool helps only where cores have
-//! bandwidth to spare.
+//! only when a call may write at least [`PARALLEL_MIN_ELEMENTS`] logits (32 for each word that
+//! is not all ones, counted first), so that a call that writes little never pays the hop: rows
+//! of free text, which forbid a few hundred tokens, are written in place by the calling thread
+//! (inside an engine, the pool's threads would first have to be woken while the forward pass's
+//! threads still hold the cores). The apply is bound by memory bandwidth: on a 2-core machine a
+//! 151,936-wide row that allows a few tokens takes 40-60 µs whether rows run one by one or in
+//! parallel (`scripts/engines/apply_bench.py` measures it against XGrammar's CPU kernel), so
+//! the pool helps only where cores have bandwidth to spare.
 
 use crate::error::{Error, Result};
 use rayon::prelude::*;
@@ -23,7 +26,8 @@ use rayon::prelude::*;
 pub const BF16_NEG_INF: u16 = 0xFF80;
 /// The bits of IEEE half precision's (float16) -inf.
 pub const F16_NEG_INF: u16 = 0xFC00;
-/// The fewest logits (rows × width) a call must cover to spread its rows over the thread pool.
+/// The fewest logits a call may write (32 for each bitmask word of its rows that is not all
+/// ones) to spread its rows over the thread pool.
 pub const PARALLEL_MIN_ELEMENTS: usize = 1 << 19;
 
 /// Where the rows of a logits buffer are: `rows` rows of `width` elements, `row_stride`
@@ -82,7 +86,10 @@ pub fn apply_bitmask<T: Copy + Send + Sync>(
     } = layout;
     let bitmask_row = |b: usize| &bitmask[b * row_words..(b + 1) * row_words];
     let span = &mut logits[..layout.needed_len().unwrap_or(0)];
-    let parallel = pairs.len() > 1 && pairs.len().saturating_mul(width) >= PARALLEL_MIN_ELEMENTS;
+    let parallel = pairs.len() > 1
+        && pairs.len().saturating_mul(width) >= PARALLEL_MIN_ELEMENTS
+        && may_write(pairs, bitmask_row, width.saturating_sub(row_words * 32))
+            >= PARALLEL_MIN_ELEMENTS;
     if parallel {
         span.par_chunks_mut(row_stride)
             .zip(plan.par_iter())
@@ -99,6 +106,20 @@ pub fn apply_bitmask<T: Copy + Send + Sync>(
         }
     }
     Ok(())
+}
+
+/// An upper bound on the logits a call writes: 32 for each word of its bitmask rows that is not
+/// all ones, and each row's `past` logits beyond its words (the words are read once more, a
+/// fraction of the writes' cost).
+fn may_write<'a>(
+    pairs: &[(usize, usize)],
+    bitmask_row: impl Fn(usize) -> &'a [u32],
+    past: usize,
+) -> usize {
+    pairs
+        .iter()
+        .map(|&(_, b)| bitmask_row(b).iter().filter(|&&w| w != u32::MAX).count() * 32 + past)
+        .sum()
 }
 
 /// For each logits row, the bitmask row it takes (checked against the buffers' sizes).
@@ -234,6 +255,42 @@ mod tests {
                 }
                 assert_eq!(got, want, "width {width}, words {words}");
             }
+        }
+    }
+
+    #[test]
+    fn large_calls_match_the_reference() {
+        // Rows that forbid most tokens (past `PARALLEL_MIN_ELEMENTS` to write: the thread pool)
+        // and rows that allow most (the calling thread), wider than their bitmask.
+        let (rows, width, words) = (5usize, 150_000usize, 4_600usize);
+        for sparse in [true, false] {
+            let bitmask: Vec<u32> = (0..rows * words)
+                .map(|i| match (sparse, i % 97) {
+                    (true, 0) => 0x8000_0001,
+                    (true, _) => 0,
+                    (false, 0) => 0x7fff_fffe,
+                    (false, _) => u32::MAX,
+                })
+                .collect();
+            let layout = LogitsLayout::contiguous(rows, width);
+            let row = |b: usize| &bitmask[b * words..(b + 1) * words];
+            assert_eq!(
+                may_write(&[(0, 3), (1, 1), (2, 4), (4, 0)], row, width - words * 32)
+                    >= PARALLEL_MIN_ELEMENTS,
+                sparse
+            );
+            let start: Vec<f32> = (0..rows * width).map(|i| i as f32).collect();
+            let mut got = start.clone();
+            let pairs = [(0, 3), (1, 1), (2, 4), (4, 0)]; // row 3 untouched
+            apply_bitmask(&mut got, layout, &bitmask, words, &pairs, f32::NEG_INFINITY).unwrap();
+            let mut want = start;
+            for (l, b) in pairs {
+                reference(
+                    &mut want[l * width..(l + 1) * width],
+                    &bitmask[b * words..(b + 1) * words],
+                );
+            }
+            assert!(got == want, "sparse {sparse}");
         }
     }
 
