@@ -15,9 +15,9 @@
 //! of free text, which forbid a few hundred tokens, are written in place by the calling thread
 //! (inside an engine, the pool's threads would first have to be woken while the forward pass's
 //! threads still hold the cores). The apply is bound by memory bandwidth: on a 2-core machine a
-//! 151,936-wide row that allows a few tokens takes 40-60 µs whether rows run one by one or in
+//! 151,936-wide row that allows a few tokens takes 20-60 µs whether rows run one by one or in
 //! parallel (`scripts/engines/apply_bench.py` measures it against XGrammar's CPU kernel), so
-//! the pool helps only where cores have bandwidth to spare.
+//! the pool helps only for large batches on machines whose cores have bandwidth to spare.
 
 use crate::error::{Error, Result};
 use rayon::prelude::*;
@@ -28,7 +28,13 @@ pub const BF16_NEG_INF: u16 = 0xFF80;
 pub const F16_NEG_INF: u16 = 0xFC00;
 /// The fewest logits a call may write (32 for each bitmask word of its rows that is not all
 /// ones) to spread its rows over the thread pool.
-pub const PARALLEL_MIN_ELEMENTS: usize = 1 << 19;
+///
+/// About 55 rows of a 151,936-wide vocabulary that allow few tokens, 1-2 ms of writes on one
+/// core: the hop to the pool, inside an engine whose forward pass has just held every core,
+/// costs 0.1-0.4 ms (vLLM on 2 cores, 16 such rows: 0.29 ms on the calling thread, 0.39-0.73 ms
+/// on the pool), so the pool pays only for writes well above it, on a machine with memory
+/// bandwidth to spare.
+pub const PARALLEL_MIN_ELEMENTS: usize = 1 << 23;
 
 /// Where the rows of a logits buffer are: `rows` rows of `width` elements, `row_stride`
 /// elements from one row's start to the next (`row_stride >= width`).
@@ -77,6 +83,36 @@ pub fn apply_bitmask<T: Copy + Send + Sync>(
     pairs: &[(usize, usize)],
     neg_inf: T,
 ) -> Result<()> {
+    let rows = Rows {
+        bitmask,
+        row_words,
+        pairs,
+    };
+    apply_bitmask_from(logits, layout, rows, neg_inf, PARALLEL_MIN_ELEMENTS)
+}
+
+/// A call's bitmask rows: `bitmask` holds rows of `row_words` words; logits row `l` of each pair
+/// `(l, b)` takes bitmask row `b`.
+#[derive(Clone, Copy)]
+struct Rows<'a> {
+    bitmask: &'a [u32],
+    row_words: usize,
+    pairs: &'a [(usize, usize)],
+}
+
+/// [`apply_bitmask`], on the thread pool from `parallel_min` logits to write.
+fn apply_bitmask_from<T: Copy + Send + Sync>(
+    logits: &mut [T],
+    layout: LogitsLayout,
+    rows: Rows<'_>,
+    neg_inf: T,
+    parallel_min: usize,
+) -> Result<()> {
+    let Rows {
+        bitmask,
+        row_words,
+        pairs,
+    } = rows;
     let plan = plan_rows(logits.len(), layout, bitmask.len(), row_words, pairs)?;
     if pairs.is_empty() || layout.width == 0 {
         return Ok(());
@@ -87,9 +123,8 @@ pub fn apply_bitmask<T: Copy + Send + Sync>(
     let bitmask_row = |b: usize| &bitmask[b * row_words..(b + 1) * row_words];
     let span = &mut logits[..layout.needed_len().unwrap_or(0)];
     let parallel = pairs.len() > 1
-        && pairs.len().saturating_mul(width) >= PARALLEL_MIN_ELEMENTS
-        && may_write(pairs, bitmask_row, width.saturating_sub(row_words * 32))
-            >= PARALLEL_MIN_ELEMENTS;
+        && pairs.len().saturating_mul(width) >= parallel_min
+        && may_write(pairs, bitmask_row, width.saturating_sub(row_words * 32)) >= parallel_min;
     if parallel {
         span.par_chunks_mut(row_stride)
             .zip(plan.par_iter())
@@ -260,9 +295,11 @@ mod tests {
 
     #[test]
     fn large_calls_match_the_reference() {
-        // Rows that forbid most tokens (past `PARALLEL_MIN_ELEMENTS` to write: the thread pool)
-        // and rows that allow most (the calling thread), wider than their bitmask.
+        // Rows that forbid most tokens (past the threshold to write: the thread pool) and rows
+        // that allow most (the calling thread), wider than their bitmask; row 3 is untouched.
         let (rows, width, words) = (5usize, 150_000usize, 4_600usize);
+        let pairs = [(0, 3), (1, 1), (2, 4), (4, 0)];
+        let parallel_min = 1 << 19;
         for sparse in [true, false] {
             let bitmask: Vec<u32> = (0..rows * words)
                 .map(|i| match (sparse, i % 97) {
@@ -272,25 +309,25 @@ mod tests {
                     (false, _) => u32::MAX,
                 })
                 .collect();
-            let layout = LogitsLayout::contiguous(rows, width);
             let row = |b: usize| &bitmask[b * words..(b + 1) * words];
-            assert_eq!(
-                may_write(&[(0, 3), (1, 1), (2, 4), (4, 0)], row, width - words * 32)
-                    >= PARALLEL_MIN_ELEMENTS,
-                sparse
-            );
+            let writes = may_write(&pairs, row, width - words * 32);
+            assert_eq!(writes >= parallel_min, sparse);
             let start: Vec<f32> = (0..rows * width).map(|i| i as f32).collect();
-            let mut got = start.clone();
-            let pairs = [(0, 3), (1, 1), (2, 4), (4, 0)]; // row 3 untouched
-            apply_bitmask(&mut got, layout, &bitmask, words, &pairs, f32::NEG_INFINITY).unwrap();
-            let mut want = start;
+            let mut want = start.clone();
             for (l, b) in pairs {
-                reference(
-                    &mut want[l * width..(l + 1) * width],
-                    &bitmask[b * words..(b + 1) * words],
-                );
+                reference(&mut want[l * width..(l + 1) * width], row(b));
             }
-            assert!(got == want, "sparse {sparse}");
+            for min in [parallel_min, PARALLEL_MIN_ELEMENTS, usize::MAX] {
+                let mut got = start.clone();
+                let rows_of = Rows {
+                    bitmask: &bitmask,
+                    row_words: words,
+                    pairs: &pairs,
+                };
+                let layout = LogitsLayout::contiguous(rows, width);
+                apply_bitmask_from(&mut got, layout, rows_of, f32::NEG_INFINITY, min).unwrap();
+                assert!(got == want, "sparse {sparse}, from {min}");
+            }
         }
     }
 
