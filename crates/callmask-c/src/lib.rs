@@ -1248,7 +1248,8 @@ pub unsafe extern "C" fn callmask_matcher_fill_mask(
     }
 }
 
-/// Fills one bitmask row per matcher in parallel (a thread pool): row `i` is
+/// Fills one bitmask row per matcher (rows on the calling thread for 100 µs, the rest in
+/// parallel on a thread pool): row `i` is
 /// `rows[i * row_words .. (i + 1) * row_words]`; a NULL matcher leaves its row untouched. The
 /// matchers must be distinct (`CALLMASK_STATUS_INVALID_ARGUMENT` otherwise).
 ///

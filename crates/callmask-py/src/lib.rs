@@ -1066,8 +1066,8 @@ fn terminated(m: &Matcher) -> bool {
     m.is_finished() && m.accepted_tokens().last().is_some_and(|&t| vocab.is_eos(t))
 }
 
-/// Fills row `i` of `bitmask` for `matchers[i]`, all rows in parallel (rayon) with the GIL
-/// released; a `None` entry leaves its row untouched. `bitmask` as for `Matcher.fill_bitmask`,
+/// Fills row `i` of `bitmask` for `matchers[i]` with the GIL released (rows on the calling
+/// thread for 100 µs, the rest in parallel: `callmask::mask::fill_u32_rows`); a `None` entry leaves its row untouched. `bitmask` as for `Matcher.fill_bitmask`,
 /// with at least `len(matchers)` rows. A matcher may appear only once.
 #[pyfunction]
 fn fill_bitmasks(

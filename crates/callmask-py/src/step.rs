@@ -8,20 +8,13 @@
 //! bitmask are checked before any write. Logits on another device (CUDA) are left to the
 //! adapter, which applies the filled bitmask there with a fused kernel.
 
-use callmask::mask::fill_u32_rows;
+use callmask::mask::{fill_u32_rows, map_rows};
 use callmask::mask::logits::{apply_bitmask, LogitsLayout, BF16_NEG_INF, F16_NEG_INF};
 use callmask::{Matcher, TokenId};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use rayon::prelude::*;
 
 use super::{err, terminated, ArrayInterface, BitmaskError, MaskBuf, PyMatcher};
-
-/// Rows from which [`accept_batch`] feeds the rows in parallel: a token costs about 0.7 µs to
-/// accept, the hop to the thread pool about 20 µs, so the pool pays from about 60 rows on two
-/// cores (measured on the Qwen3 vocabulary, one token per row: 0.70 µs a row serial at 31 rows,
-/// 0.98 µs parallel at 32, 0.53 µs parallel at 256).
-const PARALLEL_ACCEPT_ROWS: usize = 64;
 
 /// Element types of logits written in place.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -314,8 +307,9 @@ fn set_bit(row: &mut [u32], t: TokenId) {
 }
 
 /// Masks one engine step, in one call with the GIL released: fills bitmask row `k` for
-/// `matchers[k]` (rayon across rows), a `None` matcher's row with exactly the tokens `ends`
-/// (a request that failed or has no matcher yet may only end), then clears the tokens
+/// `matchers[k]` (as `callmask::mask::fill_u32_rows`: the calling thread, then a thread pool),
+/// a `None` matcher's row with exactly the tokens `ends` (a request that failed or has no
+/// matcher yet may only end), then clears the tokens
 /// `forbidden[k]` from row `k` (end tokens the request does not stop on) unless that would leave
 /// the row empty, and, when `logits` is given and on the CPU, writes -inf over the forbidden
 /// logits of row `rows[k]` (default `k`). Returns True when the logits were written, False when
@@ -394,7 +388,7 @@ pub(crate) fn mask_logits(
     Ok(written)
 }
 
-/// Fills bitmask row `k` of `all` (rows of `row_words` words) for `ms[k]` (rayon across rows), a
+/// Fills bitmask row `k` of `all` (rows of `row_words` words) for `ms[k]` (`fill_u32_rows`), a
 /// `None` row with exactly the tokens `ends`, then clears the tokens `forbidden[k]` from row `k`
 /// unless that would leave it empty (see [`mask_logits`]).
 fn fill_rows(
@@ -440,8 +434,8 @@ fn fill_rows(
 /// One row's feeding: how many tokens it took, and why it stopped early (a refused token).
 type Fed = (usize, Option<String>);
 
-/// Feeds `tokens[k]` to `matchers[k]` for every row at once, with the GIL released (rayon
-/// across rows from 64 rows): tokens are accepted in order until the first negative id (an
+/// Feeds `tokens[k]` to `matchers[k]` for every row at once, with the GIL released (rows on
+/// the calling thread for 100 µs, the rest on a thread pool: `callmask::mask::map_rows`): tokens are accepted in order until the first negative id (an
 /// engine's placeholder for a token not known yet) or the first refused token; tokens after an
 /// accepted end-of-generation token are counted as fed and ignored (the engine went on past
 /// the end). Returns, per row, `(tokens fed, None)` or `(tokens fed, why the next was
@@ -473,11 +467,8 @@ fn feed_rows(ms: &mut [Option<&mut PyMatcher>], tokens: &[Vec<i64>]) -> Vec<Fed>
         Some(m) => feed_row(m, ts),
         None => (0, None),
     };
-    if ms.len() >= PARALLEL_ACCEPT_ROWS {
-        ms.par_iter_mut().zip(tokens.par_iter()).map(feed).collect()
-    } else {
-        ms.iter_mut().zip(tokens.iter()).map(feed).collect()
-    }
+    let work: Vec<_> = ms.iter_mut().zip(tokens).collect();
+    map_rows(work, || (), |_, row| feed(row))
 }
 
 /// The worker's half of an engine step in one GIL-free call (so that it takes the GIL once,

@@ -54,7 +54,7 @@
 //!   (C++ heap): "n/a".
 //! - batch fill: masks for a batch of sequences (1, 8, 64) at staggered positions, one call on a
 //!   2-thread rayon pool: callmask's `mask::fill_u32_rows` (rows on the calling thread for
-//!   `mask::SERIAL_FILL_BUDGET`, the rest on the pool) against llguidance's matchers'
+//!   `mask::SERIAL_ROWS_BUDGET`, the rest on the pool) against llguidance's matchers'
 //!   `compute_mask` in a rayon `par_iter` (what its C API's `llg_par_compute_mask` does); µs per
 //!   whole-batch fill along 64 decoding steps.
 //! - targets and misses: each of issue 29's targets with its misses, and every miss with its

@@ -38,13 +38,15 @@ mod bitset;
 mod distinct;
 pub mod logits;
 mod matcher;
+mod rows;
 mod text_walks;
 mod walks;
 
 pub use bitset::TokenMask;
 use bitset::{TokenSet, TokenSetBuilder, WalkTokens};
 pub(crate) use distinct::json_eq;
-pub use matcher::{fill_u32_rows, Matcher, SERIAL_FILL_BUDGET};
+pub use matcher::{fill_u32_rows, Matcher};
+pub use rows::{map_rows, SERIAL_ROWS_BUDGET};
 use walks::{ExitChildren, FirstSteps, Walker};
 
 /// A cached lexeme walk, holding its automaton so that the address in its key stays unique.

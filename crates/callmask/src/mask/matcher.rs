@@ -829,30 +829,21 @@ impl Matcher {
     }
 }
 
-/// How long [`fill_u32_rows`] fills rows on the calling thread before handing the rest to the
-/// thread pool. A mask the automaton has cached costs a copy of the row (1-2 µs for a 152k
-/// vocabulary), less than the hop to the pool (20 µs on an idle machine, hundreds inside an
-/// engine whose forward pass holds the cores: measured in vLLM on 2 cores, 16 rows of free text
-/// took 3 ms on the pool against 0.1 ms on the calling thread); a mask computed for the first
-/// time costs 10 µs to milliseconds, which the pool spreads over the cores.
-pub const SERIAL_FILL_BUDGET: std::time::Duration = std::time::Duration::from_micros(100);
-
 /// Fills one row of `rows` per matcher, in the 32-bit layout of
 /// [`TokenMask::write_u32_words`]: row `i` is `rows[i * row_words..(i + 1) * row_words]` and
 /// belongs to `matchers[i]` (`None` leaves its row untouched, for sequences without a grammar).
-/// Rows are filled in order on the calling thread until that has taken
-/// [`SERIAL_FILL_BUDGET`], the rest in parallel (rayon): a batch of cached masks never pays the
-/// hop to the pool, a batch of new ones is spread over it.
+/// Rows are filled as [`map_rows`](super::map_rows) runs them: on the calling thread for
+/// [`SERIAL_ROWS_BUDGET`](super::SERIAL_ROWS_BUDGET), the rest in parallel (rayon), so a batch
+/// of cached masks never pays the hop to the pool and a batch of new ones is spread over it.
 ///
 /// [`Error::BitmaskSize`] when `rows` is shorter than `matchers.len() * row_words` or a row is
-/// too short for a matcher's vocabulary; rows are then left as they were only for the matchers
-/// not yet filled.
+/// too short for a matcher's vocabulary (the first such error; the other rows are filled).
 pub fn fill_u32_rows(
     matchers: &mut [Option<&mut Matcher>],
     rows: &mut [u32],
     row_words: usize,
 ) -> Result<()> {
-    fill_u32_rows_within(matchers, rows, row_words, SERIAL_FILL_BUDGET)
+    fill_u32_rows_within(matchers, rows, row_words, super::SERIAL_ROWS_BUDGET)
 }
 
 /// [`fill_u32_rows`] with the calling thread's share bounded by `serial_budget`.
@@ -862,7 +853,6 @@ fn fill_u32_rows_within(
     row_words: usize,
     serial_budget: std::time::Duration,
 ) -> Result<()> {
-    use rayon::prelude::*;
     if matchers.is_empty() {
         return Ok(());
     }
@@ -873,35 +863,18 @@ fn fill_u32_rows_within(
             needed: need.max(1),
         });
     }
-    let start = std::time::Instant::now();
-    let mut scratch = TokenMask::new(0);
-    let mut serial = 0;
-    for (m, row) in matchers.iter_mut().zip(rows.chunks_mut(row_words)) {
-        if serial > 0 && start.elapsed() >= serial_budget {
-            break;
-        }
-        if let Some(m) = m {
-            m.fill_u32_words(row, &mut scratch)?;
-        }
-        serial += 1;
-    }
-    if serial == matchers.len() {
-        return Ok(());
-    }
-    // One scratch mask per piece of work rayon splits off (not a vocabulary-sized allocation
-    // and clear per row).
-    matchers[serial..]
-        .par_iter_mut()
-        .zip(rows[serial * row_words..need].par_chunks_mut(row_words))
-        .map_init(
-            || TokenMask::new(0),
-            |scratch, (m, row)| match m {
-                Some(m) => m.fill_u32_words(row, scratch),
-                None => Ok(()),
-            },
-        )
-        .collect::<Result<Vec<()>>>()
-        .map(|_| ())
+    let work: Vec<_> = matchers
+        .iter_mut()
+        .zip(rows.chunks_mut(row_words))
+        .collect();
+    let fill = |scratch: &mut TokenMask, (m, row): (&mut Option<&mut Matcher>, &mut [u32])| match m
+    {
+        Some(m) => m.fill_u32_words(row, scratch),
+        None => Ok(()),
+    };
+    super::rows::map_rows_within(work, || TokenMask::new(0), fill, serial_budget)
+        .into_iter()
+        .collect()
 }
 
 #[cfg(test)]
