@@ -880,7 +880,8 @@ fn fill_u32_rows_within(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{CompileOptions, Grammar, Vocab};
+    use crate::grammar::{CompileOptions, Grammar};
+    use crate::vocab::Vocab;
     use std::time::Duration;
 
     /// A string schema's automaton and outputs at different points: the start, inside the
