@@ -8,8 +8,8 @@
 //! bitmask are checked before any write. Logits on another device (CUDA) are left to the
 //! adapter, which applies the filled bitmask there with a fused kernel.
 
-use callmask::mask::{fill_u32_rows, map_rows};
 use callmask::mask::logits::{apply_bitmask, LogitsLayout, BF16_NEG_INF, F16_NEG_INF};
+use callmask::mask::{fill_u32_rows, map_rows};
 use callmask::{Matcher, TokenId};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
