@@ -1067,8 +1067,9 @@ fn terminated(m: &Matcher) -> bool {
 }
 
 /// Fills row `i` of `bitmask` for `matchers[i]` with the GIL released (rows on the calling
-/// thread for 100 µs, the rest in parallel: `callmask::mask::fill_u32_rows`); a `None` entry leaves its row untouched. `bitmask` as for `Matcher.fill_bitmask`,
-/// with at least `len(matchers)` rows. A matcher may appear only once.
+/// thread for 100 µs, the rest in parallel: `callmask::mask::fill_u32_rows`); a `None` entry
+/// leaves its row untouched. `bitmask` as for `Matcher.fill_bitmask`, with at least
+/// `len(matchers)` rows. A matcher may appear only once.
 #[pyfunction]
 fn fill_bitmasks(
     py: Python<'_>,

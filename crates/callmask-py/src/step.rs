@@ -307,13 +307,13 @@ fn set_bit(row: &mut [u32], t: TokenId) {
 }
 
 /// Masks one engine step, in one call with the GIL released: fills bitmask row `k` for
-/// `matchers[k]` (as `callmask::mask::fill_u32_rows`: the calling thread, then a thread pool),
-/// a `None` matcher's row with exactly the tokens `ends` (a request that failed or has no
-/// matcher yet may only end), then clears the tokens
-/// `forbidden[k]` from row `k` (end tokens the request does not stop on) unless that would leave
-/// the row empty, and, when `logits` is given and on the CPU, writes -inf over the forbidden
-/// logits of row `rows[k]` (default `k`). Returns True when the logits were written, False when
-/// they are elsewhere (a CUDA tensor: apply the bitmask there) or not given.
+/// `matchers[k]` (as `callmask::mask::fill_u32_rows`: the calling thread, then a thread pool), a
+/// `None` matcher's row with exactly the tokens `ends` (a request that failed or has no matcher yet
+/// may only end), then clears the tokens `forbidden[k]` from row `k` (end tokens the request does
+/// not stop on) unless that would leave the row empty, and, when `logits` is given and on the CPU,
+/// writes -inf over the forbidden logits of row `rows[k]` (default `k`). Returns True when the
+/// logits were written, False when they are elsewhere (a CUDA tensor: apply the bitmask there) or
+/// not given.
 #[pyfunction]
 #[pyo3(signature = (matchers, bitmask, logits=None, rows=None, *, ends=None, forbidden=None))]
 #[allow(clippy::too_many_arguments)]
@@ -434,12 +434,12 @@ fn fill_rows(
 /// One row's feeding: how many tokens it took, and why it stopped early (a refused token).
 type Fed = (usize, Option<String>);
 
-/// Feeds `tokens[k]` to `matchers[k]` for every row at once, with the GIL released (rows on
-/// the calling thread for 100 µs, the rest on a thread pool: `callmask::mask::map_rows`): tokens are accepted in order until the first negative id (an
-/// engine's placeholder for a token not known yet) or the first refused token; tokens after an
-/// accepted end-of-generation token are counted as fed and ignored (the engine went on past
-/// the end). Returns, per row, `(tokens fed, None)` or `(tokens fed, why the next was
-/// refused)`; a `None` matcher feeds nothing.
+/// Feeds `tokens[k]` to `matchers[k]` for every row at once, with the GIL released (rows on the
+/// calling thread for 100 µs, the rest on a thread pool: `callmask::mask::map_rows`): tokens are
+/// accepted in order until the first negative id (an engine's placeholder for a token not known
+/// yet) or the first refused token; tokens after an accepted end-of-generation token are counted as
+/// fed and ignored (the engine went on past the end). Returns, per row, `(tokens fed, None)` or
+/// `(tokens fed, why the next was refused)`; a `None` matcher feeds nothing.
 #[pyfunction]
 pub(crate) fn accept_batch(
     py: Python<'_>,
