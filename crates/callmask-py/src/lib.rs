@@ -565,7 +565,8 @@ impl PyGrammar {
     /// grammar. With `recover=True`, reads what it can of an output the grammar refuses (an
     /// unconstrained model's), as the peers' tool parsers do, and lists what it assumed or
     /// skipped under `"recovered"` (`[{"kind": "closed", "appended"} | {"kind": "skipped",
-    /// "offset", "text", "reason"}]`); no call is returned that the text does not hold.
+    /// "offset", "text", "reason"} | {"kind": "text_around", "offset", "text"}]`); no call is
+    /// returned that the text does not hold.
     #[pyo3(signature = (text, *, recover=false))]
     fn parse<'py>(
         &self,

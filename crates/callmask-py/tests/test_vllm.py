@@ -526,6 +526,13 @@ def test_tool_parser_openai_requests(qwen_vocab):
     assert parser.adjust_request(none).vllm_xargs is None
     text = parser.extract_tool_calls("not a call", req)
     assert not text.tools_called and text.content == "not a call"
+    # An output the grammar refuses (one not constrained) is read as `parse --recover` reads it:
+    # the call of an unknown function is skipped, the good one after it kept.
+    bad = '<tool_call>\n{"name": "nope", "arguments": {}}\n</tool_call>\n' + out
+    info = parser.extract_tool_calls(bad, req)
+    assert info.tools_called and [c.function.name for c in info.tool_calls] == [
+        "get_current_weather"
+    ]
 
 
 def test_backend_structural_tags(qwen_vocab):

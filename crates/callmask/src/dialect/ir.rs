@@ -33,6 +33,9 @@ pub(super) enum Expr {
         name_key: String,
         args_key: String,
         enc: Encoding,
+        /// `args="either"`: the arguments as a JSON object or as a JSON string holding one
+        /// (`enc` is then [`Encoding::Json`]).
+        either: bool,
         /// An extra `"key": "id"` entry whose string content matches the regex.
         id: Option<(String, String)>,
         /// The keys in any order (`keys="any"`); by default the name key comes first, as

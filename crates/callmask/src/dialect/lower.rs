@@ -681,6 +681,7 @@ impl<'a> Lowering<'a> {
                 name_key,
                 args_key,
                 enc,
+                either,
                 id,
                 any_order,
             } => {
@@ -693,15 +694,26 @@ impl<'a> Lowering<'a> {
                     .map_err(|e| self.c.b.dfa_err(e, "", ""))?;
                     self.c.lexeme(d)?
                 };
-                let args = self.args(i, *enc, false)?;
-                let args = if *enc == Encoding::JsonInString {
-                    let q1 = self.lit(b"\"")?;
-                    let q2 = self.lit(b"\"")?;
-                    self.c.b.push(Node::Seq(vec![q1, args, q2]))?
-                } else {
-                    args
+                let mut encs = vec![*enc];
+                if *either {
+                    encs.push(Encoding::JsonInString);
+                }
+                let mut forms = Vec::with_capacity(encs.len());
+                for enc in encs {
+                    let args = self.args(i, enc, false)?;
+                    let args = if enc == Encoding::JsonInString {
+                        let q1 = self.lit(b"\"")?;
+                        let q2 = self.lit(b"\"")?;
+                        self.c.b.push(Node::Seq(vec![q1, args, q2]))?
+                    } else {
+                        args
+                    };
+                    forms.push(self.c.b.push(Node::Capture(Capture::Args(enc), args))?);
+                }
+                let args = match forms[..] {
+                    [one] => one,
+                    _ => self.c.b.push(Node::Union(forms))?,
                 };
-                let args = self.c.b.push(Node::Capture(Capture::Args(*enc), args))?;
                 self.c.enc = Encoding::Json;
                 let mut entries = vec![(name_key.clone(), name_node), (args_key.clone(), args)];
                 let mut required = vec![name_key.clone(), args_key.clone()];

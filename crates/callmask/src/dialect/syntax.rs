@@ -651,10 +651,16 @@ impl Parser {
                     "any" => true,
                     o => return Err((line, format!("keys={o:?}: expected name_first or any"))),
                 };
-                let enc = match get("args", "object").as_str() {
-                    "object" => Encoding::Json,
-                    "string" => Encoding::JsonInString,
-                    o => return Err((line, format!("args={o:?}: expected object or string"))),
+                let (enc, either) = match get("args", "object").as_str() {
+                    "object" => (Encoding::Json, false),
+                    "string" => (Encoding::JsonInString, false),
+                    "either" => (Encoding::Json, true),
+                    o => {
+                        return Err((
+                            line,
+                            format!("args={o:?}: expected object, string or either"),
+                        ))
+                    }
                 };
                 let id = match (
                     kw.iter().any(|(k, _)| k == "id_key"),
@@ -670,6 +676,7 @@ impl Parser {
                     name_key: get("name_key", "name"),
                     args_key: get("args_key", "arguments"),
                     enc,
+                    either,
                     id,
                     any_order,
                 }

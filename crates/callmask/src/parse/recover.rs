@@ -16,6 +16,12 @@
 //!   malformed one, or after text where the format allows none, are still found; the skipped
 //!   bytes are reported.
 //!
+//! - **Finding calls after text.** Where the format's calls must open the output (a Python
+//!   list, a bare JSON call: the bytes a call-bearing output can start with are few) and
+//!   nothing above found a call, the calls are looked for further in, at each byte that can
+//!   open them, as the peers' parsers do ("Here is the call: [f(a=1)]"): each complete run of
+//!   calls found there is returned, and the text around them as the reply's text.
+//!
 //! Trade-off: it is a search with the strict grammar as the oracle, not a second, looser
 //! grammar per dialect; it needs no knowledge of a dialect's markers, and what it accepts is by
 //! construction what the grammar accepts in pieces. Its cost is bounded by
@@ -24,7 +30,7 @@
 use super::{collect, Capture, Event, Parsed, StreamParser, SPECIAL};
 use crate::automaton::complete::Completer;
 use crate::error::{Error, Result};
-use crate::grammar::Grammar;
+use crate::grammar::{Grammar, GrammarInner, Node, NodeId};
 
 /// Most fresh parses one recovering parse tries after failures.
 pub const MAX_RESTARTS: usize = 2048;
@@ -50,6 +56,14 @@ pub enum Recovery {
         /// Byte offset in the output.
         offset: usize,
         /// What was assumed.
+        text: String,
+    },
+    /// Text where the format allows none beside calls (before or after them): returned as the
+    /// reply's text.
+    TextAround {
+        /// Byte offset in the output.
+        offset: usize,
+        /// The text, as written.
         text: String,
     },
     /// These bytes could not be read as part of a valid output and were skipped.
@@ -79,11 +93,16 @@ impl Grammar {
     /// that stops before its closing marker, calls after text or a malformed call that the
     /// format does not allow there. Each liberty is listed in [`Parsed::recovered`]; a call is
     /// only ever returned where the strict grammar accepts it, so none is invented. An output
-    /// the strict grammar accepts gives exactly [`Grammar::parse`]'s result. Fails only where
-    /// nothing of the output can be read.
+    /// the strict grammar accepts gives exactly [`Grammar::parse`]'s result, but for calls
+    /// after text in a format whose calls must open the output (a Python list, a bare JSON
+    /// call), which the strict grammar reads as plain text and this finds, as the peers'
+    /// parsers do. Fails only where nothing of the output can be read.
     pub fn parse_recovering(&self, text: &str) -> Result<Parsed> {
         let mut budget = MAX_RESTARTS;
-        let mut out = self.recover_from(text, 0, &mut budget)?;
+        let mut out = match self.calls_within(text, 0, &mut budget) {
+            Some(found) => found,
+            None => self.recover_from(text, 0, &mut budget)?,
+        };
         for (i, c) in out.tool_calls.iter_mut().enumerate() {
             if c.id.starts_with("call_") {
                 c.id = format!("call_{i}");
@@ -161,6 +180,72 @@ impl Grammar {
                 reason,
             })),
         }
+    }
+
+    /// The runs of calls in `text`, wherever they start (see the module doc), with the text
+    /// around them; `None` when the format's calls may follow text anyway (the strict parse
+    /// reads those) or no complete call is found.
+    fn calls_within(&self, text: &str, base: usize, budget: &mut usize) -> Option<Parsed> {
+        let opens = call_openers(&self.inner)?;
+        let b = text.as_bytes();
+        for q in 0..b.len() {
+            if *budget == 0 {
+                return None;
+            }
+            let special_here = self
+                .inner
+                .specials
+                .iter()
+                .any(|s| !s.is_empty() && b[q..].starts_with(s.as_bytes()));
+            if !text.is_char_boundary(q) || !(special_here || opens.contains(b[q])) {
+                continue;
+            }
+            *budget -= 1;
+            let rest = &text[q..];
+            let attempt = self.attempt(rest);
+            let end = match attempt.failed {
+                None => rest.len(),
+                Some(_) => match attempt.last_end {
+                    Some(e) if e > 0 => e,
+                    _ => continue,
+                },
+            };
+            let Ok(calls) = self.parse(&rest[..end]) else {
+                continue;
+            };
+            if calls.tool_calls.is_empty() {
+                continue;
+            }
+            let mut out = Parsed {
+                text: text[..q].trim().to_owned(),
+                ..Parsed::default()
+            };
+            if q > 0 {
+                out.recovered.push(Recovery::TextAround {
+                    offset: base,
+                    text: text[..q].to_owned(),
+                });
+            }
+            merge(&mut out, calls);
+            let after = &rest[end..];
+            if !after.trim().is_empty() {
+                let at = base + q + end;
+                let tail = self.calls_within(after, at, budget).unwrap_or_else(|| {
+                    let mut p = Parsed {
+                        text: after.trim().to_owned(),
+                        ..Parsed::default()
+                    };
+                    p.recovered.push(Recovery::TextAround {
+                        offset: at,
+                        text: after.to_owned(),
+                    });
+                    p
+                });
+                merge(&mut out, tail);
+            }
+            return Some(out);
+        }
+        None
     }
 
     /// Skips one unreadable stretch: the text up to the end of a complete call (or a complete
@@ -323,6 +408,127 @@ fn call_ends(p: &StreamParser) -> Vec<usize> {
     ends.sort_unstable_by(|a, b| b.cmp(a));
     ends.dedup();
     ends
+}
+
+/// The bytes an output of `g` that holds a call can start with (special tokens aside), where
+/// they are few ([`MAX_OPENERS`]): the formats whose calls must open the output. `None` where a
+/// call may follow free text (the strict parse reads those) or no output holds a call.
+fn call_openers(g: &GrammarInner) -> Option<ByteSet> {
+    let mut walk = OpenerWalk {
+        g,
+        has_call: vec![None; g.nodes.len()],
+        visiting: vec![false; g.nodes.len()],
+    };
+    if !walk.has_call(g.root) {
+        return None;
+    }
+    let set = walk.openers(g.root);
+    (set.len() <= MAX_OPENERS).then_some(set)
+}
+
+/// Most distinct bytes that may open a call-bearing output for [`call_openers`] to name them.
+const MAX_OPENERS: u32 = 8;
+
+/// A set of bytes.
+#[derive(Clone, Copy, Default)]
+struct ByteSet([u64; 4]);
+
+impl ByteSet {
+    fn contains(&self, b: u8) -> bool {
+        self.0[(b / 64) as usize] >> (b % 64) & 1 == 1
+    }
+    fn add(&mut self, other: &[u64; 4]) {
+        for (a, o) in self.0.iter_mut().zip(other) {
+            *a |= o;
+        }
+    }
+    fn len(&self) -> u32 {
+        self.0.iter().map(|w| w.count_ones()).sum()
+    }
+}
+
+/// The walk behind [`call_openers`] (recursion through the grammar's nodes, each node's
+/// "holds a call" remembered; a node met again on its own path counts as holding none).
+struct OpenerWalk<'g> {
+    g: &'g GrammarInner,
+    has_call: Vec<Option<bool>>,
+    visiting: Vec<bool>,
+}
+
+impl OpenerWalk<'_> {
+    /// Whether some output of `n` holds a call.
+    fn has_call(&mut self, n: NodeId) -> bool {
+        let i = n as usize;
+        if let Some(h) = self.has_call[i] {
+            return h;
+        }
+        if self.visiting[i] {
+            return false;
+        }
+        self.visiting[i] = true;
+        let h = match &self.g.nodes[i] {
+            Node::Capture(Capture::Call(_), _) => true,
+            Node::Capture(_, c) => self.has_call(*c),
+            Node::Seq(v) | Node::Union(v) => v.clone().into_iter().any(|c| self.has_call(c)),
+            Node::Repeat { item, max, .. } => *max > 0 && self.has_call(*item),
+            _ => false,
+        };
+        self.visiting[i] = false;
+        self.has_call[i] = Some(h);
+        h
+    }
+
+    /// Whether every non-empty output of `n` ends with a special token.
+    fn ends_special(&self, n: NodeId) -> bool {
+        match &self.g.nodes[n as usize] {
+            Node::Special(_) => true,
+            Node::Capture(_, c) | Node::Repeat { item: c, .. } => self.ends_special(*c),
+            Node::Seq(v) => v.last().is_some_and(|&c| self.ends_special(c)),
+            Node::Union(v) => v.iter().all(|&c| self.ends_special(c)),
+            _ => false,
+        }
+    }
+
+    /// The bytes a call-bearing output of `n` may start with (special tokens aside).
+    fn openers(&mut self, n: NodeId) -> ByteSet {
+        let mut set = ByteSet::default();
+        if !self.has_call(n) {
+            return set;
+        }
+        match self.g.nodes[n as usize].clone() {
+            Node::Capture(Capture::Call(_), c) => set.add(&self.g.first[c as usize]),
+            Node::Capture(_, c) => set = self.openers(c),
+            Node::Union(v) => {
+                for c in v {
+                    set.add(&self.openers(c).0);
+                }
+            }
+            Node::Seq(v) => {
+                for (k, &c) in v.iter().enumerate() {
+                    let later = v[k + 1..].iter().any(|&x| self.has_call(x));
+                    if self.has_call(c) {
+                        set.add(&self.openers(c).0);
+                    }
+                    // A prefix that ends with a special token (`<|python_tag|>`, text before it)
+                    // opens nothing: that token's spelling is looked for anyway.
+                    if later && !self.ends_special(c) {
+                        set.add(&self.g.first[c as usize]);
+                    }
+                    if !self.g.nullable[c as usize] {
+                        break;
+                    }
+                }
+            }
+            Node::Repeat { item, max, .. } => {
+                set.add(&self.openers(item).0);
+                if max > 1 {
+                    set.add(&self.g.first[item as usize]);
+                }
+            }
+            _ => {}
+        }
+        set
+    }
 }
 
 fn rest_has_text(p: &Parsed) -> bool {

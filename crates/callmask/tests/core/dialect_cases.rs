@@ -277,11 +277,11 @@ const REAL_TEMPLATES: &[(&str, Option<&str>)] = &[
     ("StepFun3.5-Flash.jinja", Some("step3p5")),
     (
         "deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja",
-        Some("deepseek_v31"),
+        Some("deepseek_r1"),
     ),
     (
         "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
-        Some("deepseek_v31"),
+        Some("deepseek_r1"),
     ),
     ("deepseek-ai-DeepSeek-V3.1.jinja", Some("deepseek_v31")),
     ("deepseek-ai-DeepSeek-V3.2.jinja", Some("deepseek_v32")),

@@ -621,7 +621,7 @@ fn dialect_files_and_errors() {
         ("root ::= (\"a\"", "expected `)`"),
         (
             "root ::= @json_call(args=\"yaml\")",
-            "expected object or string",
+            "expected object, string or either",
         ),
         ("root ::= @call{3,1}", "bad repetition"),
         ("root ::= /[/", "regex"),

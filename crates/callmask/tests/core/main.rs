@@ -19,6 +19,7 @@ mod logic;
 mod matcher;
 mod model_dialects;
 mod numbers;
+mod peer_cases;
 mod raw_args;
 mod refs;
 mod robustness;

@@ -25,7 +25,8 @@ What it does per request (vLLM's ``ToolParser`` plugin interface,
   sends every tool choice through this parser's extraction. ``tool_choice: "none"`` is left
   unconstrained, as vLLM does.
 - ``extract_tool_calls``: the whole output parsed by the same grammar (``Grammar.parse``);
-  an output that is not one (a request that failed) comes back as plain content.
+  an output that is not one (a request that was not constrained, or failed) is read by the
+  recovering parse (``recover=True``), and what that cannot read comes back as plain content.
 - ``extract_tool_calls_streaming``: callmask's incremental parser: content, then each call's
   name and argument deltas as soon as they are certain; whatever the stream parser still
   withholds when the output ends is flushed through vLLM's ``get_remaining_unstreamed_args``.
@@ -171,15 +172,19 @@ class CallmaskToolParser(ToolParser):  # type: ignore[misc,valid-type]
     # -- whole outputs -----------------------------------------------------------------------
 
     def extract_tool_calls(self, model_output: str, request: Any) -> Any:
-        """The calls of a whole output (plain content when it is not an output of the
-        request's grammar)."""
+        """The calls of a whole output. An output the request's grammar refuses (one that was
+        not constrained) is read by the recovering parse, as ``callmask parse --recover`` reads
+        it: what it cannot read is plain content."""
         grammar = self._grammar_for(request)
         message = None
         if grammar is not None:
             try:
                 message = grammar.parse(model_output)
             except CallmaskError:
-                message = None
+                try:
+                    message = grammar.parse(model_output, recover=True)
+                except CallmaskError:
+                    message = None
         if not message or not message["tool_calls"]:
             content = message["content"] if message else model_output
             return ExtractedToolCallInformation(tools_called=False, tool_calls=[], content=content)
