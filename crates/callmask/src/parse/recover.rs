@@ -99,7 +99,9 @@ impl Grammar {
     /// parsers do. Fails only where nothing of the output can be read.
     pub fn parse_recovering(&self, text: &str) -> Result<Parsed> {
         let mut budget = MAX_RESTARTS;
-        let mut out = match self.calls_within(text, 0, &mut budget) {
+        let opens = call_openers(&self.inner);
+        let within = opens.and_then(|o| self.calls_within(text, 0, &o, &mut budget));
+        let mut out = match within {
             Some(found) => found,
             None => self.recover_from(text, 0, &mut budget)?,
         };
@@ -182,11 +184,16 @@ impl Grammar {
         }
     }
 
-    /// The runs of calls in `text`, wherever they start (see the module doc), with the text
-    /// around them; `None` when the format's calls may follow text anyway (the strict parse
-    /// reads those) or no complete call is found.
-    fn calls_within(&self, text: &str, base: usize, budget: &mut usize) -> Option<Parsed> {
-        let opens = call_openers(&self.inner)?;
+    /// The runs of calls in `text`, wherever they start at one of the bytes `opens` or a
+    /// special token (see the module doc), with the text around them; `None` when no complete
+    /// call is found.
+    fn calls_within(
+        &self,
+        text: &str,
+        base: usize,
+        opens: &ByteSet,
+        budget: &mut usize,
+    ) -> Option<Parsed> {
         let b = text.as_bytes();
         for q in 0..b.len() {
             if *budget == 0 {
@@ -230,17 +237,19 @@ impl Grammar {
             let after = &rest[end..];
             if !after.trim().is_empty() {
                 let at = base + q + end;
-                let tail = self.calls_within(after, at, budget).unwrap_or_else(|| {
-                    let mut p = Parsed {
-                        text: after.trim().to_owned(),
-                        ..Parsed::default()
-                    };
-                    p.recovered.push(Recovery::TextAround {
-                        offset: at,
-                        text: after.to_owned(),
+                let tail = self
+                    .calls_within(after, at, opens, budget)
+                    .unwrap_or_else(|| {
+                        let mut p = Parsed {
+                            text: after.trim().to_owned(),
+                            ..Parsed::default()
+                        };
+                        p.recovered.push(Recovery::TextAround {
+                            offset: at,
+                            text: after.to_owned(),
+                        });
+                        p
                     });
-                    p
-                });
                 merge(&mut out, tail);
             }
             return Some(out);
@@ -418,6 +427,7 @@ fn call_openers(g: &GrammarInner) -> Option<ByteSet> {
         g,
         has_call: vec![None; g.nodes.len()],
         visiting: vec![false; g.nodes.len()],
+        opening: vec![false; g.nodes.len()],
     };
     if !walk.has_call(g.root) {
         return None;
@@ -448,11 +458,15 @@ impl ByteSet {
 }
 
 /// The walk behind [`call_openers`] (recursion through the grammar's nodes, each node's
-/// "holds a call" remembered; a node met again on its own path counts as holding none).
+/// "holds a call" remembered; a node met again on its own path (a recursive rule) counts as
+/// holding no call, opening nothing and not ending with a special token).
 struct OpenerWalk<'g> {
     g: &'g GrammarInner,
     has_call: Vec<Option<bool>>,
+    /// The nodes on the path of [`OpenerWalk::has_call`].
     visiting: Vec<bool>,
+    /// The nodes on the path of [`OpenerWalk::openers`] or [`OpenerWalk::ends_special`].
+    opening: Vec<bool>,
 }
 
 impl OpenerWalk<'_> {
@@ -479,23 +493,32 @@ impl OpenerWalk<'_> {
     }
 
     /// Whether every non-empty output of `n` ends with a special token.
-    fn ends_special(&self, n: NodeId) -> bool {
-        match &self.g.nodes[n as usize] {
+    fn ends_special(&mut self, n: NodeId) -> bool {
+        let i = n as usize;
+        if self.opening[i] {
+            return false;
+        }
+        self.opening[i] = true;
+        let r = match self.g.nodes[i].clone() {
             Node::Special(_) => true,
-            Node::Capture(_, c) | Node::Repeat { item: c, .. } => self.ends_special(*c),
+            Node::Capture(_, c) | Node::Repeat { item: c, .. } => self.ends_special(c),
             Node::Seq(v) => v.last().is_some_and(|&c| self.ends_special(c)),
             Node::Union(v) => v.iter().all(|&c| self.ends_special(c)),
             _ => false,
-        }
+        };
+        self.opening[i] = false;
+        r
     }
 
     /// The bytes a call-bearing output of `n` may start with (special tokens aside).
     fn openers(&mut self, n: NodeId) -> ByteSet {
         let mut set = ByteSet::default();
-        if !self.has_call(n) {
+        let i = n as usize;
+        if !self.has_call(n) || self.opening[i] {
             return set;
         }
-        match self.g.nodes[n as usize].clone() {
+        self.opening[i] = true;
+        match self.g.nodes[i].clone() {
             Node::Capture(Capture::Call(_), c) => set.add(&self.g.first[c as usize]),
             Node::Capture(_, c) => set = self.openers(c),
             Node::Union(v) => {
@@ -527,6 +550,7 @@ impl OpenerWalk<'_> {
             }
             _ => {}
         }
+        self.opening[i] = false;
         set
     }
 }

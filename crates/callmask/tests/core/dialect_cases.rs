@@ -408,3 +408,45 @@ fn recovering_never_invents_a_call() {
     let p = g.parse_recovering(bad);
     assert!(p.map(|p| p.tool_calls.is_empty()).unwrap_or(true));
 }
+
+/// In a format whose calls must open the output, the recovering parse finds them after and
+/// between texts (as the peers' parsers do), returns the text around them as text and says
+/// so; a strict parse reads the same output as text only. The search also ends on a dialect
+/// whose call list is a recursive rule.
+#[test]
+fn recovering_finds_calls_after_text() {
+    let g = Dialect::by_name("pythonic")
+        .unwrap()
+        .compile(&tools(), &DialectOptions::default())
+        .unwrap();
+    let text = "Sure: [get_time_utc()] and then [get_stock_price(ticker='NVDA')] done";
+    assert!(g.parse(text).unwrap().tool_calls.is_empty());
+    let p = g.parse_recovering(text).unwrap();
+    let names: Vec<&str> = p
+        .tool_calls
+        .iter()
+        .map(|c| c.function.name.as_str())
+        .collect();
+    assert_eq!(names, ["get_time_utc", "get_stock_price"], "{p:?}");
+    assert_eq!(p.text, "Sure: and then done", "{p:?}");
+    let around = p
+        .recovered
+        .iter()
+        .filter(|r| matches!(r, callmask::parse::Recovery::TextAround { .. }))
+        .count();
+    assert_eq!(around, 3, "{:?}", p.recovered);
+    // A call of an unknown function is not found.
+    let p = g.parse_recovering("Sure: [nope()]").unwrap();
+    assert!(p.tool_calls.is_empty(), "{p:?}");
+    // A recursive rule holding the calls.
+    let d = Dialect::parse(
+        "rec",
+        "root ::= \"[\" list \"]\" | @text_matching(\"(?:[^\\\\[](?s:.)*)?\")\nlist ::= @python_call (\", \" list)?\n",
+    )
+    .unwrap();
+    let g = d.compile(&tools(), &DialectOptions::default()).unwrap();
+    let p = g
+        .parse_recovering("ok [get_time_utc(), get_stock_price(ticker='NVDA')]")
+        .unwrap();
+    assert_eq!(p.tool_calls.len(), 2, "{p:?}");
+}
