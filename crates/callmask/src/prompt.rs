@@ -203,7 +203,8 @@ pub fn render_chat_template(
         }
         Error::Prompt(describe(&e))
     };
-    let compiled = env.template_from_str(template).map_err(to_error)?;
+    let template = without_generation_tags(template);
+    let compiled = env.template_from_str(&template).map_err(to_error)?;
     let tool_values: Vec<Json> = tools
         .as_slice()
         .iter()
@@ -218,6 +219,37 @@ pub fn render_chat_template(
         add_generation_prompt => opts.add_generation_prompt,
     };
     compiled.render(ctx).map_err(to_error)
+}
+
+/// `template` without transformers' `{% generation %}` and `{% endgeneration %}` tags (they
+/// mark the assistant's tokens for training masks and render nothing; minijinja has no such
+/// statement).
+fn without_generation_tags(template: &str) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(i) = rest.find("{%") {
+        let after = &rest[i + 2..];
+        let body = after.trim_start_matches(['-', '+']).trim_start();
+        let word = body
+            .strip_prefix("endgeneration")
+            .or_else(|| body.strip_prefix("generation"));
+        let end = word.and_then(|w| {
+            let w = w.trim_start().trim_start_matches(['-', '+']);
+            w.strip_prefix("%}")
+        });
+        match end {
+            Some(tail) => {
+                out.push_str(&rest[..i]);
+                rest = tail;
+            }
+            None => {
+                out.push_str(&rest[..i + 2]);
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// A turn format for a model whose GGUF file carries no chat template (Gemma 3 270M's, for
@@ -485,8 +517,40 @@ fn tojson_filter(
         Some(n) => Some(n),
         None => indent,
     };
+    // transformers' `tojson`: `ensure_ascii` (default false) and `sort_keys` (default false).
+    let ascii = kwargs.get::<Option<bool>>("ensure_ascii")?.unwrap_or(false);
+    let sort = kwargs.get::<Option<bool>>("sort_keys")?.unwrap_or(false);
     kwargs.assert_all_used()?;
-    to_python_json(value, indent).map_err(|e| filter_error(format!("tojson: {e}")))
+    let text = if sort {
+        let mut json: Json =
+            serde_json::to_value(value).map_err(|e| filter_error(format!("tojson: {e}")))?;
+        sort_keys(&mut json);
+        to_python_json(&json, indent)
+    } else {
+        to_python_json(value, indent)
+    }
+    .map_err(|e| filter_error(format!("tojson: {e}")))?;
+    Ok(if ascii {
+        crate::python::escape_past_ascii(&text, false)
+    } else {
+        text
+    })
+}
+
+/// `v` with every object's keys in sorted order (`json.dumps(.., sort_keys=True)`).
+fn sort_keys(v: &mut Json) {
+    match v {
+        Json::Object(o) => {
+            let mut entries: Vec<(String, Json)> = std::mem::take(o).into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            for (k, mut x) in entries {
+                sort_keys(&mut x);
+                o.insert(k, x);
+            }
+        }
+        Json::Array(a) => a.iter_mut().for_each(sort_keys),
+        _ => {}
+    }
 }
 
 /// `xml_value` filter: an argument value as the tagged-argument dialects write it (`@xml_args`):
@@ -563,6 +627,26 @@ fn python_call_text(name: &str, arguments: &Json) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What the real chat templates use beyond Jinja's core: transformers' `tojson` keywords,
+    /// `{% generation %}` tags, `break`.
+    #[test]
+    fn chat_templates_render_transformers_extensions() {
+        let t = "{% generation %}{{ {'b': 'é', 'a': [1]} | tojson(ensure_ascii=True, sort_keys=true) }}\
+                 {%- endgeneration %}|{% for m in messages %}{{ m.role }}{% break %}{% endfor %}";
+        let msgs = [Message::new("user", "x"), Message::new("assistant", "y")];
+        let out = render_chat_template(t, &msgs, &Tools::default(), &PromptOptions::default())
+            .unwrap();
+        assert_eq!(out, r#"{"a": [1], "b": "\u00e9"}|user"#);
+        let plain = render_chat_template(
+            "{{ {'b': 'é'} | tojson(ensure_ascii=false) }}",
+            &msgs,
+            &Tools::default(),
+            &PromptOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(plain, r#"{"b": "é"}"#);
+    }
 
     fn weather_tools() -> Tools {
         Tools::from_json_str(

@@ -25,6 +25,7 @@ mod refs;
 mod robustness;
 mod structural_tags;
 mod structural_tags_peers;
+mod template_round_trip;
 mod token_masks;
 mod user_keywords;
 mod vocab;

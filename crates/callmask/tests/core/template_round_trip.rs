@@ -1,0 +1,310 @@
+//! What a model's own chat template writes is what its dialect reads: for each real chat
+//! template of llama.cpp's `models/templates` (fetched by `scripts/fetch-data.sh templates`)
+//! that `--dialect auto` maps to a dialect, an assistant turn with one call and one with two
+//! calls are rendered by the template (as transformers renders it, through
+//! [`callmask::prompt::render_chat_template`]); the rendered turn, less the end-of-turn marks the
+//! template writes after it, must parse strictly with that dialect to the same calls.
+//!
+//! The templates that do not round-trip are listed with the reason in [`NOT_ROUND_TRIPPING`];
+//! a template that stops round-tripping (or starts to) fails the test, which prints what it saw.
+
+use callmask_testkit as testkit;
+
+use callmask::prompt::{render_chat_template, PromptOptions};
+use callmask::{Dialect, DialectOptions, FunctionCall, Message, ToolCall, Tools};
+use serde_json::{json, Value};
+
+/// The templates whose calls do not read back, and why; every other template with a dialect
+/// round-trips.
+const NOT_ROUND_TRIPPING: &[(&str, &str)] = &[
+    (
+        "CohereForAI-c4ai-command-r-plus-tool_use.jinja",
+        "render: adds a field callmask's messages lack (undefined + string)",
+    ),
+    (
+        "GigaChat3-10B-A1.8B.jinja",
+        "two calls are rendered as two turns, a message separator between them",
+    ),
+    (
+        "GigaChat3.1-10B-A1.8B.jinja",
+        "two calls are rendered as two turns, a message separator between them",
+    ),
+    (
+        "Kimi-K2-Instruct.jinja",
+        "render: list.append, which minijinja lacks",
+    ),
+    (
+        "Kimi-K2-Thinking.jinja",
+        "render: list.append, which minijinja lacks",
+    ),
+    (
+        "LFM2-8B-A1B.jinja",
+        "the template renders the turn's content only (LFM2 keeps calls in the content)",
+    ),
+    (
+        "LFM2.5-Instruct.jinja",
+        "the template renders the turn's content only (LFM2 keeps calls in the content)",
+    ),
+    (
+        "deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja",
+        "render: the template takes arguments as a JSON string",
+    ),
+    (
+        "fireworks-ai-llama-3-firefunction-v2.jinja",
+        "render: adds a field callmask's messages lack (undefined + string)",
+    ),
+    (
+        "ibm-granite-granite-3.3-2B-Instruct.jinja",
+        "render: concatenates the turn's content, which is null",
+    ),
+    (
+        "meetkai-functionary-medium-v3.2.jinja",
+        "render: the template takes arguments as a JSON string",
+    ),
+    (
+        "openai-gpt-oss-120b.jinja",
+        "render: a containment check on a value the messages lack",
+    ),
+];
+
+fn tools() -> Tools {
+    Tools::from_json_str(
+        &json!([
+            {"type": "function", "function": {"name": "get_weather", "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+                "required": ["city"]}}},
+            {"type": "function", "function": {"name": "get_time", "parameters": {
+                "type": "object", "properties": {}}}}
+        ])
+        .to_string(),
+    )
+    .unwrap()
+}
+
+/// A call; `long_ids`: a 10-character lowercase id (Solar Open's), else 9 characters
+/// (Mistral's templates refuse any other).
+fn call(i: usize, name: &str, args: Value, long_ids: bool) -> ToolCall {
+    ToolCall {
+        id: if long_ids {
+            format!("call{i:06}")
+        } else {
+            format!("call{i:05}")
+        },
+        kind: "function".into(),
+        function: FunctionCall {
+            name: name.into(),
+            arguments: args.to_string(),
+        },
+    }
+}
+
+/// How the assistant turn is given to the template: its content `None` or `""` (templates
+/// differ in which they take for a turn with calls), and the ids' length.
+#[derive(Clone, Copy)]
+struct Shape {
+    empty_content: bool,
+    long_ids: bool,
+}
+
+/// The rendering with the assistant turn and where it leaves the rendering that stops at the
+/// generation prompt (not inside a marker). `Ok(None)`: the template itself refuses the calls
+/// (`raise_exception`, e.g. Llama 3.1's "only supports single tool-calls at once").
+fn rendered(
+    template: &str,
+    calls: &[ToolCall],
+    shape: Shape,
+) -> Result<Option<(String, usize)>, String> {
+    let user = Message::new("user", "What is the weather in Paris?");
+    let mut turn = Message::new("assistant", "");
+    if !shape.empty_content {
+        turn.content = None;
+    }
+    turn.tool_calls = calls.to_vec();
+    let prompt = PromptOptions::default()
+        .bos_token("<s>".into())
+        .eos_token("</s>".into());
+    let with = match render_chat_template(
+        template,
+        &[user.clone(), turn],
+        &tools(),
+        &prompt.clone().add_generation_prompt(false),
+    ) {
+        Ok(w) => w,
+        // The template's own `raise_exception` (its message, with no template location).
+        Err(e) if !e.to_string().contains("(in <string>") => return Ok(None),
+        Err(e) => return Err(format!("render: {e}")),
+    };
+    let before = render_chat_template(template, &[user], &tools(), &prompt)
+        .map_err(|e| format!("render: {e}"))?;
+    let mut common = with
+        .bytes()
+        .zip(before.bytes())
+        .take_while(|(a, b)| a == b)
+        .count();
+    while !with.is_char_boundary(common) {
+        common -= 1;
+    }
+    // Not inside a marker the two renderings start alike (`<think>` and `<tool_call>`).
+    if let Some(open) = with[..common].rfind('<') {
+        if !with[open..common].contains('>') {
+            common = open;
+        }
+    }
+    Ok(Some((with, common)))
+}
+
+/// Whether `tail` is only end-of-turn marks: whitespace, `<...>`-style tokens and MiniMax's
+/// `[e~[`.
+fn only_end_marks(tail: &str) -> bool {
+    let mut rest = tail.trim_start();
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix("[e~[") {
+            rest = r.trim_start();
+        } else if let Some(r) = rest.strip_prefix('<') {
+            match r.find('>') {
+                Some(k) => rest = r[k + 1..].trim_start(),
+                None => return false,
+            }
+        } else {
+            return false;
+        }
+    }
+    true
+}
+
+/// Whether some stretch of `with` from a marker at or before `common` (the template's turn,
+/// with as much of the generation prompt's opening as the dialect expects the model to see:
+/// Kimi K3's `<|open|>think<|sep|>`) up to end-of-turn marks parses to `want`.
+fn reads_back(g: &callmask::Grammar, with: &str, common: usize, want: &[(String, Value)]) -> bool {
+    let mut from = common.saturating_sub(64);
+    while !with.is_char_boundary(from) {
+        from -= 1;
+    }
+    let starts = std::iter::once(common).chain(
+        with[from..common]
+            .char_indices()
+            .filter(|(_, c)| *c == '<')
+            .map(|(k, _)| from + k)
+            .rev(),
+    );
+    let ends: Vec<usize> = (common..=with.len())
+        .rev()
+        .filter(|&k| with.is_char_boundary(k) && only_end_marks(&with[k..]))
+        .collect();
+    starts.filter(|&s| with.is_char_boundary(s)).any(|s| {
+        ends.iter().filter(|&&e| e >= s).any(|&e| {
+            g.parse(&with[s..e]).is_ok_and(|p| {
+                p.tool_calls
+                    .iter()
+                    .map(|c| (c.function.name.clone(), c.arguments_json().unwrap()))
+                    .collect::<Vec<_>>()
+                    == want
+            })
+        })
+    })
+}
+
+/// The outcome for one template and dialect.
+fn round_trip(template: &str, dialect: &str) -> Result<(), String> {
+    let g = Dialect::by_name(dialect)
+        .unwrap()
+        .compile(&tools(), &DialectOptions::default())
+        .map_err(|e| format!("compile: {e}"))?;
+    for two in [false, true] {
+        let mut first_error = None;
+        let mut read = false;
+        for (empty_content, long_ids) in
+            [(false, false), (true, false), (false, true), (true, true)]
+        {
+            let shape = Shape {
+                empty_content,
+                long_ids,
+            };
+            let calls = if two {
+                vec![
+                    call(0, "get_weather", json!({"city": "Paris"}), long_ids),
+                    call(1, "get_time", json!({}), long_ids),
+                ]
+            } else {
+                vec![call(
+                    0,
+                    "get_weather",
+                    json!({"city": "Paris", "days": 2}),
+                    long_ids,
+                )]
+            };
+            let want: Vec<(String, Value)> = calls
+                .iter()
+                .map(|c| (c.function.name.clone(), c.arguments_json().unwrap()))
+                .collect();
+            match rendered(template, &calls, shape) {
+                Ok(None) => {
+                    read = true; // the template refuses these calls: nothing to read
+                    break;
+                }
+                Ok(Some((with, common))) => {
+                    if reads_back(&g, &with, common, &want) {
+                        read = true;
+                        break;
+                    }
+                    first_error.get_or_insert_with(|| {
+                        let turn = &with[common..];
+                        let e = match g.parse(turn.trim_end()) {
+                            Err(e) => e.to_string(),
+                            Ok(p) => format!("parsed to {} call(s)", p.tool_calls.len()),
+                        };
+                        format!("{} call(s): {turn:?}: {e}", calls.len())
+                    });
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        if !read {
+            return Err(first_error.unwrap_or_default());
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn real_templates_round_trip_their_calls() {
+    let dir = testkit::require(
+        testkit::cache_dir().join("chat-templates/llama.cpp-0.3.36"),
+        "llama.cpp's chat templates",
+        "templates",
+    );
+    let vocab = testkit::llama_vocab();
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".jinja"))
+        .collect();
+    files.sort();
+    let mut got: Vec<(String, String)> = Vec::new();
+    for f in &files {
+        let t = std::fs::read_to_string(dir.join(f)).unwrap();
+        let Ok(d) = Dialect::detect(Some(&t), &vocab) else {
+            continue;
+        };
+        let outcome = match round_trip(&t, d) {
+            Ok(()) => "ok".to_owned(),
+            Err(e) => e,
+        };
+        got.push((f.clone(), format!("{d}: {outcome}")));
+    }
+    let listing: String = got.iter().map(|(f, o)| format!("{f}\t{o}\n")).collect();
+    println!("{listing}");
+    let ok = got.iter().filter(|(_, o)| o.ends_with(": ok")).count();
+    println!("{ok}/{} round-trip", got.len());
+    let failing: Vec<&str> = got
+        .iter()
+        .filter(|(_, o)| !o.ends_with(": ok"))
+        .map(|(f, _)| f.as_str())
+        .collect();
+    let listed: Vec<&str> = NOT_ROUND_TRIPPING.iter().map(|(f, _)| *f).collect();
+    assert_eq!(failing, listed, "round trips:\n{listing}");
+    assert!(ok >= 48, "{ok} templates round-trip:\n{listing}");
+}
