@@ -635,8 +635,8 @@ mod tests {
         let t = "{% generation %}{{ {'b': 'é', 'a': [1]} | tojson(ensure_ascii=True, sort_keys=true) }}\
                  {%- endgeneration %}|{% for m in messages %}{{ m.role }}{% break %}{% endfor %}";
         let msgs = [Message::new("user", "x"), Message::new("assistant", "y")];
-        let out = render_chat_template(t, &msgs, &Tools::default(), &PromptOptions::default())
-            .unwrap();
+        let out =
+            render_chat_template(t, &msgs, &Tools::default(), &PromptOptions::default()).unwrap();
         assert_eq!(out, r#"{"a": [1], "b": "\u00e9"}|user"#);
         let plain = render_chat_template(
             "{{ {'b': 'é'} | tojson(ensure_ascii=false) }}",

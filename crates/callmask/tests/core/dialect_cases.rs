@@ -450,3 +450,24 @@ fn recovering_finds_calls_after_text() {
         .unwrap();
     assert_eq!(p.tool_calls.len(), 2, "{p:?}");
 }
+
+/// `@json_call(args="either")`: the arguments as an object or as a JSON string holding one,
+/// each checked against the schema.
+#[test]
+fn json_call_either_takes_an_object_or_a_string() {
+    let d = Dialect::parse("e", "root ::= \"<c>\" @json_call(args=\"either\")\n").unwrap();
+    let g = d.compile(&tools(), &DialectOptions::default()).unwrap();
+    for text in [
+        r#"<c>{"name": "get_stock_price", "arguments": {"ticker": "NVDA"}}"#,
+        r#"<c>{"name": "get_stock_price", "arguments": "{\"ticker\": \"NVDA\"}"}"#,
+    ] {
+        let p = g.parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!(
+            p.tool_calls[0].arguments_json().unwrap(),
+            json!({"ticker": "NVDA"}),
+            "{text}"
+        );
+    }
+    let bad = r#"<c>{"name": "get_stock_price", "arguments": "{\"ticker\": \"nvda\"}"}"#;
+    assert!(g.parse(bad).is_err(), "{bad}");
+}
