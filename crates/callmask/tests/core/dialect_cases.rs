@@ -348,24 +348,35 @@ const REAL_TEMPLATES: &[(&str, Option<&str>)] = &[
     ("upstage-Solar-Open-100B.jinja", Some("solar_open")),
 ];
 
-#[test]
-fn real_chat_templates_are_detected() {
+/// llama.cpp's real chat templates (fetched by `scripts/fetch-data.sh templates`), by file
+/// name, with their text, in the order of their names.
+pub(crate) fn real_chat_templates() -> Vec<(String, String)> {
     let dir = testkit::require(
         testkit::cache_dir().join("chat-templates/llama.cpp-0.3.36"),
         "llama.cpp's chat templates",
         "templates",
     );
-    let vocab = testkit::llama_vocab();
     let mut files: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .filter(|n| n.ends_with(".jinja"))
         .collect();
     files.sort();
+    files
+        .into_iter()
+        .map(|f| {
+            let t = std::fs::read_to_string(dir.join(&f)).unwrap();
+            (f, t)
+        })
+        .collect()
+}
+
+#[test]
+fn real_chat_templates_are_detected() {
+    let vocab = testkit::llama_vocab();
     let mut got = Vec::new();
-    for f in &files {
-        let t = std::fs::read_to_string(dir.join(f)).unwrap();
-        got.push((f.clone(), Dialect::detect(Some(&t), &vocab).ok()));
+    for (f, t) in real_chat_templates() {
+        got.push((f, Dialect::detect(Some(&t), &vocab).ok()));
     }
     let listing: String = got
         .iter()

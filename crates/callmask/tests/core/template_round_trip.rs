@@ -99,25 +99,18 @@ fn call(i: usize, name: &str, args: Value, long_ids: bool) -> ToolCall {
     }
 }
 
-/// How the assistant turn is given to the template: its content `None` or `""` (templates
-/// differ in which they take for a turn with calls), and the ids' length.
-#[derive(Clone, Copy)]
-struct Shape {
-    empty_content: bool,
-    long_ids: bool,
-}
-
 /// The rendering with the assistant turn and where it leaves the rendering that stops at the
-/// generation prompt (not inside a marker). `Ok(None)`: the template itself refuses the calls
+/// generation prompt (not inside a marker). The turn's content is `""` with `empty_content`,
+/// else `None` (templates differ in which they take for a turn with calls). `Ok(None)`: the template itself refuses the calls
 /// (`raise_exception`, e.g. Llama 3.1's "only supports single tool-calls at once").
 fn rendered(
     template: &str,
     calls: &[ToolCall],
-    shape: Shape,
+    empty_content: bool,
 ) -> Result<Option<(String, usize)>, String> {
     let user = Message::new("user", "What is the weather in Paris?");
     let mut turn = Message::new("assistant", "");
-    if !shape.empty_content {
+    if !empty_content {
         turn.content = None;
     }
     turn.tool_calls = calls.to_vec();
@@ -217,10 +210,6 @@ fn round_trip(template: &str, dialect: &str) -> Result<(), String> {
         for (empty_content, long_ids) in
             [(false, false), (true, false), (false, true), (true, true)]
         {
-            let shape = Shape {
-                empty_content,
-                long_ids,
-            };
             let calls = if two {
                 vec![
                     call(0, "get_weather", json!({"city": "Paris"}), long_ids),
@@ -238,7 +227,7 @@ fn round_trip(template: &str, dialect: &str) -> Result<(), String> {
                 .iter()
                 .map(|c| (c.function.name.clone(), c.arguments_json().unwrap()))
                 .collect();
-            match rendered(template, &calls, shape) {
+            match rendered(template, &calls, empty_content) {
                 Ok(None) => {
                     read = true; // the template refuses these calls: nothing to read
                     break;
@@ -271,21 +260,9 @@ fn round_trip(template: &str, dialect: &str) -> Result<(), String> {
 
 #[test]
 fn real_templates_round_trip_their_calls() {
-    let dir = testkit::require(
-        testkit::cache_dir().join("chat-templates/llama.cpp-0.3.36"),
-        "llama.cpp's chat templates",
-        "templates",
-    );
     let vocab = testkit::llama_vocab();
-    let mut files: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| n.ends_with(".jinja"))
-        .collect();
-    files.sort();
     let mut got: Vec<(String, String)> = Vec::new();
-    for f in &files {
-        let t = std::fs::read_to_string(dir.join(f)).unwrap();
+    for (f, t) in super::dialect_cases::real_chat_templates() {
         let Ok(d) = Dialect::detect(Some(&t), &vocab) else {
             continue;
         };
@@ -293,7 +270,7 @@ fn real_templates_round_trip_their_calls() {
             Ok(()) => "ok".to_owned(),
             Err(e) => e,
         };
-        got.push((f.clone(), format!("{d}: {outcome}")));
+        got.push((f, format!("{d}: {outcome}")));
     }
     let listing: String = got.iter().map(|(f, o)| format!("{f}\t{o}\n")).collect();
     println!("{listing}");
