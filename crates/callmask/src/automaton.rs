@@ -944,7 +944,8 @@ impl GrammarInner {
 
     /// The top frame takes `sym` itself (possibly pushing a child value).
     fn consume(&self, stack: &[Frame], sym: Sym, out: &mut StepOut<'_>) {
-        // Only dialect-level frames (root, sequences, repetitions, captures) take special tokens.
+        // Dialect-level frames (root, sequences, repetitions, captures) take special tokens, and
+        // objects and arrays where a value starts.
         let byte = if sym < SPECIAL { sym as u8 } else { 0 };
         let is_byte = sym < SPECIAL;
         match &stack[stack.len() - 1] {
@@ -1005,6 +1006,19 @@ impl GrammarInner {
                 self.start_value(s, self.captured(*node), sym, out);
             }
             Frame::Cap { .. } | Frame::Done => {}
+            // A special token may start a value (Gemma's strings open with `<|"|>`), never
+            // stand for a key, a comma or a close.
+            Frame::Obj {
+                phase: ObjPhase::AfterColon(_),
+                ..
+            }
+            | Frame::Arr {
+                phase: ArrPhase::AfterOpen | ArrPhase::AfterComma,
+                ..
+            } if !is_byte => match &stack[stack.len() - 1] {
+                Frame::Obj { .. } => self.consume_object(stack, byte, sym, out),
+                _ => self.consume_array(stack, byte, sym, out),
+            },
             _ if !is_byte => {}
             Frame::Obj { .. } => self.consume_object(stack, byte, sym, out),
             Frame::Arr { .. } => self.consume_array(stack, byte, sym, out),

@@ -266,6 +266,10 @@ pub enum ArgEncoding {
     /// Python keyword arguments: the text between a call's parentheses, e.g.
     /// `city='SF', n=3, flag=True`.
     Python,
+    /// Gemma 4's notation: an object with bare keys, strings between `<|"|>` quotes (raw: no
+    /// escapes, a special token where the vocabulary has one), JSON's numbers, `true`, `false`
+    /// and `null`, e.g. `{city:<|"|>SF<|"|>,n:3}`.
+    Gemma,
 }
 
 /// How an object or array is spelled: JSON, JSON inside a JSON string, or Python.

@@ -181,6 +181,10 @@ pub(crate) struct Compiler<'a> {
     any: HashMap<Encoding, NodeId>,
     /// The encoding values are compiled for.
     pub(crate) enc: Encoding,
+    /// The node of Gemma's string quote `<|"|>` (a special token where the vocabulary has
+    /// one, else its text), set by the dialect lowering before it compiles arguments in
+    /// [`Encoding::Gemma`].
+    pub(crate) gemma_quote: Option<NodeId>,
     /// Steps taken merging `allOf` parts and resolving `$ref`s inside them (see
     /// [`Compiler::merge_step`]).
     merge_steps: std::cell::Cell<usize>,
@@ -193,6 +197,9 @@ pub(crate) struct Compiler<'a> {
     /// Python values may also spell `true`, `false` and `null` as JSON does (LFM2's calls);
     /// see [`Compiler::set_json_literals`].
     json_literals: bool,
+    /// Objects and arrays keep to one line: their whitespace is spaces only (see
+    /// [`Compiler::set_one_line`]).
+    one_line: bool,
     /// Where lexemes are kept: [`CompileOptions::caches`], or this compile's own.
     caches: Caches,
     /// Lexemes of the standard schemas are read from their table (`standard_lexemes`); off
@@ -211,6 +218,34 @@ fn declares_draft4(doc: &Value) -> bool {
     doc.get("$schema")
         .and_then(Value::as_str)
         .is_some_and(|s| s.contains("draft-04") || s.contains("draft-03"))
+}
+
+/// A bare key of Gemma's notation (as its chat template writes keys): no whitespace, quote,
+/// backslash or structural byte, so that the key ends at its `:`, reads back as written and
+/// holds no `<|"|>`.
+const GEMMA_KEY: &str = r#"[^\x00-\x20\x7f:,={}\[\]<>"'\\]+"#;
+
+/// True when `k` is a bare key of Gemma's notation ([`GEMMA_KEY`]).
+fn is_gemma_key(k: &str) -> bool {
+    !k.is_empty()
+        && k.bytes()
+            .all(|b| b > b' ' && b != 0x7f && !b":,={}[]<>\"'\\".contains(&b))
+}
+
+/// The texts holding Gemma's string quote (which a string's content cannot).
+const GEMMA_WITH_QUOTE: &str = r#"(?s:.)*<\|"\|>(?s:.)*"#;
+
+/// [`Error::UnsupportedKeyword`] for what Gemma's notation cannot write exactly.
+fn gemma_unsupported(path: &str, what: &str) -> Error {
+    Error::UnsupportedKeyword {
+        keyword: "type".into(),
+        path: if path.is_empty() {
+            "#".into()
+        } else {
+            format!("#{path}")
+        },
+        reason: format!("{what} has no exact spelling in Gemma's notation"),
+    }
 }
 
 /// Most steps of `allOf` merging per compile, and most JSON nodes the merged schemas may hold
@@ -245,10 +280,12 @@ impl<'a> Compiler<'a> {
             depth: 0,
             any: HashMap::new(),
             enc: Encoding::Json,
+            gemma_quote: None,
             merge_steps: std::cell::Cell::new(0),
             merge_nodes: std::cell::Cell::new(0),
             draft4_integers: declares_draft4(root),
             json_literals: false,
+            one_line: false,
             caches: opts
                 .caches
                 .clone()
@@ -267,6 +304,22 @@ impl<'a> Compiler<'a> {
             self.refs.clear();
             self.any.clear();
         }
+    }
+
+    /// Keeps the objects and arrays compiled from now on to one line (whitespace between
+    /// their tokens spaces only), or lets them break lines again (the nodes built under the
+    /// other setting are not reused).
+    pub(crate) fn set_one_line(&mut self, on: bool) {
+        if self.one_line != on {
+            self.one_line = on;
+            self.refs.clear();
+            self.any.clear();
+        }
+    }
+
+    /// Whether objects and arrays are kept to one line ([`Compiler::set_one_line`]).
+    pub(crate) fn one_line(&self) -> bool {
+        self.one_line
     }
 
     /// Counts one step of `allOf` merging: [`Error::LimitExceeded`] past [`MAX_MERGE_STEPS`]
@@ -326,10 +379,15 @@ impl<'a> Compiler<'a> {
         self.draft4_integers = declares_draft4(root);
     }
 
-    /// The object syntax of the current encoding.
+    /// The object syntax of the current encoding (Gemma's: the key spelling holds its `:`).
     fn obj_syntax(&self) -> Syntax {
         Syntax {
-            space_only: self.enc == Encoding::JsonInString,
+            space_only: self.one_line
+                || matches!(self.enc, Encoding::JsonInString | Encoding::Gemma),
+            colon: match self.enc {
+                Encoding::Gemma => None,
+                _ => Syntax::OBJECT.colon,
+            },
             ..Syntax::OBJECT
         }
     }
@@ -337,19 +395,60 @@ impl<'a> Compiler<'a> {
     /// The array syntax of the current encoding.
     fn arr_syntax(&self) -> Syntax {
         Syntax {
-            space_only: self.enc == Encoding::JsonInString,
+            space_only: self.one_line
+                || matches!(self.enc, Encoding::JsonInString | Encoding::Gemma),
             ..Syntax::ARRAY
         }
     }
 
-    /// A string literal of the current encoding over a content automaton.
+    /// A string literal of the current encoding over a content automaton. Gemma's strings are
+    /// not one lexeme (their quotes may be special tokens): [`Compiler::gemma_string`].
     fn quote(&self, content: &Dfa, path: &str) -> Result<Dfa> {
         let max = self.opts.max_lexeme_states;
         let r = match self.enc {
             Encoding::Json | Encoding::JsonInString => content.json_string(max),
             Encoding::Python => content.python_string_either(max),
+            Encoding::Gemma => return Err(gemma_unsupported(path, "this string")),
         };
         r.map_err(|e| self.b.dfa_err(e, path, ""))
+    }
+
+    /// An object key of the current encoding over an automaton of key names: a string literal,
+    /// or Gemma's bare key with its `:` (names holding a byte a bare key cannot are left out).
+    fn key_quote(&mut self, names: &Dfa, path: &str) -> Result<Dfa> {
+        if self.enc != Encoding::Gemma {
+            return self.quote(names, path);
+        }
+        let bare = self.b.regex(GEMMA_KEY, path)?;
+        let bare = self.b.and(names, &bare, path)?;
+        bare.then_byte(b':', self.opts.max_lexeme_states)
+            .map_err(|e| self.b.dfa_err(e, path, ""))
+    }
+
+    /// A string of Gemma's notation whose content `content` accepts: the quote, the content
+    /// (never holding a quote: the first one ends the string), the quote.
+    pub(crate) fn gemma_string(&mut self, content: Arc<Dfa>, path: &str) -> Result<NodeId> {
+        let q = self
+            .gemma_quote
+            .ok_or_else(|| gemma_unsupported(path, "a string outside a dialect's arguments"))?;
+        let lex = self.b.lexeme(content)?;
+        self.b.push(Node::Seq(vec![q, lex, q]))
+    }
+
+    /// The content automaton of Gemma strings whose decoded content `content` accepts: the
+    /// strings holding no quote (`<|"|>`), cached by `key`.
+    fn gemma_content(
+        &mut self,
+        key: Lexeme,
+        content: impl FnOnce(&mut Self) -> Result<Dfa>,
+        path: &str,
+    ) -> Result<Arc<Dfa>> {
+        self.cached(key, |this| {
+            let d = content(this)?;
+            let with_quote = this.b.regex(GEMMA_WITH_QUOTE, path)?;
+            d.product(&with_quote, Op::AndNot, this.opts.max_lexeme_states)
+                .map_err(|e| this.b.dfa_err(e, path, ""))
+        })
     }
 
     /// A JSON literal (`null`, `true`, `false`) as the current encoding writes it, as a regex
@@ -395,6 +494,20 @@ impl<'a> Compiler<'a> {
     /// Inside a JSON string, those three escaped once more, and the raw one with its characters
     /// past ASCII escaped at the outer level. Python: single and double quotes.
     fn key_spellings(&self, k: &str) -> Result<Vec<Vec<u8>>> {
+        if self.enc == Encoding::Gemma {
+            return match is_gemma_key(k) {
+                true => Ok(vec![format!("{k}:").into_bytes()]),
+                false => Err(Error::UnsupportedKeyword {
+                    keyword: "properties".into(),
+                    path: format!("#/properties/{}", escape_ptr(k)),
+                    reason: format!(
+                        "Gemma's notation writes keys bare, and {k:?} is empty or holds a \
+                         character a bare key cannot (whitespace, a quote, a backslash or one \
+                         of : , = {{ }} [ ] < >)"
+                    ),
+                }),
+            };
+        }
         let raw = serde_json::to_string(k)?;
         let mut json = vec![raw.clone()];
         if !k.is_ascii() {
@@ -420,6 +533,7 @@ impl<'a> Compiler<'a> {
                 py_quote(k, '\'').into_bytes(),
                 py_quote(k, '"').into_bytes(),
             ],
+            Encoding::Gemma => unreachable!("returned above"),
         })
     }
 
@@ -463,7 +577,7 @@ impl<'a> Compiler<'a> {
         let scalar = self.scalar_any()?;
         let key = self.cached(Lexeme::AnyKey, |this| {
             let content = this.string_dfa(&Map::new(), "")?;
-            this.quote(&content, "")
+            this.key_quote(&content, "")
         })?;
         let key_lex = self.key_lexeme(key, "")?;
         let syntax = self.obj_syntax();
@@ -484,6 +598,18 @@ impl<'a> Compiler<'a> {
     }
 
     fn scalar_any(&mut self) -> Result<NodeId> {
+        if self.enc == Encoding::Gemma {
+            let key = self.scalar_key(&typed::Schema::read(&Map::new()), T_STR);
+            let content = self.gemma_content(key, |this| this.string_dfa(&Map::new(), ""), "")?;
+            let string = self.gemma_string(content, "")?;
+            let rest = T_NULL | T_BOOL | T_NUM;
+            let key = self.scalar_key(&typed::Schema::read(&Map::new()), rest);
+            let d = self.cached(key, |this| {
+                this.scalar_dfa(&typed::Schema::read(&Map::new()), rest, "")
+            })?;
+            let others = self.lexeme(d)?;
+            return self.b.push(Node::Union(vec![string, others]));
+        }
         let d = self.cached(Lexeme::AnyScalar, |this| {
             let s = this.string_dfa(&Map::new(), "")?;
             let s = this.quote(&s, "")?;
@@ -660,6 +786,7 @@ impl<'a> Compiler<'a> {
         let encoding = match (self.enc, self.json_literals) {
             (Encoding::Python, false) => "py",
             (Encoding::Python, true) => "py+jsonlit",
+            (Encoding::Gemma, _) => "gemma",
             _ => "json",
         };
         let key = LexemeKey {

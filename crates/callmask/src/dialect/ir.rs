@@ -41,6 +41,9 @@ pub(super) enum Expr {
         /// The keys in any order (`keys="any"`); by default the name key comes first, as
         /// the models' templates write it.
         any_order: bool,
+        /// `lines="one"`: the call's JSON on one line (its whitespace spaces only), for the
+        /// formats whose parsers read one call per line (MiniMax-M1's `<tool_calls>`).
+        one_line: bool,
     },
     /// `@python_call`; `true` with `literals=both`: values may also spell `true`, `false` and
     /// `null` as JSON does.

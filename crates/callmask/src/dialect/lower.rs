@@ -21,6 +21,9 @@ use serde_json::Map;
 use std::borrow::Cow;
 use tags::TagScope;
 
+/// Gemma's string quote ([`Encoding::Gemma`]): a special token of Gemma 4's vocabulary.
+const GEMMA_QUOTE: &str = "<|\"|>";
+
 /// Adds `"additionalProperties": false` to every object schema in `schema` that lists
 /// `properties` and leaves extra keys to JSON Schema's default, where nothing else (pattern or
 /// unevaluated properties, `allOf`/`anyOf`/`oneOf`/`$ref` beside it) could declare more keys.
@@ -203,7 +206,7 @@ pub(super) struct Lowering<'a> {
     params: &'a [Cow<'a, Value>],
     /// Arguments nodes by their schema's JSON text and encoding: tools with equal parameters
     /// share one node (compiled once; the matcher's per-frame caches then serve them all).
-    shared_args: HashMap<(String, Encoding), NodeId>,
+    shared_args: HashMap<(String, Encoding, bool), NodeId>,
     /// Bound on each stretch of free text, in characters.
     max_text: Option<u32>,
     /// Call labels, by index of [`Capture::Call`]: the tools' names, then a structural tag's
@@ -649,9 +652,12 @@ impl<'a> Lowering<'a> {
     pub(super) fn args(&mut self, i: usize, enc: Encoding, kwargs: bool) -> Result<NodeId> {
         let schema: &'a Value = &self.params[i];
         let name = &self.tools.as_slice()[i].name;
-        let key = (!kwargs).then(|| (schema.to_string(), enc));
+        let key = (!kwargs).then(|| (schema.to_string(), enc, self.c.one_line()));
         if let Some(&id) = key.as_ref().and_then(|k| self.shared_args.get(k)) {
             return Ok(id);
+        }
+        if enc == Encoding::Gemma && self.c.gemma_quote.is_none() {
+            self.c.gemma_quote = Some(self.marker(GEMMA_QUOTE)?);
         }
         self.c.set_document(schema, enc);
         let r = if kwargs {
@@ -667,6 +673,87 @@ impl<'a> Lowering<'a> {
         Ok(id)
     }
 
+    /// One call of function `i` as `@json_call` writes it (`e` is that builtin).
+    fn json_call(&mut self, e: &'a Expr, i: usize, name: String) -> Result<NodeId> {
+        let Expr::JsonCall {
+            name_key,
+            args_key,
+            enc,
+            either,
+            id,
+            any_order,
+            ..
+        } = e
+        else {
+            unreachable!("json_call takes @json_call")
+        };
+        let name_node = {
+            self.c.enc = Encoding::Json;
+            let d = crate::grammar::dfa::Dfa::json_string_of_word(
+                name.as_bytes(),
+                self.c.opts.max_lexeme_states,
+            )
+            .map_err(|e| self.c.b.dfa_err(e, "", ""))?;
+            self.c.lexeme(d)?
+        };
+        let mut encs = vec![*enc];
+        if *either {
+            encs.push(Encoding::JsonInString);
+        }
+        let mut forms = Vec::with_capacity(encs.len());
+        for enc in encs {
+            let args = self.args(i, enc, false)?;
+            let args = if enc == Encoding::JsonInString {
+                let q1 = self.lit(b"\"")?;
+                let q2 = self.lit(b"\"")?;
+                self.c.b.push(Node::Seq(vec![q1, args, q2]))?
+            } else {
+                args
+            };
+            forms.push(self.c.b.push(Node::Capture(Capture::Args(enc), args))?);
+        }
+        let args = match forms[..] {
+            [one] => one,
+            _ => self.c.b.push(Node::Union(forms))?,
+        };
+        self.c.enc = Encoding::Json;
+        let mut entries = vec![(name_key.clone(), name_node), (args_key.clone(), args)];
+        let mut required = vec![name_key.clone(), args_key.clone()];
+        if let Some((key, re)) = id {
+            let d = self.c.cached(Lexeme::Ident(re.clone()), |c| {
+                let d = c.b.regex(re, "")?;
+                d.json_string(c.opts.max_lexeme_states)
+                    .map_err(|e| c.b.dfa_err(e, "", ""))
+            })?;
+            self.c.enc = Encoding::Json;
+            let id_node = self.c.lexeme(d)?;
+            let id_node = self
+                .c
+                .b
+                .push(Node::Capture(Capture::CallId(true), id_node))?;
+            entries.push((key.clone(), id_node));
+            required.push(key.clone());
+        }
+        let mut o = self.c.object_node(
+            entries,
+            &required,
+            None,
+            crate::grammar::Syntax {
+                space_only: self.c.one_line(),
+                ..crate::grammar::Syntax::OBJECT
+            },
+            false,
+            &[],
+        )?;
+        if self.name_first && !any_order {
+            // Every spelling of the name key (the only entry whose value is
+            // `name_node`).
+            o.first = (0..o.values.len() as u32)
+                .filter(|&k| o.values[k as usize] == name_node)
+                .collect();
+        }
+        self.c.b.push(Node::Object(Box::new(o)))
+    }
     /// One call of function `i` as builtin `e` writes it.
     pub(super) fn call(&mut self, e: &'a Expr, i: usize) -> Result<NodeId> {
         let name = self.tools.as_slice()[i].name.clone();
@@ -677,77 +764,11 @@ impl<'a> Lowering<'a> {
                 self.cur = saved;
                 r
             }
-            Expr::JsonCall {
-                name_key,
-                args_key,
-                enc,
-                either,
-                id,
-                any_order,
-            } => {
-                let name_node = {
-                    self.c.enc = Encoding::Json;
-                    let d = crate::grammar::dfa::Dfa::json_string_of_word(
-                        name.as_bytes(),
-                        self.c.opts.max_lexeme_states,
-                    )
-                    .map_err(|e| self.c.b.dfa_err(e, "", ""))?;
-                    self.c.lexeme(d)?
-                };
-                let mut encs = vec![*enc];
-                if *either {
-                    encs.push(Encoding::JsonInString);
-                }
-                let mut forms = Vec::with_capacity(encs.len());
-                for enc in encs {
-                    let args = self.args(i, enc, false)?;
-                    let args = if enc == Encoding::JsonInString {
-                        let q1 = self.lit(b"\"")?;
-                        let q2 = self.lit(b"\"")?;
-                        self.c.b.push(Node::Seq(vec![q1, args, q2]))?
-                    } else {
-                        args
-                    };
-                    forms.push(self.c.b.push(Node::Capture(Capture::Args(enc), args))?);
-                }
-                let args = match forms[..] {
-                    [one] => one,
-                    _ => self.c.b.push(Node::Union(forms))?,
-                };
-                self.c.enc = Encoding::Json;
-                let mut entries = vec![(name_key.clone(), name_node), (args_key.clone(), args)];
-                let mut required = vec![name_key.clone(), args_key.clone()];
-                if let Some((key, re)) = id {
-                    let d = self.c.cached(Lexeme::Ident(re.clone()), |c| {
-                        let d = c.b.regex(re, "")?;
-                        d.json_string(c.opts.max_lexeme_states)
-                            .map_err(|e| c.b.dfa_err(e, "", ""))
-                    })?;
-                    self.c.enc = Encoding::Json;
-                    let id_node = self.c.lexeme(d)?;
-                    let id_node = self
-                        .c
-                        .b
-                        .push(Node::Capture(Capture::CallId(true), id_node))?;
-                    entries.push((key.clone(), id_node));
-                    required.push(key.clone());
-                }
-                let mut o = self.c.object_node(
-                    entries,
-                    &required,
-                    None,
-                    crate::grammar::Syntax::OBJECT,
-                    false,
-                    &[],
-                )?;
-                if self.name_first && !any_order {
-                    // Every spelling of the name key (the only entry whose value is
-                    // `name_node`).
-                    o.first = (0..o.values.len() as u32)
-                        .filter(|&k| o.values[k as usize] == name_node)
-                        .collect();
-                }
-                self.c.b.push(Node::Object(Box::new(o)))
+            Expr::JsonCall { one_line, .. } => {
+                self.c.set_one_line(*one_line);
+                let r = self.json_call(e, i, name);
+                self.c.set_one_line(false);
+                r
             }
             Expr::PythonCall(json_literals) => {
                 if !name.split('.').all(is_identifier) {

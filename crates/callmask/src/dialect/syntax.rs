@@ -622,12 +622,13 @@ impl Parser {
             }
             .as_str()
             {
-                "json" | "string" | "python" if kw.iter().any(|(k, _)| k == "key") => {
+                "json" | "string" | "python" | "gemma" if kw.iter().any(|(k, _)| k == "key") => {
                     return Err((line, "@args: key= goes with as=raw only".into()))
                 }
                 "json" => Expr::Args(Encoding::Json),
                 "string" => Expr::Args(Encoding::JsonInString),
                 "python" => Expr::Args(Encoding::Python),
+                "gemma" => Expr::Args(Encoding::Gemma),
                 "raw" => match get("key", "").as_str() {
                     "" => {
                         return Err((
@@ -640,12 +641,19 @@ impl Parser {
                 o => {
                     return Err((
                         line,
-                        format!("as={o:?}: expected json, string, python or raw"),
+                        format!("as={o:?}: expected json, string, python, gemma or raw"),
                     ))
                 }
             },
             "json_call" => {
-                known(&["name_key", "args_key", "args", "id_key", "id", "keys"])?;
+                known(&[
+                    "name_key", "args_key", "args", "id_key", "id", "keys", "lines",
+                ])?;
+                let one_line = match get("lines", "any").as_str() {
+                    "any" => false,
+                    "one" => true,
+                    o => return Err((line, format!("lines={o:?}: expected any or one"))),
+                };
                 let any_order = match get("keys", "name_first").as_str() {
                     "name_first" => false,
                     "any" => true,
@@ -679,6 +687,7 @@ impl Parser {
                     either,
                     id,
                     any_order,
+                    one_line,
                 }
             }
             "python_call" => {

@@ -746,6 +746,43 @@ impl Dfa {
         }
     }
 
+    /// This automaton's language with `byte` after each of its strings. `byte` must not occur
+    /// in the strings themselves (the caller intersects them with a set of strings without it;
+    /// an inner transition on `byte` is not followed).
+    pub(crate) fn then_byte(&self, byte: u8, max_states: usize) -> Result<Dfa, DfaError> {
+        // `byte` gets a class of its own; the others keep this automaton's classes.
+        let classes: [u8; 256] = if self.stride < 256 {
+            std::array::from_fn(|b| {
+                if b as u8 == byte {
+                    0
+                } else {
+                    self.classes[b] + 1
+                }
+            })
+        } else {
+            std::array::from_fn(|b| b as u8)
+        };
+        // `Some(state)`: inside a string; `None`: after `byte`.
+        let step = |k: &Option<StateId>, b: u8| match *k {
+            Some(s) if b == byte => self.is_accepting(s).then_some(None),
+            Some(s) => match self.next(s, b) {
+                Self::DEAD => None,
+                t => Some(Some(t)),
+            },
+            None => None,
+        };
+        if self.is_empty() {
+            return Ok(self.clone());
+        }
+        Dfa::build(
+            Some(self.start),
+            max_states,
+            &classes,
+            step,
+            Option::is_none,
+        )
+    }
+
     /// Combines two automata over the same bytes.
     pub(crate) fn product(&self, other: &Dfa, op: Op, max_states: usize) -> Result<Dfa, DfaError> {
         let classes = refine(&self.classes, &other.classes);

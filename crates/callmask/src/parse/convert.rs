@@ -72,6 +72,8 @@ pub struct StreamConverter {
     utf8: Utf8,
     /// The outer string literal's state (used by `JsonInString` only).
     outer: Outer,
+    /// Gemma's notation read into JSON text (used by `Gemma` only).
+    gemma: GemmaFront,
     /// The JSON validator or Python transliterator.
     machine: Machine,
     /// Bytes consumed so far.
@@ -89,6 +91,7 @@ impl StreamConverter {
             enc,
             utf8: Utf8::default(),
             outer: Outer::Before,
+            gemma: GemmaFront::default(),
             machine: Machine::new(enc == ArgEncoding::Python),
             offset: 0,
             error: None,
@@ -141,6 +144,9 @@ impl StreamConverter {
         if self.utf8.len > 0 {
             return Err(at("truncated UTF-8 sequence", self.utf8.start));
         }
+        if self.enc == ArgEncoding::Gemma && !matches!(self.gemma.state, GState::Plain) {
+            return Err(at("unterminated key or string", end));
+        }
         if self.enc == ArgEncoding::JsonInString {
             match self.outer {
                 Outer::Before => return Err(at("expected a JSON string literal", end)),
@@ -156,6 +162,9 @@ impl StreamConverter {
         let Some((c, coff)) = self.utf8.push(b, off)? else {
             return Ok(());
         };
+        if self.enc == ArgEncoding::Gemma {
+            return self.gemma.step(&mut self.machine, c, coff);
+        }
         if self.enc != ArgEncoding::JsonInString {
             return self.machine.feed(c, coff);
         }
@@ -180,6 +189,133 @@ impl StreamConverter {
         }
         Ok(())
     }
+}
+
+/// Gemma's string quote.
+const GEMMA_QUOTE: &str = "<|\"|>";
+
+/// Reads Gemma's notation (`{k:<|"|>text<|"|>,n:1,l:[true,null]}`) into JSON text for the
+/// JSON machine, which checks the rest: bare keys are quoted, strings between `<|"|>`s are
+/// escaped (a quote's first bytes are held until they turn out to be text), spaces are kept.
+#[derive(Debug, Clone, Default)]
+struct GemmaFront {
+    /// Per open container, innermost last: true for an object.
+    objects: Vec<bool>,
+    /// An object's key comes next (after its `{` or a `,`).
+    want_key: bool,
+    /// Where the reader is.
+    state: GState,
+}
+
+/// Where [`GemmaFront`] is.
+#[derive(Debug, Clone, Default)]
+enum GState {
+    /// Between tokens.
+    #[default]
+    Plain,
+    /// In an opening quote, this many of its bytes read.
+    Opening(usize),
+    /// In a bare key, read so far.
+    Key(String),
+    /// In a string, what may still be its closing quote.
+    Str(String),
+}
+
+impl GemmaFront {
+    /// Consumes character `c` at `off`, feeding `m` the JSON it makes.
+    fn step(&mut self, m: &mut Machine, c: char, off: usize) -> Result<(), String> {
+        match &mut self.state {
+            GState::Plain if self.want_key && c != '}' => {
+                if c == ' ' {
+                    return m.feed(c, off);
+                }
+                if !gemma_key_char(c) {
+                    return Err(at("expected a key", off));
+                }
+                self.state = GState::Key(c.to_string());
+                Ok(())
+            }
+            GState::Plain => {
+                self.want_key = false;
+                match c {
+                    '<' => {
+                        self.state = GState::Opening(1);
+                        return Ok(());
+                    }
+                    '"' => return Err(at("a JSON string where Gemma quotes with <|\"|>", off)),
+                    '{' | '[' => self.objects.push(c == '{'),
+                    '}' | ']' => {
+                        self.objects.pop();
+                    }
+                    ',' => self.want_key = self.objects.last() == Some(&true),
+                    _ => {}
+                }
+                if c == '{' {
+                    self.want_key = true;
+                }
+                m.feed(c, off)
+            }
+            GState::Opening(n) => {
+                if !GEMMA_QUOTE[*n..].starts_with(c) {
+                    return Err(at("expected a <|\"|> quote", off));
+                }
+                *n += 1;
+                if *n == GEMMA_QUOTE.len() {
+                    self.state = GState::Str(String::new());
+                    m.feed('"', off)?;
+                }
+                Ok(())
+            }
+            GState::Key(k) => match c {
+                ':' => {
+                    let key = std::mem::take(k);
+                    self.state = GState::Plain;
+                    self.want_key = false;
+                    m.feed('"', off)?;
+                    for ch in key.trim_end_matches(' ').chars() {
+                        feed_json_char(m, ch, off)?;
+                    }
+                    m.feed('"', off)?;
+                    m.feed(':', off)
+                }
+                ' ' => {
+                    k.push(c);
+                    Ok(())
+                }
+                c if gemma_key_char(c) && !k.ends_with(' ') => {
+                    k.push(c);
+                    Ok(())
+                }
+                _ => Err(at("unexpected character in a key", off)),
+            },
+            GState::Str(held) => {
+                held.push(c);
+                loop {
+                    if held == GEMMA_QUOTE {
+                        self.state = GState::Plain;
+                        return m.feed('"', off);
+                    }
+                    if GEMMA_QUOTE.starts_with(held.as_str()) {
+                        return Ok(());
+                    }
+                    let first = held.remove(0);
+                    feed_json_char(m, first, off)?;
+                }
+            }
+        }
+    }
+}
+
+/// A character a bare Gemma key may hold (see the schema compiler's `GEMMA_KEY`).
+fn gemma_key_char(c: char) -> bool {
+    c > ' ' && c != '\u{7f}' && !":,={}[]<>\"'\\".contains(c)
+}
+
+/// Feeds `c` to the JSON machine as a JSON string writes it.
+fn feed_json_char(m: &mut Machine, c: char, off: usize) -> Result<(), String> {
+    let mut text = String::new();
+    push_json_char(&mut text, c);
+    text.chars().try_for_each(|x| m.feed(x, off))
 }
 
 /// Formats an error message with its byte offset.
@@ -1380,6 +1516,42 @@ mod tests {
     }
 
     #[test]
+    fn gemma_values_read_as_json_under_every_chunking() {
+        let span = r#"{city:<|"|>San "F" \ <|x<|"|>,n:-3, flag:true,x:null,l:[1.5,<|"|><|"|>,{a:[]}],o:{}}"#;
+        let want = json!({"city": "San \"F\" \\ <|x", "n": -3, "flag": true, "x": null,
+                          "l": [1.5, "", {"a": []}], "o": {}});
+        assert_eq!(to_json(ArgEncoding::Gemma, span.as_bytes()).unwrap(), want);
+        let (bytes, _) = bytewise(ArgEncoding::Gemma, span.as_bytes()).unwrap();
+        assert_eq!(serde_json::from_str::<Value>(&bytes).unwrap(), want);
+        // Text that begins like a quote and is not one is the string's.
+        let v = to_json(ArgEncoding::Gemma, "{s:<|\"|><|\"<|\"|>}".as_bytes()).unwrap();
+        assert_eq!(v, json!({"s": "<|\""}));
+        let v = to_json(ArgEncoding::Gemma, "{s:<|\"|>é\n\t<|\"|>}".as_bytes()).unwrap();
+        assert_eq!(v, json!({"s": "é\n\t"}));
+    }
+
+    #[test]
+    fn gemma_refuses_what_its_notation_does_not_write() {
+        for span in [
+            r#"{"k":1}"#,
+            r#"{<|"|>k<|"|>:1}"#,
+            r#"{k:"v"}"#,
+            r#"{k:Paris}"#,
+            r#"{k:<|"|>v}"#,
+            r#"{k:<|"v<|"|>}"#,
+            r#"{k:1,}"#,
+            r#"{k}"#,
+            r#"{a b:1}"#,
+            r#"[1]"#,
+        ] {
+            assert!(
+                to_json(ArgEncoding::Gemma, span.as_bytes()).is_err(),
+                "{span} was read"
+            );
+        }
+    }
+
+    #[test]
     fn llama_example() {
         let span = "user_id=7890, special='black'";
         assert_eq!(
@@ -1790,7 +1962,50 @@ mod tests {
             ArgEncoding::Json => text,
             ArgEncoding::JsonInString => serde_json::to_string(&text).unwrap(),
             ArgEncoding::Python => python_kwargs(args),
+            ArgEncoding::Gemma => gemma_text(&Value::Object(args.clone()), pretty),
         }
+    }
+
+    /// `v` in Gemma's notation (`pretty`: a space after each comma); `None` for a value it
+    /// cannot write (a key that is not bare, a string holding the quote).
+    fn gemma_text(v: &Value, pretty: bool) -> String {
+        let sep = if pretty { ", " } else { "," };
+        match v {
+            Value::String(s) => format!("{GEMMA_QUOTE}{s}{GEMMA_QUOTE}"),
+            Value::Array(a) => {
+                let items: Vec<String> = a.iter().map(|x| gemma_text(x, pretty)).collect();
+                format!("[{}]", items.join(sep))
+            }
+            Value::Object(o) => {
+                let items: Vec<String> = o
+                    .iter()
+                    .map(|(k, x)| format!("{k}:{}", gemma_text(x, pretty)))
+                    .collect();
+                format!("{{{}}}", items.join(sep))
+            }
+            other => other.to_string(),
+        }
+    }
+
+    /// True when Gemma's notation writes `v` exactly.
+    fn gemma_writes(v: &Value) -> bool {
+        match v {
+            Value::String(s) => !s.contains(GEMMA_QUOTE),
+            Value::Array(a) => a.iter().all(gemma_writes),
+            Value::Object(o) => o
+                .iter()
+                .all(|(k, x)| !k.is_empty() && k.chars().all(gemma_key_char) && gemma_writes(x)),
+            _ => true,
+        }
+    }
+
+    /// The encodings that write `args` exactly.
+    fn encodings_for(args: &Map<String, Value>) -> Vec<ArgEncoding> {
+        let mut e = ENCODINGS.to_vec();
+        if gemma_writes(&Value::Object(args.clone())) {
+            e.push(ArgEncoding::Gemma);
+        }
+        e
     }
 
     const ENCODINGS: [ArgEncoding; 3] = [
@@ -1805,7 +2020,7 @@ mod tests {
         #[test]
         fn round_trips(args in arb_args(), pretty in any::<bool>()) {
             let want = Value::Object(args.clone());
-            for enc in ENCODINGS {
+            for enc in encodings_for(&args) {
                 let span = span_of(enc, &args, pretty);
                 let got = to_json(enc, span.as_bytes());
                 prop_assert_eq!(got.as_ref(), Ok(&want), "{:?} {}", enc, span);
@@ -1818,7 +2033,7 @@ mod tests {
             pretty in any::<bool>(),
             cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..12),
         ) {
-            for enc in ENCODINGS {
+            for enc in encodings_for(&args) {
                 let span = span_of(enc, &args, pretty);
                 let bytes = span.as_bytes();
                 let whole = stream(enc, bytes, &[]).unwrap();
@@ -1841,7 +2056,7 @@ mod tests {
 
         #[test]
         fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..64)) {
-            for enc in ENCODINGS {
+            for enc in ENCODINGS.into_iter().chain([ArgEncoding::Gemma]) {
                 let _ = to_json(enc, &bytes);
                 let _ = bytewise(enc, &bytes);
             }

@@ -106,6 +106,35 @@ impl Compiler<'_> {
                 Value::Object(_) => others.push(self.const_node(v, path)?),
             }
         }
+        if self.enc == Encoding::Gemma && !strings.is_empty() {
+            // Gemma's strings are their quotes around a lexeme of the words.
+            if let Some(w) = strings
+                .iter()
+                .find(|w| w.windows(5).any(|x| x == b"<|\"|>"))
+            {
+                return Err(Error::UnsupportedKeyword {
+                    keyword: "enum".into(),
+                    path: ptr(path),
+                    reason: format!(
+                        "the value {:?} holds <|\"|>, which ends a string in Gemma's notation",
+                        String::from_utf8_lossy(w)
+                    ),
+                });
+            }
+            let words = std::mem::take(&mut strings);
+            let key = Lexeme::Enum {
+                strings: words.clone(),
+                scalars: Vec::new(),
+            };
+            let d = self.cached(key, |this| {
+                Dfa::literals(
+                    words.iter().map(|w| w.as_slice()),
+                    this.opts.max_lexeme_states,
+                )
+                .map_err(|e| this.b.dfa_err(e, path, ""))
+            })?;
+            others.push(self.gemma_string(d, path)?);
+        }
         if !strings.is_empty() || !scalars_text.is_empty() {
             let key = Lexeme::Enum {
                 strings: strings.clone(),
@@ -119,6 +148,7 @@ impl Compiler<'_> {
                     let quotes = match this.enc {
                         Encoding::Json | Encoding::JsonInString => WordQuotes::Json,
                         Encoding::Python => WordQuotes::Python,
+                        Encoding::Gemma => unreachable!("Gemma's strings are taken above"),
                     };
                     let d = Dfa::words_quoted(&words, quotes, max)
                         .map_err(|e| this.b.dfa_err(e, path, ""))?;

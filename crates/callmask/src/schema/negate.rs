@@ -184,7 +184,17 @@ impl Compiler<'_> {
     /// A schema with `not` (and no `$ref`, `allOf`, `anyOf`, `oneOf`, `if`, `enum`, `const`,
     /// which the compiler distributes or filters before): `rest ∧ not N`, type by type.
     pub(super) fn compile_not(&mut self, obj: &Map<String, Value>, path: &str) -> Result<NodeId> {
-        match self.compile_not_exact(obj, path) {
+        let exact = if self.enc == Encoding::Gemma {
+            Err(Error::UnsupportedKeyword {
+                keyword: "not".into(),
+                path: ptr(path),
+                reason: "negation is built over one-lexeme values, and Gemma's strings are not"
+                    .into(),
+            })
+        } else {
+            self.compile_not_exact(obj, path)
+        };
+        match exact {
             Err(Error::UnsupportedKeyword {
                 keyword, reason, ..
             }) if keyword == "not" && self.opts.lenient => {

@@ -346,7 +346,7 @@ impl Compiler<'_> {
                         if extra_kinds.len() == 1 {
                             extra_kinds.clear();
                         }
-                        let d = self.quote(&names, path)?;
+                        let d = self.key_quote(&names, path)?;
                         Some((self.key_lexeme(Arc::new(d), path)?, first))
                     }
                 }
@@ -402,7 +402,7 @@ impl Compiler<'_> {
         if let Some(nd) = names {
             d = self.b.and(&d, nd, path)?;
         }
-        self.quote(&d, path)
+        self.key_quote(&d, path)
     }
 
     pub(super) fn compile_array(&mut self, obj: &Map<String, Value>, path: &str) -> Result<NodeId> {

@@ -21,7 +21,14 @@ impl Compiler<'_> {
             types &= !T_INT;
         }
         let mut alts = Vec::new();
-        let scalar_types = types & (T_NULL | T_BOOL | T_INT | T_NUM | T_STR);
+        let mut scalar_types = types & (T_NULL | T_BOOL | T_INT | T_NUM | T_STR);
+        if self.enc == Encoding::Gemma && scalar_types & T_STR != 0 {
+            // Gemma's strings are their quotes around a lexeme, beside the other scalars'.
+            let key = self.scalar_key(&s, T_STR);
+            let content = self.gemma_content(key, |this| this.string_dfa_of(&s, path), path)?;
+            alts.push(self.gemma_string(content, path)?);
+            scalar_types &= !T_STR;
+        }
         if scalar_types != 0 {
             let key = self.scalar_key(&s, scalar_types);
             match self.string_of_length_in_string(&s, scalar_types, &key, path)? {
@@ -169,6 +176,8 @@ impl Compiler<'_> {
                 let double = self.char_spelling(CharSpelling::Python(b'"'), path)?;
                 Dfa::python_string_of_length(&single, &double, min, max, limit)
             }
+            // Not one lexeme ([`Compiler::gemma_string`]).
+            Encoding::Gemma => return Ok(None),
         }
         .map(Some)
         .map_err(|e| self.b.dfa_err(e, path, ""))

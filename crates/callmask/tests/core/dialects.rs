@@ -623,6 +623,7 @@ fn dialect_files_and_errors() {
             "root ::= @json_call(args=\"yaml\")",
             "expected object, string or either",
         ),
+        ("root ::= @json_call(lines=\"two\")", "expected any or one"),
         ("root ::= @call{3,1}", "bad repetition"),
         ("root ::= /[/", "regex"),
     ] {

@@ -12,6 +12,7 @@ mod distinct_calls;
 mod duplicate_keys;
 mod fuzz;
 mod fuzz_regressions;
+mod gemma_args;
 mod hostile;
 mod layers;
 mod layout_doc;

@@ -854,7 +854,7 @@ fn call_parts_misused() {
         ("root ::= @xml_args(key_prefix=\"\")", "non-empty"),
         (
             "root ::= @args(as=yaml)",
-            "expected json, string, python or raw",
+            "expected json, string, python, gemma or raw",
         ),
         ("root ::= @json_call(id_key=\"id\")", "both id_key and id"),
         ("root ::= @reasoning", "end marker"),

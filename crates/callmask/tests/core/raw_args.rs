@@ -137,7 +137,7 @@ fn misuse_is_a_dialect_error() {
         ("root ::= \"x\" @args(as=raw, key=\"code\")", "inside @call"),
         (
             "root ::= @call(\"x\" @args(as=rawest, key=\"c\"))",
-            "expected json, string, python or raw",
+            "expected json, string, python, gemma or raw",
         ),
     ] {
         let e = Dialect::parse("bad", src).unwrap_err().to_string();

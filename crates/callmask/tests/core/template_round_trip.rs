@@ -283,5 +283,5 @@ fn real_templates_round_trip_their_calls() {
         .collect();
     let listed: Vec<&str> = NOT_ROUND_TRIPPING.iter().map(|(f, _)| *f).collect();
     assert_eq!(failing, listed, "round trips:\n{listing}");
-    assert!(ok >= 48, "{ok} templates round-trip:\n{listing}");
+    assert!(ok >= 51, "{ok} templates round-trip:\n{listing}");
 }

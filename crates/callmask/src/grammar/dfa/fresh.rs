@@ -27,7 +27,7 @@ pub(crate) const SEARCH_LIMIT: usize = 1 << 18;
 
 /// What a literal written as `raw` stands for, so that two spellings of one value compare
 /// equal: a JSON or Python string literal with its quotes (decoded), a Python keyword followed
-/// by `=` (the name), a string literal inside a JSON string (`\"k\"`: decoded twice), or any
+/// by `=` or a Gemma key followed by `:` (the name), a string literal inside a JSON string (`\"k\"`: decoded twice), or any
 /// other literal (a number, `true`, `None`: itself).
 pub(crate) fn literal_value(raw: &[u8]) -> Vec<u8> {
     if raw.starts_with(b"\\") {
@@ -43,7 +43,7 @@ pub(crate) fn literal_value(raw: &[u8]) -> Vec<u8> {
 pub(crate) fn key_value(raw: &[u8]) -> Vec<u8> {
     let body = match raw {
         [q @ (b'"' | b'\''), body @ .., last] if last == q => body,
-        [body @ .., b'='] => body,
+        [body @ .., b'=' | b':'] => body,
         _ => raw,
     };
     decode(body, false, None).0
@@ -81,9 +81,13 @@ pub(crate) fn decoded_prefix(raw: &[u8]) -> Prefix {
                 rest: [inner[used_inner..].to_vec(), raw[used..].to_vec()],
             }
         }
-        // A Python keyword: no escapes.
+        // A Python keyword or a Gemma key (`k:`): no escapes.
         _ => Prefix {
-            value: raw.strip_suffix(b"=").unwrap_or(raw).to_vec(),
+            value: raw
+                .strip_suffix(b"=")
+                .or_else(|| raw.strip_suffix(b":"))
+                .unwrap_or(raw)
+                .to_vec(),
             rest: [Vec::new(), Vec::new()],
         },
     }
