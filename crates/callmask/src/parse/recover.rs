@@ -16,6 +16,11 @@
 //!   malformed one, or after text where the format allows none, are still found; the skipped
 //!   bytes are reported.
 //!
+//! - **Reading arguments written as a JSON string.** Where the parse fails at a `"` and the
+//!   JSON string there holds a JSON object (`"arguments": "{\"a\": 1}"`, as models trained on
+//!   OpenAI's wire format write them), the string is read as that object, if the strict grammar
+//!   then reads past it; later offsets refer to the text with the string decoded.
+//!
 //! - **Finding calls after text.** Where the format's calls must open the output (a Python
 //!   list, a bare JSON call: the bytes a call-bearing output can start with are few) and
 //!   nothing above found a call, the calls are looked for further in, at each byte that can
@@ -64,6 +69,14 @@ pub enum Recovery {
         /// Byte offset in the output.
         offset: usize,
         /// The text, as written.
+        text: String,
+    },
+    /// A JSON string holding a JSON object, where the format has an object (a call's
+    /// arguments written as a string): read as that object.
+    Decoded {
+        /// Byte offset in the output.
+        offset: usize,
+        /// The string, as written.
         text: String,
     },
     /// These bytes could not be read as part of a valid output and were skipped.
@@ -125,6 +138,9 @@ impl Grammar {
                 return Ok(parsed);
             }
         }
+        if let Some(out) = self.decode_string_object(text, base, fail_at, budget) {
+            return Ok(out);
+        }
         // The failure may be noticed a few bytes into the next marker (its spelling read as
         // text): try closing at each of the bytes before it too.
         let floor = fail_at.saturating_sub(MAX_CLOSE_BACK);
@@ -182,6 +198,44 @@ impl Grammar {
                 reason,
             })),
         }
+    }
+
+    /// Reads the JSON string at `at` as the JSON object it holds (see the module doc), when
+    /// the strict grammar then reads past that object; `None` otherwise.
+    fn decode_string_object(
+        &self,
+        text: &str,
+        base: usize,
+        at: usize,
+        budget: &mut usize,
+    ) -> Option<Parsed> {
+        if *budget == 0 || text.as_bytes().get(at) != Some(&b'"') {
+            return None;
+        }
+        let mut strings = serde_json::Deserializer::from_str(&text[at..]).into_iter::<String>();
+        let inner = strings.next()?.ok()?;
+        let len = strings.byte_offset();
+        let object: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(&inner).ok()?;
+        let compact = serde_json::Value::Object(object).to_string();
+        let decoded = format!("{}{}{}", &text[..at], compact, &text[at + len..]);
+        *budget -= 1;
+        let read_past = match self.attempt(&decoded).failed {
+            None => true,
+            Some((f, _)) => f >= at + compact.len(),
+        };
+        if !read_past {
+            return None;
+        }
+        let mut out = self.recover_from(&decoded, base, budget).ok()?;
+        out.recovered.insert(
+            0,
+            Recovery::Decoded {
+                offset: base + at,
+                text: text[at..at + len].to_owned(),
+            },
+        );
+        Some(out)
     }
 
     /// The runs of calls in `text`, wherever they start at one of the bytes `opens` or a
@@ -268,9 +322,19 @@ impl Grammar {
         attempt: &Attempt,
         budget: &mut usize,
     ) -> Option<Parsed> {
-        let mut cuts = attempt.call_ends.clone();
+        // A complete output that holds every call completed so far is the best place to cut
+        // (nothing read is lost: Gemma 4's calls end before their closing marker); then the
+        // ends of the calls, latest first; then the complete output.
+        let mut cuts = Vec::new();
+        if let Some(e) = attempt.last_end {
+            if attempt.call_ends.first().is_none_or(|&c| e >= c) {
+                cuts.push(e);
+            }
+        }
+        cuts.extend(&attempt.call_ends);
         cuts.extend(attempt.last_end);
-        cuts.dedup();
+        let mut seen = std::collections::HashSet::new();
+        cuts.retain(|c| seen.insert(*c));
         for c in cuts {
             // Not to the end: dropping all the rest is the last resort of `recover_from`.
             for q in fail_at.max(c) + 1..text.len() {

@@ -482,3 +482,44 @@ fn json_call_either_takes_an_object_or_a_string() {
     let bad = r#"<c>{"name": "get_stock_price", "arguments": "{\"ticker\": \"nvda\"}"}"#;
     assert!(g.parse(bad).is_err(), "{bad}");
 }
+
+/// The recovering parse reads arguments written as a JSON string only where the object the
+/// string holds is one the strict grammar accepts: never a call against the schema.
+#[test]
+fn json_string_arguments_are_read_only_when_valid() {
+    let g = Dialect::by_name("hermes")
+        .unwrap()
+        .compile(&tools(), &DialectOptions::default())
+        .unwrap();
+    let call = |args: &str| {
+        format!(
+            "<tool_call>\n{{\"name\": \"get_current_weather\", \"arguments\": {}}}\n</tool_call>",
+            serde_json::to_string(args).unwrap()
+        )
+    };
+    let ok = g
+        .parse_recovering(&call(r#"{"location": "Oslo"}"#))
+        .unwrap();
+    assert_eq!(ok.tool_calls.len(), 1, "{ok:?}");
+    assert_eq!(
+        ok.tool_calls[0].arguments_json().unwrap(),
+        json!({"location": "Oslo"})
+    );
+    assert!(
+        matches!(ok.recovered[0], callmask::parse::Recovery::Decoded { .. }),
+        "{ok:?}"
+    );
+    // Against the schema (unknown key, enum), not an object, not JSON: no call.
+    for args in [
+        r#"{"location": "Oslo", "extra": 1}"#,
+        r#"{"location": "Oslo", "unit": "kelvin"}"#,
+        r#"["Oslo"]"#,
+        "Oslo",
+    ] {
+        let p = g.parse_recovering(&call(args));
+        assert!(
+            p.as_ref().map_or(true, |p| p.tool_calls.is_empty()),
+            "{args}: {p:?}"
+        );
+    }
+}
