@@ -19,9 +19,9 @@ use serde_json::Value;
 /// The folder of the case files.
 const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peer_cases");
 
-/// The least share of cases that must agree: the level reached (510 of 582, with Gemma 4's
+/// The least share of cases that must agree: the level reached (512 of 582, with Gemma 4's
 /// cases of vLLM's fallback forms), a floor that only rises; the aim is 0.95.
-const MIN_AGREEMENT: f64 = 0.876;
+const MIN_AGREEMENT: f64 = 0.879;
 
 /// One case's outcome: `None` when it agrees, else what callmask returned.
 fn outcome(g: &Grammar, case: &Value) -> Option<String> {
