@@ -4,12 +4,10 @@
 //! numbers and literals. Outputs pass token by token, parse and stream to the same calls;
 //! what the notation cannot write exactly is refused at compile time with the keyword named.
 
+use crate::xml_args_typed::streamed;
 use callmask_testkit as testkit;
 
-use std::sync::Arc;
-
-use callmask::parse::{Event, StreamParser};
-use callmask::{Dialect, DialectOptions, Error, Grammar, TokenAutomaton, Tools, Vocab};
+use callmask::{Dialect, DialectOptions, Error, Grammar, TokenAutomaton, Tools};
 use serde_json::{json, Value};
 
 use callmask_testkit::checks::tokens_accept;
@@ -54,29 +52,6 @@ fn grammar(tools: &Tools) -> callmask::Result<Grammar> {
     Dialect::by_name("gemma4")
         .unwrap()
         .compile(tools, &DialectOptions::default())
-}
-
-/// The calls a token stream parses to, streaming.
-fn streamed(vocab: &Arc<Vocab>, g: &Grammar, text: &str) -> Vec<(String, Value)> {
-    let auto = TokenAutomaton::new(g, vocab.clone()).unwrap();
-    let mut p = StreamParser::new(g);
-    let mut events = Vec::new();
-    for t in auto.tokenize(text).unwrap() {
-        events.extend(p.push_token(vocab, t).unwrap());
-    }
-    events.extend(p.finish().unwrap());
-    let mut calls: Vec<(String, String)> = Vec::new();
-    for e in events {
-        match e {
-            Event::CallStart { name, .. } => calls.push((name, String::new())),
-            Event::Arguments { index, delta } => calls[index].1 += &delta,
-            _ => {}
-        }
-    }
-    calls
-        .into_iter()
-        .map(|(n, a)| (n, serde_json::from_str(&a).unwrap()))
-        .collect()
 }
 
 fn call(args: &str) -> String {

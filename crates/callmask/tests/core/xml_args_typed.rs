@@ -22,7 +22,7 @@ fn grammar_file(name: &str) -> String {
 }
 
 /// The calls a token stream parses to, streaming (`(name, arguments)`).
-fn streamed(vocab: &Arc<Vocab>, g: &Grammar, text: &str) -> Vec<(String, Value)> {
+pub(crate) fn streamed(vocab: &Arc<Vocab>, g: &Grammar, text: &str) -> Vec<(String, Value)> {
     let auto = TokenAutomaton::new(g, vocab.clone()).unwrap();
     let mut p = StreamParser::new(g);
     let mut events = Vec::new();
