@@ -159,7 +159,9 @@ pub fn render(
 /// Renders a model's own chat template (the `tokenizer.chat_template` of its GGUF file or
 /// `tokenizer_config.json`) the way Hugging Face's `apply_chat_template` does: `messages` in
 /// OpenAI's shape (`{role, content}`, with `tool_calls` — each `{id, type, function: {name,
-/// arguments}}`, `arguments` the JSON *object* — only where there are calls, `tool_call_id` and
+/// arguments}}`, `arguments` the JSON *object*, or the JSON string OpenAI's API sends where the
+/// template fails on objects (DeepSeek-R1-Distill's and Functionary v3.2's concatenate it with
+/// text; llama.cpp tries both the same way) — only where there are calls, `tool_call_id` and
 /// `name` only where set, `content` `none` when a message has none), `tools` in OpenAI's shape
 /// (`[{"type": "function", "function": {name, description, parameters}}]`, `none` when there are
 /// no tools), `add_generation_prompt`, `bos_token`, `eos_token`, `raise_exception(message)`,
@@ -210,15 +212,35 @@ pub fn render_chat_template(
         .iter()
         .map(|t| json!({"type": "function", "function": tool_value(t)}))
         .collect();
-    let message_values: Vec<Json> = messages.iter().map(hf_message_value).collect();
-    let ctx = context! {
-        messages => Value::from_serialize(&message_values),
-        tools => if tool_values.is_empty() { Value::from(()) } else { Value::from_serialize(&tool_values) },
-        bos_token => opts.bos_token.clone(),
-        eos_token => opts.eos_token.clone(),
-        add_generation_prompt => opts.add_generation_prompt,
+    let render = |string_args: bool| {
+        let message_values: Vec<Json> = messages
+            .iter()
+            .map(|m| hf_message_value(m, string_args))
+            .collect();
+        let ctx = context! {
+            messages => Value::from_serialize(&message_values),
+            tools => if tool_values.is_empty() { Value::from(()) } else { Value::from_serialize(&tool_values) },
+            bos_token => opts.bos_token.clone(),
+            eos_token => opts.eos_token.clone(),
+            add_generation_prompt => opts.add_generation_prompt,
+        };
+        compiled.render(ctx)
     };
-    compiled.render(ctx).map_err(to_error)
+    let has_calls = messages.iter().any(|m| !m.tool_calls.is_empty());
+    match render(false) {
+        Ok(text) => Ok(text),
+        // Not the template's own `raise_exception`: try the arguments as JSON strings.
+        Err(e) if has_calls && raised.lock().is_ok_and(|r| r.is_none()) => {
+            render(true).map_err(|_| {
+                // The first failure is the one to report, not the retry's.
+                if let Ok(mut slot) = raised.lock() {
+                    slot.take();
+                }
+                to_error(e)
+            })
+        }
+        Err(e) => Err(to_error(e)),
+    }
 }
 
 /// `template` without transformers' `{% generation %}` and `{% endgeneration %}` tags (they
@@ -297,8 +319,9 @@ pub fn tools_instructions(tools: &Tools, writer: Option<&str>) -> Result<String>
     Ok(out)
 }
 
-/// A message as Hugging Face chat templates see it (OpenAI's shape, arguments as objects).
-fn hf_message_value(m: &Message) -> Json {
+/// A message as Hugging Face chat templates see it (OpenAI's shape, arguments as objects, or
+/// as JSON strings with `string_args`).
+fn hf_message_value(m: &Message, string_args: bool) -> Json {
     let mut o = Map::new();
     o.insert("role".into(), json!(m.role));
     o.insert("content".into(), json!(m.content));
@@ -307,8 +330,10 @@ fn hf_message_value(m: &Message) -> Json {
             .tool_calls
             .iter()
             .map(|c| {
-                let args = serde_json::from_str::<Json>(&c.function.arguments)
-                    .unwrap_or_else(|_| Json::String(c.function.arguments.clone()));
+                let args = match serde_json::from_str::<Json>(&c.function.arguments) {
+                    Ok(v) if !string_args => v,
+                    _ => Json::String(c.function.arguments.clone()),
+                };
                 json!({"id": c.id, "type": c.kind, "function": {"name": c.function.name, "arguments": args}})
             })
             .collect();
@@ -646,6 +671,32 @@ mod tests {
         )
         .unwrap();
         assert_eq!(plain, r#"{"b": "é"}"#);
+    }
+
+    /// A template that writes a call's arguments after text (`'..' + arguments`) fails on
+    /// objects and renders them as the JSON string OpenAI sends; one that takes objects gets
+    /// objects; the template's own `raise_exception` is not retried.
+    #[test]
+    fn templates_taking_string_arguments_get_strings() {
+        let mut turn = Message::new("assistant", "");
+        turn.tool_calls = vec![ToolCall::new("c0", "f", r#"{"a": 1}"#)];
+        let msgs = [Message::new("user", "x"), turn];
+        let render =
+            |t: &str| render_chat_template(t, &msgs, &Tools::default(), &PromptOptions::default());
+        let concat = "{% for m in messages %}{% for c in m.tool_calls or [] %}\
+                      {{ 'args: ' + c.function.arguments }}{% endfor %}{% endfor %}";
+        assert_eq!(render(concat).unwrap(), r#"args: {"a": 1}"#);
+        let object = "{% for m in messages %}{% for c in m.tool_calls or [] %}\
+                      {{ c.function.arguments.a }}{% endfor %}{% endfor %}";
+        assert_eq!(render(object).unwrap(), "1");
+        let refuses = "{% for m in messages %}{% if m.tool_calls %}\
+                       {{ raise_exception('no calls') }}{% endif %}{% endfor %}";
+        assert_eq!(
+            render(refuses).unwrap_err().to_string(),
+            Error::Prompt("no calls".into()).to_string()
+        );
+        let broken = "{{ 'x' + messages[1].tool_calls[0].function.arguments.missing }}";
+        assert!(render(broken).is_err());
     }
 
     fn weather_tools() -> Tools {

@@ -47,7 +47,7 @@ const NOT_ROUND_TRIPPING: &[(&str, &str)] = &[
     ),
     (
         "deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja",
-        "render: the template takes arguments as a JSON string",
+        "the template writes <｜tool▁calls▁end｜> only after a second call: one call is left open",
     ),
     (
         "fireworks-ai-llama-3-firefunction-v2.jinja",
@@ -56,10 +56,6 @@ const NOT_ROUND_TRIPPING: &[(&str, &str)] = &[
     (
         "ibm-granite-granite-3.3-2B-Instruct.jinja",
         "render: concatenates the turn's content, which is null",
-    ),
-    (
-        "meetkai-functionary-medium-v3.2.jinja",
-        "render: the template takes arguments as a JSON string",
     ),
     (
         "openai-gpt-oss-120b.jinja",
@@ -283,5 +279,5 @@ fn real_templates_round_trip_their_calls() {
         .collect();
     let listed: Vec<&str> = NOT_ROUND_TRIPPING.iter().map(|(f, _)| *f).collect();
     assert_eq!(failing, listed, "round trips:\n{listing}");
-    assert!(ok >= 51, "{ok} templates round-trip:\n{listing}");
+    assert!(ok >= 52, "{ok} templates round-trip:\n{listing}");
 }
