@@ -564,9 +564,11 @@ impl PyGrammar {
     /// {"name", "arguments": JSON text}}]}`; `ParseError` when the text is not an output of the
     /// grammar. With `recover=True`, reads what it can of an output the grammar refuses (an
     /// unconstrained model's), as the peers' tool parsers do, and lists what it assumed or
-    /// skipped under `"recovered"` (`[{"kind": "closed", "appended"} | {"kind": "skipped",
-    /// "offset", "text", "reason"} | {"kind": "text_around", "offset", "text"}]`); no call is
-    /// returned that the text does not hold.
+    /// skipped under `"recovered"` (`[{"kind": "closed", "appended"} | {"kind": "inserted",
+    /// "offset", "text"} | {"kind": "skipped", "offset", "text", "reason"} | {"kind":
+    /// "text_around", "offset", "text"} | {"kind": "decoded", "offset", "text"} | {"kind":
+    /// "retagged", "offset", "text", "read_as"} | {"kind": "restarted", "offset"} | {"kind":
+    /// "python_literal", "offset", "text"} | {"kind": "unescaped"}]`); no call is returned that the text does not hold.
     #[pyo3(signature = (text, *, recover=false))]
     fn parse<'py>(
         &self,

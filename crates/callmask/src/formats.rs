@@ -70,6 +70,30 @@ macro_rules! writer {
 
 /// The built-in dialects, most specific detection markers first.
 pub const DIALECTS: &[DialectSpec] = &[
+    DialectSpec {
+        name: "iquest_coder_v2",
+        family: "iQuest Coder V2",
+        output: "`<think>..</think>`? text? then `<iquestcoder_tool_call>f<arg_key>k</arg_key><arg_value>v</arg_value>..</iquestcoder_tool_call>` repeated",
+        grammar: grammar!("iquest_coder_v2"),
+        prompt: None,
+        writer: writer!("iquest_coder_v2"),
+        detect: &[&["<iquestcoder_tool_call>", "<arg_key>"]],
+        detect_unless: &[],
+        aliases: &[],
+        sources: &["vllm-project/vllm vllm/tool_parsers/iquest_coder_v2_tool_parser.py", "vllm-project/vllm tests/tool_parsers/test_iquest_coder_v2_tool_parser.py", "vllm-project/vllm vllm/reasoning/iquest_q1_reasoning_parser.py"],
+    },
+    DialectSpec {
+        name: "step_audio_2",
+        family: "Step-Audio 2 (mini)",
+        output: "`<think>..</think>`? text? then `<tool_call>function\\nf\\n{..}</tool_call>` repeated, text?",
+        grammar: grammar!("step_audio_2"),
+        prompt: None,
+        writer: writer!("step_audio_2"),
+        detect: &[&["<tool_call>function\\n"]],
+        detect_unless: &[],
+        aliases: &[],
+        sources: &["vllm-project/vllm vllm/tool_parsers/step_audio_2_tool_parser.py (stepfun-ai step-audio2-mini fork)", "yhyang201/sglang python/sglang/srt/function_call/step_audio2_detector.py and its tests", "StepAudio2Tokenizer._render_step_audio_chat"],
+    },
     // BEGIN families of issue 27 (generated once from their case files, then edited here)
     DialectSpec {
         name: "k2_horizon",
@@ -869,6 +893,30 @@ pub const DIALECTS: &[DialectSpec] = &[
         sources: &["vllm-project/vllm vllm/tool_parsers/minimax_tool_parser.py", "vllm-project/vllm tests/tool_parsers/test_minimax_tool_parser.py", "vllm-project/vllm examples/tool_chat_template_minimax_m1.jinja", "MiniMaxAI/MiniMax-M1 docs/function_call_guide.md"],
     },
     DialectSpec {
+        name: "rwkv",
+        family: "RWKV-7 (G1)",
+        output: "text? then `**Tool Call:**\\n```json\\n{\"name\": \"f\", \"arguments\": {..}}\\n```` repeated",
+        grammar: grammar!("rwkv"),
+        prompt: None,
+        writer: writer!("rwkv"),
+        detect: &[&["**Tool Call:**"]],
+        detect_unless: &[],
+        aliases: &[],
+        sources: &["vllm-project/vllm vllm/tool_parsers/rwkv_tool_parser.py", "vllm-project/vllm tests/tool_parsers/test_rwkv_tool_parser.py"],
+    },
+    DialectSpec {
+        name: "hyperclovax",
+        family: "HyperCLOVA X SEED Think (14B, 32B)",
+        output: "reasoning, then `<|im_end|>\\n<|im_start|>assistant\\n` text, or `<|im_end|>\\n<|im_start|>assistant -> tool/function_call\\n[{\"name\": \"f\", \"arguments\": {..}}, ..]<|im_end|>`",
+        grammar: grammar!("hyperclovax"),
+        prompt: None,
+        writer: writer!("hyperclovax"),
+        detect: &[&["-> tool/function_call"]],
+        detect_unless: &[],
+        aliases: &["hyperclovax_seed_think_14b"],
+        sources: &["vllm-project/vllm vllm/tool_parsers/hyperclovax_seed_think_14b_tool_parser.py", "vllm-project/vllm vllm/tool_parsers/hyperclovax_tool_parser.py", "vllm-project/vllm tests/tool_parsers/test_hyperclovax_seed_think_14b_tool_parser.py", "naver-hyperclovax/HyperCLOVAX-SEED-Think-14B README.md"],
+    },
+    DialectSpec {
         name: "functools",
         family: "Firefunction v2",
         output: "text, then `functools[{\"name\": \"f\", \"arguments\": {...}}, ...]`",
@@ -983,6 +1031,21 @@ pub const REFUSED: &[RefusedSpec] = &[
         name: "minicpm5",
         reason: "values are XML character data (entities or CDATA, decoded by the parser); @xml_args values are raw text or JSON",
         detect: &[&["<function name=", "<param name="]],
+    },
+    RefusedSpec {
+        name: "cwm",
+        reason: "the peers disagree with the model: Meta's prompting guide names the tool in the tag (`<tool: bash>\\nls -la\\n</tool>`, free text inside), while vLLM's cwm parser ignores the tag and takes the body's first word as the function (that call reads as `ls({\"command\": \"-la\"})`); a dialect exact for one misreads the other",
+        detect: &[&["<tool: "]],
+    },
+    RefusedSpec {
+        name: "granite_pythonic",
+        reason: "no chat template writes it (the Granite template vLLM's granite_pythonic parser is documented with renders a JSON list after <|tool_call|>), and the parser takes any line shaped like `identifier(...)` as a call with no tool check, so free text could not be told from calls exactly",
+        detect: &[],
+    },
+    RefusedSpec {
+        name: "telechat4",
+        reason: "no chat template nor any test output of the model is published, and the two peers read it differently (vLLM takes a JSON payload inside <tool_call> as the function's name, SGLang as the call; both strip every value, string or not, which @xml_args raw values do not)",
+        detect: &[],
     },
     RefusedSpec {
         name: "cohere_cofl",

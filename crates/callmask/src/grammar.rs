@@ -62,6 +62,14 @@ pub(crate) struct GrammarInner {
     pub(crate) functions: Vec<String>,
     /// The argument names of [`Capture::RawArgs`], by its index.
     pub(crate) raw_arg_keys: Vec<String>,
+    /// The markers that end the grammar's free text (`@text_without`'s), each once: what
+    /// opens the structures after text, which the recovering parse puts back where a model
+    /// left one out.
+    pub(crate) text_markers: Vec<String>,
+    /// The key suffixes of each tagged form of arguments (`" string="true">` and `"
+    /// string="false">`), as texts: the recovering parse tries another where a model wrote a
+    /// value under the wrong one.
+    pub(crate) type_tags: Vec<Vec<String>>,
     /// The caches it was compiled with ([`crate::CompileOptions::caches`]): automata over it
     /// keep their token walks there.
     pub(crate) caches: Option<crate::cache::Caches>,

@@ -262,6 +262,30 @@ impl StreamParser {
         self.events()
     }
 
+    /// Whether some interpretation could begin a call with its next symbol (a byte or a
+    /// special token): the recovering parse's test that a failure is between calls.
+    pub(crate) fn expects_call(&self) -> bool {
+        let g = &self.grammar.inner;
+        let syms = (0..256).chain((0..g.specials.len()).map(|k| SPECIAL + k as Sym));
+        let mut raw = Vec::new();
+        for sym in syms {
+            for path in &self.paths {
+                raw.clear();
+                g.step(&path.stack, sym, &mut raw);
+                let before: Vec<_> = caps(&path.stack).collect();
+                let opens_call = raw.iter().any(|t| {
+                    caps(t).any(|key| {
+                        !before.contains(&key) && matches!(capture_kind(g, key.1), Capture::Call(_))
+                    })
+                });
+                if opens_call {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
     /// Tries a symbol; false (and no change) if no interpretation takes it.
     fn try_sym(&mut self, sym: Sym, len: usize) -> bool {
         let next = self.advance(sym, len);

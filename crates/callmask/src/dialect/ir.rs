@@ -180,6 +180,10 @@ pub(super) struct XmlArgs {
     /// part of the value (`pad`, may be empty): a raw value then may not start or end with it,
     /// so each output has one reading.
     pub(super) pad: Vec<u8>,
+    /// Whether whitespace (`@ws`) may come around a JSON-typed value (`json_ws=any`), as
+    /// parsers that strip such values before reading them accept it (vLLM's and SGLang's
+    /// Step3); a raw value keeps its whitespace.
+    pub(super) json_ws: bool,
     /// Whose conventions the arguments follow.
     pub(super) reading: XmlReading,
 }
@@ -395,6 +399,7 @@ impl XmlStyle {
             value_without: Vec::new(),
             sep: Vec::new(),
             pad: Vec::new(),
+            json_ws: true,
             reading: XmlReading::XGrammar {
                 ws_raw: !self.split_by_string_attr(),
             },

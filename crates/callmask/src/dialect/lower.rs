@@ -316,6 +316,11 @@ pub(super) fn text_node(
     max: Option<u32>,
     cap: Capture,
 ) -> Result<NodeId> {
+    for m in markers {
+        if !c.b.text_markers.contains(m) {
+            c.b.text_markers.push(m.clone());
+        }
+    }
     let key = Lexeme::Text {
         markers: markers.to_vec(),
         max,
@@ -918,7 +923,7 @@ impl Lowering<'_> {
         }
         let fname = self.tools.as_slice()[i].name.clone();
         let path = format!("/{fname}/properties/{key}");
-        let value = self.raw_value(&[string], &[], &[], &path, true)?;
+        let value = self.raw_value(&[string], &[], None, &[], &path, true)?;
         let k = match self.c.b.raw_arg_keys.iter().position(|x| x == key) {
             Some(k) => k,
             None => {

@@ -820,6 +820,22 @@ impl Parser {
                     p.pad = Some(v);
                 }
             }
+            "json_ws" => {
+                let Some(Tok::Ident(v)) = self.peek().cloned() else {
+                    return Err((line, "@xml_args json_ws: expected `any` or `none`".into()));
+                };
+                self.pos += 1;
+                p.json_ws = Some(match v.as_str() {
+                    "any" => true,
+                    "none" => false,
+                    _ => {
+                        return Err((
+                            line,
+                            format!("@xml_args json_ws: `{v}` is not `any` or `none`"),
+                        ))
+                    }
+                });
+            }
             "value_without" => p.without = Some(self.value_without(line)?),
             "types" => p.types = Some(self.type_tags(line)?),
             _ => return Err((line, format!("@xml_args has no argument {k}"))),
@@ -922,6 +938,7 @@ struct XmlParams {
     types: Option<Vec<(String, String)>>,
     sep: Option<Vec<u8>>,
     pad: Option<Vec<u8>>,
+    json_ws: Option<bool>,
 }
 
 impl XmlParams {
@@ -932,6 +949,7 @@ impl XmlParams {
             || (k == "types" && self.types.is_some())
             || (k == "sep" && self.sep.is_some())
             || (k == "pad" && self.pad.is_some())
+            || (k == "json_ws" && self.json_ws.is_some())
     }
 
     /// The affix given as `k`.
@@ -962,6 +980,7 @@ impl XmlParams {
             value_without: self.without.unwrap_or_default(),
             sep: self.sep.unwrap_or_default(),
             pad: self.pad.unwrap_or_default(),
+            json_ws: self.json_ws.unwrap_or(false),
             reading: XmlReading::Strict,
         })))
     }

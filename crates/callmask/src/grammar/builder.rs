@@ -244,6 +244,10 @@ pub(crate) struct GrammarBuilder<'o> {
     pub(crate) dropped: Vec<String>,
     /// The argument names of [`Capture::RawArgs`] so far.
     pub(crate) raw_arg_keys: Vec<String>,
+    /// The markers that end free text so far ([`GrammarInner::text_markers`]).
+    pub(crate) text_markers: Vec<String>,
+    /// The type tags of tagged arguments so far ([`GrammarInner::type_tags`]).
+    pub(crate) type_tags: Vec<Vec<String>>,
     /// The finished grammar's [`GrammarInner::distinct_calls`] (dialects set it).
     pub(crate) distinct_calls: bool,
     total_states: usize,
@@ -271,6 +275,8 @@ impl<'o> GrammarBuilder<'o> {
             lexeme_ids: Default::default(),
             dropped: Vec::new(),
             raw_arg_keys: Vec::new(),
+            text_markers: Vec::new(),
+            type_tags: Vec::new(),
             distinct_calls: true,
             total_states: 0,
             memory: 0,
@@ -421,6 +427,8 @@ impl<'o> GrammarBuilder<'o> {
             specials,
             functions,
             raw_arg_keys: self.raw_arg_keys,
+            text_markers: self.text_markers,
+            type_tags: self.type_tags,
             caches: self.opts.caches.clone(),
             distinct_calls: self.distinct_calls,
             merged: Vec::new(),

@@ -21,16 +21,36 @@
 //!   OpenAI's wire format write them), the string is read as that object, if the strict grammar
 //!   then reads past it; later offsets refer to the text with the string decoded.
 //!
+//! - **Reading a value under another type tag.** Where the parse fails in a value of a tagged
+//!   form (DeepSeek V3.2's `string="true"`/`string="false"`), the last tag before the failure
+//!   is read as another of the same form if the strict grammar then reads past the failure
+//!   (`string="true">42` for an integer: `42`), as the peers coerce such values by the schema.
+//!
+//! - **Reading Python's `True`, `False`, `None` as JSON's literals** where the parse fails at
+//!   one and then reads on (a boolean in a Qwen3-Coder XML value).
+//!
 //! - **Finding calls after text.** Where the format's calls must open the output (a Python
 //!   list, a bare JSON call: the bytes a call-bearing output can start with are few) and
 //!   nothing above found a call, the calls are looked for further in, at each byte that can
 //!   open them, as the peers' parsers do ("Here is the call: [f(a=1)]"): each complete run of
 //!   calls found there is returned, and the text around them as the reply's text.
 //!
+//! - **Putting back an opening marker the model left out.** Where nothing above found a
+//!   call, one of the markers that end the format's free text (`<|tool_call>`, `<tool_call>`)
+//!   is assumed before text that, so opened, reads as a complete call (`call:f{..}` after
+//!   Gemma 4's thought channel, a Qwen3-Coder `<function=f>` without its `<tool_call>`), as
+//!   the peers' fallbacks read them; only where the marker is then not read as text, and later
+//!   offsets refer to the text with the markers put back.
+//!
+//! - **Reading an output written escaped.** Where nothing above found a call and the output
+//!   holds JSON string escapes (`[{\"id\": \"1\"}]` inside GLM's `<arg_value>`), the whole
+//!   output is read once more with its escapes undone.
+//!
 //! Trade-off: it is a search with the strict grammar as the oracle, not a second, looser
 //! grammar per dialect; it needs no knowledge of a dialect's markers, and what it accepts is by
 //! construction what the grammar accepts in pieces. Its cost is bounded by
-//! [`MAX_RESTARTS`] fresh parses per output.
+//! [`MAX_RESTARTS`] fresh parses for each of its three searches (the strict reading's, the markers'
+//! put back, the unescaped output).
 
 use super::{collect, Capture, Event, Parsed, StreamParser, SPECIAL};
 use crate::automaton::complete::Completer;
@@ -79,6 +99,35 @@ pub enum Recovery {
         /// The string, as written.
         text: String,
     },
+    /// The whole output was written escaped, as inside a JSON string (`\"` for `"`, `\n` for
+    /// a line break: GLM's arguments as some serving stacks hand them over), and was read
+    /// unescaped; offsets refer to the unescaped text.
+    Unescaped,
+    /// A value was written under the wrong type tag of its form (`string="true"` before a
+    /// number, as DeepSeek V3.2 may write it) and read under another, as the peers' parsers
+    /// coerce it by the schema.
+    Retagged {
+        /// Byte offset in the output.
+        offset: usize,
+        /// The tag, as written.
+        text: String,
+        /// The tag it was read as.
+        read_as: String,
+    },
+    /// Python's `True`, `False` or `None` where the format has a JSON value: read as `true`,
+    /// `false` or `null`.
+    PythonLiteral {
+        /// Byte offset in the output.
+        offset: usize,
+        /// The literal, as written.
+        text: String,
+    },
+    /// The output was read again from here as a fresh one: a second block of calls after
+    /// text, where the format has one block (the peers read each block).
+    Restarted {
+        /// Byte offset in the output.
+        offset: usize,
+    },
     /// These bytes could not be read as part of a valid output and were skipped.
     Skipped {
         /// Byte offset in the output.
@@ -98,6 +147,11 @@ struct Attempt {
     failed: Option<(usize, String)>,
     /// Where the calls completed before the failure end, latest first.
     call_ends: Vec<usize>,
+    /// Where the calls still open at the failure start, latest first; at the failure itself
+    /// when none is open (the failure is between calls: an unknown function's name).
+    open_calls: Vec<usize>,
+    /// Where the calls read so far start (open or complete).
+    call_starts: Vec<usize>,
 }
 
 impl Grammar {
@@ -116,8 +170,31 @@ impl Grammar {
         let within = opens.and_then(|o| self.calls_within(text, 0, &o, &mut budget));
         let mut out = match within {
             Some(found) => found,
-            None => self.recover_from(text, 0, &mut budget)?,
+            None => match self.recover_from(text, 0, &mut budget) {
+                Ok(out) => out,
+                Err(e) => self
+                    .reopen(text, &Parsed::default(), &mut budget)
+                    .ok_or(e)?,
+            },
         };
+        if out.tool_calls.is_empty() {
+            let mut budget = MAX_RESTARTS;
+            if let Some(reopened) = self.reopen(text, &out, &mut budget) {
+                out = reopened;
+            }
+        }
+        if out.tool_calls.is_empty() {
+            if let Some(plain) = unescape(text) {
+                // A budget of its own: the searches above may have spent theirs.
+                let mut budget = MAX_RESTARTS;
+                if let Ok(mut read) = self.recover_from(&plain, 0, &mut budget) {
+                    if !read.tool_calls.is_empty() {
+                        read.recovered.insert(0, Recovery::Unescaped);
+                        out = read;
+                    }
+                }
+            }
+        }
         for (i, c) in out.tool_calls.iter_mut().enumerate() {
             if c.id.starts_with("call_") {
                 c.id = format!("call_{i}");
@@ -141,6 +218,12 @@ impl Grammar {
         if let Some(out) = self.decode_string_object(text, base, fail_at, budget) {
             return Ok(out);
         }
+        if let Some(out) = self.retag(text, base, fail_at, budget) {
+            return Ok(out);
+        }
+        if let Some(out) = self.json_literal(text, base, fail_at, budget) {
+            return Ok(out);
+        }
         // The failure may be noticed a few bytes into the next marker (its spelling read as
         // text): try closing at each of the bytes before it too.
         let floor = fail_at.saturating_sub(MAX_CLOSE_BACK);
@@ -157,6 +240,56 @@ impl Grammar {
                 return Ok(parsed);
             }
         }
+        // A second block after text, where the format has only one: the output up to a marker
+        // just before the failure (the failure shows inside the marker, its spelling read as
+        // text), then a fresh output from that marker.
+        for at in (floor.max(1)..=fail_at.min(text.len().saturating_sub(1))).rev() {
+            if !text.is_char_boundary(at) || *budget == 0 {
+                continue;
+            }
+            let opens = self
+                .inner
+                .specials
+                .iter()
+                .any(|s| !s.is_empty() && text[at..].starts_with(s.as_str()));
+            if !opens {
+                continue;
+            }
+            let Ok(mut out) = self.parse(&text[..at]) else {
+                continue;
+            };
+            *budget -= 1;
+            if let Ok(rest) = self.recover_from(&text[at..], base + at, budget) {
+                if !rest.tool_calls.is_empty() {
+                    out.recovered
+                        .push(Recovery::Restarted { offset: base + at });
+                    merge(&mut out, rest);
+                    return Ok(out);
+                }
+            }
+        }
+        // The same, where more is wrong further in: a marker put back after which the output
+        // reads past the failure, the rest recovered in turn (`[TOOL_CALLS]f{..}[TOOL_CALLS]g{..}`
+        // without Mistral's `[ARGS]`).
+        for at in (floor..=fail_at.min(text.len().saturating_sub(1))).rev() {
+            if !text.is_char_boundary(at) || *budget == 0 {
+                continue;
+            }
+            *budget -= 1;
+            let Some((full, inserted)) = self.insert_reading_on(text, at, fail_at) else {
+                continue;
+            };
+            if let Ok(mut out) = self.recover_from(&full, base, budget) {
+                out.recovered.insert(
+                    0,
+                    Recovery::Inserted {
+                        offset: base + at,
+                        text: inserted,
+                    },
+                );
+                return Ok(out);
+            }
+        }
         if let Some(out) = self.splice(text, base, fail_at, &reason, &attempt, budget) {
             return Ok(out);
         }
@@ -165,17 +298,28 @@ impl Grammar {
             None => None,
         };
         let from = prefix.as_ref().map_or(0, |(p, _)| *p);
-        let mut q = fail_at.max(from) + 1;
+        // From the failing byte itself where that skips something or shortens the text (a
+        // second block of calls after text, where the format has one: read as a fresh output).
+        let mut q = fail_at.max(from).max(1);
         while q <= text.len() && *budget > 0 {
             if text.is_char_boundary(q) {
                 *budget -= 1;
                 if let Ok(rest) = self.recover_from(&text[q..], base + q, budget) {
                     if !rest.tool_calls.is_empty() || q == text.len() || rest_has_text(&rest) {
                         let mut out = prefix.map(|(_, p)| p).unwrap_or_default();
-                        out.recovered.push(Recovery::Skipped {
-                            offset: base + from,
-                            text: text[from..q].to_owned(),
-                            reason: reason.clone(),
+                        out.recovered.push(if q > from {
+                            Recovery::Skipped {
+                                offset: base + from,
+                                text: text[from..q].to_owned(),
+                                reason: reason.clone(),
+                            }
+                        } else if rest.tool_calls.is_empty() {
+                            Recovery::TextAround {
+                                offset: base + q,
+                                text: text[q..].to_owned(),
+                            }
+                        } else {
+                            Recovery::Restarted { offset: base + q }
                         });
                         merge(&mut out, rest);
                         return Ok(out);
@@ -198,6 +342,164 @@ impl Grammar {
                 reason,
             })),
         }
+    }
+
+    /// The output read with the opening markers a model left out put back (see the module
+    /// doc): at each position where one of the grammar's text-ending markers, put there, makes
+    /// what follows a complete call, the marker is assumed if the whole output then reads with
+    /// more calls than `found` (and the marker is not read as text); `None` when none is.
+    fn reopen(&self, text: &str, found: &Parsed, budget: &mut usize) -> Option<Parsed> {
+        let markers = &self.inner.text_markers;
+        let mut text = text.to_owned();
+        let mut best: Option<Parsed> = None;
+        let mut assumed = Vec::new();
+        let mut q = 0;
+        while q < text.len() && *budget > 0 {
+            if !text.is_char_boundary(q) {
+                q += 1;
+                continue;
+            }
+            // Not before a bare JSON value: prose shows those as examples, and the peers that
+            // look for calls without their marker read only calls that open with a keyword.
+            if matches!(text.as_bytes()[q], b'{' | b'[' | b'"') {
+                q += 1;
+                continue;
+            }
+            let mut next = q + 1;
+            for m in markers {
+                if m.is_empty() || text[q..].starts_with(m.as_str()) || *budget == 0 {
+                    continue;
+                }
+                *budget -= 1;
+                let probe = format!("{m}{}", &text[q..]);
+                let a = self.attempt(&probe);
+                // A call must start right after the marker and be read to its end.
+                let reads_call = a.call_starts.contains(&m.len())
+                    && (!a.call_ends.is_empty()
+                        || a.failed.as_ref().is_none_or(|(f, _)| *f >= probe.len()));
+                if !reads_call {
+                    continue;
+                }
+                let full = format!("{}{m}{}", &text[..q], &text[q..]);
+                let Ok(out) = self.recover_from(&full, 0, budget) else {
+                    continue;
+                };
+                let have = best.as_ref().unwrap_or(found).tool_calls.len();
+                let as_text = out.text.contains(m.as_str())
+                    || out
+                        .reasoning
+                        .as_ref()
+                        .is_some_and(|r| r.contains(m.as_str()));
+                if out.tool_calls.len() > have && !as_text {
+                    assumed.push(Recovery::Inserted {
+                        offset: q,
+                        text: m.clone(),
+                    });
+                    best = Some(out);
+                    text = full;
+                    next = q + m.len() + 1;
+                    break;
+                }
+            }
+            q = next;
+        }
+        let mut out = best?;
+        // Offsets in the output as written: each assumed marker shifts the later ones.
+        let mut shift = 0;
+        for r in &mut assumed {
+            if let Recovery::Inserted { offset, text } = r {
+                *offset -= shift;
+                shift += text.len();
+            }
+        }
+        out.recovered.splice(0..0, assumed);
+        Some(out)
+    }
+
+    /// Reads the value the output fails in under another of its form's type tags (see the
+    /// module doc): the last tag starting at or before `fail_at` replaced by another of the same form, if the
+    /// strict grammar then reads past the failure; `None` otherwise.
+    fn retag(&self, text: &str, base: usize, fail_at: usize, budget: &mut usize) -> Option<Parsed> {
+        for tags in &self.inner.type_tags {
+            // The last tag that starts at or before the failure (which may fail inside it).
+            let last = |t: &String| {
+                let mut end = (fail_at + t.len()).min(text.len());
+                while !text.is_char_boundary(end) {
+                    end -= 1;
+                }
+                text[..end].rfind(t.as_str()).filter(|&i| i <= fail_at)
+            };
+            let Some((at, tag)) = tags
+                .iter()
+                .filter(|t| !t.is_empty())
+                .filter_map(|t| last(t).map(|i| (i, t)))
+                .max_by_key(|(i, _)| *i)
+            else {
+                continue;
+            };
+            for other in tags.iter().filter(|o| *o != tag && !o.is_empty()) {
+                if *budget == 0 {
+                    return None;
+                }
+                *budget -= 1;
+                let end = at + tag.len();
+                let full = format!("{}{other}{}", &text[..at], &text[end..]);
+                let moved = (fail_at + other.len()).saturating_sub(tag.len());
+                if self.attempt(&full).failed.is_some_and(|(f, _)| f <= moved) {
+                    continue;
+                }
+                let Ok(mut out) = self.recover_from(&full, base, budget) else {
+                    continue;
+                };
+                out.recovered.insert(
+                    0,
+                    Recovery::Retagged {
+                        offset: base + at,
+                        text: tag.clone(),
+                        read_as: other.clone(),
+                    },
+                );
+                return Some(out);
+            }
+        }
+        None
+    }
+
+    /// Reads Python's `True`, `False` or `None` at `fail_at` as JSON's `true`, `false` or
+    /// `null` (a boolean written the Python way in an XML value, as vLLM's and SGLang's
+    /// Qwen3-Coder parsers read it), if the strict grammar then reads past it.
+    fn json_literal(
+        &self,
+        text: &str,
+        base: usize,
+        fail_at: usize,
+        budget: &mut usize,
+    ) -> Option<Parsed> {
+        let rest = text.get(fail_at..)?;
+        let (python, json) = [("True", "true"), ("False", "false"), ("None", "null")]
+            .into_iter()
+            .find(|(p, _)| rest.starts_with(p))?;
+        if *budget == 0 {
+            return None;
+        }
+        *budget -= 1;
+        let full = format!("{}{json}{}", &text[..fail_at], &rest[python.len()..]);
+        if self
+            .attempt(&full)
+            .failed
+            .is_some_and(|(f, _)| f < fail_at + json.len())
+        {
+            return None;
+        }
+        let mut out = self.recover_from(&full, base, budget).ok()?;
+        out.recovered.insert(
+            0,
+            Recovery::PythonLiteral {
+                offset: base + fail_at,
+                text: python.to_owned(),
+            },
+        );
+        Some(out)
     }
 
     /// Reads the JSON string at `at` as the JSON object it holds (see the module doc), when
@@ -333,6 +635,17 @@ impl Grammar {
         }
         cuts.extend(&attempt.call_ends);
         cuts.extend(attempt.last_end);
+        // The start of the call that fails (a malformed call among well-formed ones:
+        // `[bad(x=b'z'), f(a=1)]`), dropped whole: first where it comes after every other cut
+        // (the structure around it is kept), else last.
+        let latest = cuts.iter().copied().max();
+        for &c in &attempt.open_calls {
+            if latest.is_none_or(|l| c > l) {
+                cuts.insert(0, c);
+            } else {
+                cuts.push(c);
+            }
+        }
         let mut seen = std::collections::HashSet::new();
         cuts.retain(|c| seen.insert(*c));
         for c in cuts {
@@ -391,6 +704,8 @@ impl Grammar {
                     last_end,
                     failed: Some((i, reason)),
                     call_ends: call_ends(&p),
+                    open_calls: open_calls(&p, i),
+                    call_starts: call_starts(&p),
                 };
             }
             i += 1;
@@ -401,6 +716,8 @@ impl Grammar {
         Attempt {
             last_end,
             call_ends: call_ends(&p),
+            open_calls: Vec::new(),
+            call_starts: call_starts(&p),
             failed: (!can_end(&p)).then(|| {
                 (
                     text.len(),
@@ -439,6 +756,45 @@ impl Grammar {
             s.start < end && s_end > start && !matches!(s.kind, Capture::Call(_) | Capture::Fields)
         });
         (!writes_content).then(|| collect(events))
+    }
+
+    /// `text` with a prefix of the shortest completion of `text[..at]` that is one of the
+    /// grammar's markers (a special token's text) put back at `at`, after
+    /// which the strict parse reads past `fail_at` (where it failed before), the put-back bytes
+    /// writing no argument, call name, id or text; with what was put back.
+    fn insert_reading_on(&self, text: &str, at: usize, fail_at: usize) -> Option<(String, String)> {
+        let completion = self.completion(&text[..at])?;
+        for j in 1..=completion.len() {
+            if !completion.is_char_boundary(j) {
+                continue;
+            }
+            let inserted = &completion[..j];
+            // Markers only (a special token's text): a bracket or key put back here could
+            // re-nest what follows.
+            if !self.inner.specials.iter().any(|s| s == inserted) {
+                continue;
+            }
+            let full = format!("{}{inserted}{}", &text[..at], &text[at..]);
+            let read = match self.attempt(&full).failed {
+                None => full.len(),
+                Some((f, _)) if f > fail_at + j => f,
+                Some(_) => continue,
+            };
+            let mut q = StreamParser::new(self);
+            if q.push(&full[..read]).is_err() {
+                continue;
+            }
+            let writes_content = q.paths.iter().flat_map(|p| p.segs.iter()).any(|s| {
+                let s_end = s.end.unwrap_or(read);
+                s.start < at + j
+                    && s_end > at
+                    && !matches!(s.kind, Capture::Call(_) | Capture::Fields)
+            });
+            if !writes_content {
+                return Some((full, inserted.to_owned()));
+            }
+        }
+        None
     }
 
     /// `text` (a prefix of an accepted output) closed by one shortest completion that writes
@@ -481,6 +837,35 @@ fn call_ends(p: &StreamParser) -> Vec<usize> {
     ends.sort_unstable_by(|a, b| b.cmp(a));
     ends.dedup();
     ends
+}
+
+/// Where the calls the live interpretations of `p` have read (open or complete) start.
+fn call_starts(p: &StreamParser) -> Vec<usize> {
+    p.paths
+        .iter()
+        .flat_map(|x| x.segs.iter())
+        .filter(|s| matches!(s.kind, Capture::Call(_)))
+        .map(|s| s.start)
+        .collect()
+}
+
+/// The starts of the calls the live interpretations of `p` have open, latest first, or `at`
+/// when none has one open but some could start one there (the failure is where a call
+/// begins); empty when `p` reads no call there.
+fn open_calls(p: &StreamParser, at: usize) -> Vec<usize> {
+    let mut starts: Vec<usize> = p
+        .paths
+        .iter()
+        .flat_map(|x| x.segs.iter())
+        .filter(|s| matches!(s.kind, Capture::Call(_)) && s.end.is_none())
+        .map(|s| s.start)
+        .collect();
+    if starts.is_empty() && p.expects_call() {
+        starts.push(at);
+    }
+    starts.sort_unstable_by(|a, b| b.cmp(a));
+    starts.dedup();
+    starts
 }
 
 /// The bytes an output of `g` that holds a call can start with (special tokens aside), where
@@ -617,6 +1002,34 @@ impl OpenerWalk<'_> {
         self.opening[i] = false;
         set
     }
+}
+
+/// `text` read as the content of a JSON string (its escapes `\"`, `\\`, `\n`, `\uXXXX`
+/// ... undone; other bytes as they are), where it holds an escape and reads so.
+fn unescape(text: &str) -> Option<String> {
+    if !text.contains('\\') {
+        return None;
+    }
+    let mut quoted = String::with_capacity(text.len() + 2);
+    quoted.push('"');
+    let mut chars = text.chars();
+    while let Some(ch) = chars.next() {
+        match ch {
+            // An escape: the backslash and what it escapes, as they are.
+            '\\' => {
+                quoted.push(ch);
+                quoted.extend(chars.next());
+            }
+            '"' => quoted.push_str("\\\""),
+            '\n' => quoted.push_str("\\n"),
+            '\r' => quoted.push_str("\\r"),
+            '\t' => quoted.push_str("\\t"),
+            c if (c as u32) < 0x20 => quoted.push_str(&format!("\\u{:04x}", c as u32)),
+            c => quoted.push(c),
+        }
+    }
+    quoted.push('"');
+    serde_json::from_str(&quoted).ok()
 }
 
 fn rest_has_text(p: &Parsed) -> bool {

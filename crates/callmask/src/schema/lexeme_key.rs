@@ -56,10 +56,11 @@ pub(crate) enum Lexeme {
     NonEmptyText(Vec<String>),
     /// A call id matching a regex, as a JSON string.
     Ident(String),
-    /// A raw XML value matching one of the string schemas `parts` (JSON text) and holding
-    /// none of `without`.
+    /// A raw XML value matching one of the string schemas `parts` (JSON text), holding
+    /// none of `without` and not matching `exclude` (a regex) as a whole.
     XmlRaw {
         without: Vec<String>,
+        exclude: Option<String>,
         parts: String,
         strings: &'static str,
     },
@@ -118,9 +119,10 @@ impl fmt::Display for Lexeme {
             Lexeme::Ident(re) => write!(f, "id|{re}"),
             Lexeme::XmlRaw {
                 without,
+                exclude,
                 parts,
                 strings,
-            } => write!(f, "xmlraw|{without:?}|{parts}|{strings}"),
+            } => write!(f, "xmlraw|{without:?}|{exclude:?}|{parts}|{strings}"),
         }
     }
 }

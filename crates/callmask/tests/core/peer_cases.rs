@@ -19,9 +19,9 @@ use serde_json::Value;
 /// The folder of the case files.
 const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peer_cases");
 
-/// The least share of cases that must agree: the level reached (512 of 582, with Gemma 4's
-/// cases of vLLM's fallback forms), a floor that only rises; the aim is 0.95.
-const MIN_AGREEMENT: f64 = 0.879;
+/// The least share of cases that must agree: the level reached (587 of 616, above the aim of
+/// 0.95), a floor that only rises.
+const MIN_AGREEMENT: f64 = 0.952;
 
 /// One case's outcome: `None` when it agrees, else what callmask returned.
 fn outcome(g: &Grammar, case: &Value) -> Option<String> {
@@ -51,10 +51,28 @@ fn outcome(g: &Grammar, case: &Value) -> Option<String> {
                 .collect()
         });
     match got {
-        Ok(got) if got == want => None,
+        Ok(got) if same_calls(&got, &want) => None,
         Ok(got) => Some(format!("calls {got:?}")),
         Err(e) => Some(format!("error: {e}")),
     }
+}
+
+/// Whether two lists of calls are the same: the names, and the arguments equal as JSON values
+/// (numbers by value, as JSON Schema compares them: `5.0` is `5`).
+fn same_calls(a: &[(String, Value)], b: &[(String, Value)]) -> bool {
+    fn same(a: &Value, b: &Value) -> bool {
+        match (a, b) {
+            (Value::Number(x), Value::Number(y)) => x == y || x.as_f64() == y.as_f64(),
+            (Value::Array(x), Value::Array(y)) => {
+                x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same(p, q))
+            }
+            (Value::Object(x), Value::Object(y)) => {
+                x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+            }
+            _ => a == b,
+        }
+    }
+    a.len() == b.len() && a.iter().zip(b).all(|((n, x), (m, y))| n == m && same(x, y))
 }
 
 /// `dialect#index` of every listed disagreement, with its reason.

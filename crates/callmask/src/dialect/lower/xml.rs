@@ -300,18 +300,31 @@ impl<'a> Lowering<'a> {
         match &x.typing {
             XmlTyping::BySchema => {
                 let v = match raw_string_schema(p) {
-                    Some(obj) => self.raw_values(&[obj], &without, x, path, capture)?,
-                    None => self.json_value(p, x, owner, path, capture)?,
+                    Some(obj) => self.raw_values(&[obj], &without, None, x, path, capture)?,
+                    None => match self.raw_or_json(p, root, x, owner, path, capture)? {
+                        Some(v) => v,
+                        None => self.json_value(p, x, owner, path, capture)?,
+                    },
                 };
                 alts.push((x.key_suffix.clone(), v));
             }
             XmlTyping::Tagged(groups) => {
+                let tags: Vec<String> = groups
+                    .iter()
+                    .map(|g| {
+                        String::from_utf8_lossy(&super::super::ir::affix_text(&g.suffix))
+                            .into_owned()
+                    })
+                    .collect();
+                if !self.c.b.type_tags.contains(&tags) {
+                    self.c.b.type_tags.push(tags);
+                }
                 for g in groups {
                     let v = if g.raw() {
                         match string_part(p, root, 0) {
                             Ok(None) => continue,
                             Ok(Some(parts)) => {
-                                self.raw_values(&parts, &without, x, path, capture)?
+                                self.raw_values(&parts, &without, None, x, path, capture)?
                             }
                             Err(reason) => return Err(self.refuse_raw(owner, k, reason)),
                         }
@@ -328,23 +341,78 @@ impl<'a> Lowering<'a> {
         Ok(alts)
     }
 
-    /// A raw value matching one of the string schemas `parts` (see [`string_part`]) and
-    /// holding none of `without`: with `x`'s pad, or, in XGrammar's reading, with whitespace
-    /// around the parts that constrain the string.
+    /// The value of a property whose schema admits strings and other values, told apart by
+    /// schema alone (a dialect file's `@xml_args` without type tags): a string raw, as the
+    /// models write it (`<parameter=name>Alice</parameter>` for `Optional[str]`), unless it
+    /// reads as JSON of one of the other types the schema names (`null`, `5`, `true`, `{..`,
+    /// `[..`), which is that JSON value, as the peers' parsers read it. Each output has one
+    /// reading; the cost is that a string spelled like such a value cannot be written.
+    /// `None` where the schema admits no string, or its strings cannot be checked raw (then
+    /// the value is JSON).
+    fn raw_or_json(
+        &mut self,
+        p: &Value,
+        root: &Value,
+        x: &XmlArgs,
+        owner: Owner,
+        path: &str,
+        capture: bool,
+    ) -> Result<Option<NodeId>> {
+        if x.reading != XmlReading::Strict {
+            return Ok(None);
+        }
+        let Ok(Some(parts)) = string_part(p, root, 0) else {
+            return Ok(None);
+        };
+        let others = ["null", "boolean", "integer", "number", "object", "array"];
+        let Some(rest) = restrict_types(p, &others) else {
+            return Ok(None);
+        };
+        let mut spell = Vec::new();
+        for t in named_types(p) {
+            spell.push(match t {
+                "null" => "null",
+                "boolean" => "true|false",
+                "integer" | "number" => r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?",
+                "object" => r"\{(?s:.)*",
+                "array" => r"\[(?s:.)*",
+                _ => continue,
+            });
+        }
+        spell.dedup();
+        let ws = if x.json_ws { r"[ \t\r\n]*" } else { "" };
+        let exclude = format!("{ws}(?:{}){ws}", spell.join("|"));
+        let without = raw_exclusions(x);
+        let raw = self.raw_values(&parts, &without, Some(&exclude), x, path, capture)?;
+        let json = self.json_value(&rest, x, owner, path, capture)?;
+        Ok(Some(self.c.b.push(Node::Union(vec![raw, json]))?))
+    }
+
+    /// A raw value matching one of the string schemas `parts` (see [`string_part`]), holding
+    /// none of `without` and not matching `exclude` as a whole: with `x`'s pad, or, in
+    /// XGrammar's reading, with whitespace around the parts that constrain the string.
     fn raw_values(
         &mut self,
         parts: &[Map<String, Value>],
         without: &[String],
+        exclude: Option<&str>,
         x: &XmlArgs,
         path: &str,
         capture: bool,
     ) -> Result<NodeId> {
         let XmlReading::XGrammar { ws_raw } = x.reading else {
-            return self.raw_value(parts, without, &x.pad, path, capture);
+            return self.raw_value(parts, without, exclude, &x.pad, path, capture);
         };
         let mut alts = Vec::new();
         for m in parts {
-            let v = self.raw_value(std::slice::from_ref(m), without, &[], path, capture)?;
+            let v = self.raw_value(
+                std::slice::from_ref(m),
+                without,
+                exclude,
+                &[],
+                path,
+                capture,
+            )?;
             let constrained = m
                 .keys()
                 .any(|k| k != "type" && !crate::schema::is_annotation(k));
@@ -369,11 +437,12 @@ impl<'a> Lowering<'a> {
         &mut self,
         parts: &[Map<String, Value>],
         without: &[String],
+        exclude: Option<&str>,
         pad: &[u8],
         path: &str,
         capture: bool,
     ) -> Result<NodeId> {
-        let d = raw_dfa(&mut self.c, parts, without, path)?;
+        let d = raw_dfa(&mut self.c, parts, without, exclude, path)?;
         self.c.enc = Encoding::Json;
         if !pad.is_empty() {
             return self.padded_raw(&d, pad, path);
@@ -414,6 +483,7 @@ impl<'a> Lowering<'a> {
         };
         let around = match x.reading {
             XmlReading::XGrammar { .. } => [self.ws()?, self.ws()?],
+            XmlReading::Strict if x.json_ws => [self.ws()?, self.ws()?],
             XmlReading::Strict if x.pad.is_empty() => return Ok(v),
             XmlReading::Strict => {
                 let p1 = lit_node(&mut self.c, &x.pad)?;
@@ -521,10 +591,12 @@ fn raw_dfa(
     c: &mut Compiler,
     parts: &[Map<String, Value>],
     without: &[String],
+    exclude: Option<&str>,
     path: &str,
 ) -> Result<Arc<Dfa>> {
     let key = Lexeme::XmlRaw {
         without: without.to_vec(),
+        exclude: exclude.map(str::to_owned),
         parts: Value::Array(parts.iter().cloned().map(Value::Object).collect()).to_string(),
         strings: c.string_options_key(),
     };
@@ -544,6 +616,14 @@ fn raw_dfa(
             Some(d) => d,
             None => Dfa::literals(std::iter::empty::<&[u8]>(), states)
                 .map_err(|e| c.b.dfa_err(e, path, ""))?,
+        };
+        let d = match exclude {
+            None => d,
+            Some(re) => {
+                let bad = c.b.regex(re, "")?;
+                d.product(&bad, Op::AndNot, states)
+                    .map_err(|e| c.b.dfa_err(e, path, ""))?
+            }
         };
         if without.is_empty() {
             return Ok(d);
@@ -803,6 +883,73 @@ fn of_type(v: &Value, types: &[&str]) -> bool {
     }
 }
 
+/// The JSON types `p` names (its `type`, `nullable`, the types and `const`/`enum` values of
+/// its `anyOf`/`oneOf` branches); all of them where some branch names none.
+fn named_types(p: &Value) -> Vec<&'static str> {
+    fn of_value(v: &Value) -> &'static str {
+        match v {
+            Value::Null => "null",
+            Value::Bool(_) => "boolean",
+            Value::Number(_) => "number",
+            Value::String(_) => "string",
+            Value::Array(_) => "array",
+            Value::Object(_) => "object",
+        }
+    }
+    fn walk(p: &Value, out: &mut Vec<&'static str>, depth: usize) {
+        let all = super::ir::JSON_TYPES;
+        let Value::Object(o) = p else {
+            out.extend(all);
+            return;
+        };
+        let mut named = false;
+        match o.get("type") {
+            Some(Value::String(t)) => {
+                out.extend(all.iter().filter(|x| **x == t));
+                named = true;
+            }
+            Some(Value::Array(a)) => {
+                for t in a.iter().filter_map(Value::as_str) {
+                    out.extend(all.iter().filter(|x| **x == t));
+                }
+                named = true;
+            }
+            _ => {}
+        }
+        if o.get("nullable") == Some(&Value::Bool(true)) {
+            out.push("null");
+        }
+        if let Some(c) = o.get("const") {
+            out.push(of_value(c));
+            named = true;
+        }
+        if let Some(Value::Array(e)) = o.get("enum") {
+            out.extend(e.iter().map(of_value));
+            named = true;
+        }
+        for k in ["anyOf", "oneOf"] {
+            if let Some(Value::Array(bs)) = o.get(k) {
+                for b in bs {
+                    if depth < 8 {
+                        walk(b, out, depth + 1);
+                    } else {
+                        out.extend(all);
+                    }
+                }
+                named = true;
+            }
+        }
+        if !named {
+            out.extend(all);
+        }
+    }
+    let mut out = Vec::new();
+    walk(p, &mut out, 0);
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
 /// `p` restricted to values of the JSON `types` (its `type` intersected, its `enum`/`const`
 /// filtered), or `None` where it admits none of them.
 fn restrict_types(p: &Value, types: &[&str]) -> Option<Value> {
@@ -876,7 +1023,7 @@ mod tests {
             let opts = CompileOptions::default().format_annotation(annotation);
             let mut c = Compiler::new(&root, &opts);
             let without = ["</callmask-format-test>".to_owned()];
-            raw_dfa(&mut c, std::slice::from_ref(&obj), &without, "")
+            raw_dfa(&mut c, std::slice::from_ref(&obj), &without, None, "")
                 .expect("a raw value's automaton")
                 .matches(b"x")
         };
