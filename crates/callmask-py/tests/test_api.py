@@ -200,7 +200,13 @@ def test_parse_and_stream(llama_vocab):
         g.parse(unclosed)
     rec = g.parse(unclosed, recover=True)
     assert [c["function"]["name"] for c in rec["tool_calls"]] == ["get_current_weather"]
-    assert rec["recovered"] and rec["recovered"][0]["kind"] in ("inserted", "closed", "skipped")
+    assert rec["recovered"] and rec["recovered"][0]["kind"] in (
+        "inserted",
+        "closed",
+        "skipped",
+        "text_around",
+    )
+    assert rec["content"] == "That is all."  # the text after the call, whole
 
     # Streaming token by token: the deltas reassemble into the parsed message.
     sp = callmask.StreamParser(g, llama_vocab)
