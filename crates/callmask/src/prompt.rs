@@ -166,7 +166,8 @@ pub fn render(
 /// (`[{"type": "function", "function": {name, description, parameters}}]`, `none` when there are
 /// no tools), `add_generation_prompt`, `bos_token`, `eos_token`, `raise_exception(message)`,
 /// `strftime_now(format)` (which returns [`PromptOptions::datetime`], or `"unknown"`: the crate
-/// reads no clock), Python's string and dict methods (`.strip()`, `.startswith()`, `.items()`,
+/// reads no clock), `datetime` (the same) and `functions` (the tools' `function` objects as a
+/// JSON list, `""` without tools: Firefunction v2's template takes both), Python's string and dict methods (`.strip()`, `.startswith()`, `.items()`,
 /// ... through `minijinja-contrib`'s `pycompat`), and the filters of [`render`] (`tojson` as
 /// Python writes it). Whether the template shows the tools to the model is up to it: see
 /// [`template_uses_tools`] and [`tools_instructions`].
@@ -196,6 +197,7 @@ pub fn render_chat_template(
         .datetime
         .clone()
         .unwrap_or_else(|| "unknown".to_owned());
+    let date_value = date.clone();
     env.add_function("strftime_now", move |_format: String| date.clone());
     let to_error = |e: minijinja::Error| -> Error {
         if let Ok(mut slot) = raised.lock() {
@@ -212,6 +214,12 @@ pub fn render_chat_template(
         .iter()
         .map(|t| json!({"type": "function", "function": tool_value(t)}))
         .collect();
+    let functions_json = if tool_values.is_empty() {
+        String::new()
+    } else {
+        let functions: Vec<Json> = tools.as_slice().iter().map(tool_value).collect();
+        Json::Array(functions).to_string()
+    };
     let render = |string_args: bool| {
         let message_values: Vec<Json> = messages
             .iter()
@@ -223,6 +231,9 @@ pub fn render_chat_template(
             bos_token => opts.bos_token.clone(),
             eos_token => opts.eos_token.clone(),
             add_generation_prompt => opts.add_generation_prompt,
+            // What Firefunction v2's model card passes beside the messages.
+            datetime => date_value.clone(),
+            functions => functions_json.clone(),
         };
         compiled.render(ctx)
     };

@@ -19,15 +19,7 @@ use serde_json::{json, Value};
 const NOT_ROUND_TRIPPING: &[(&str, &str)] = &[
     (
         "CohereForAI-c4ai-command-r-plus-tool_use.jinja",
-        "render: adds a field callmask's messages lack (undefined + string)",
-    ),
-    (
-        "GigaChat3-10B-A1.8B.jinja",
-        "the template renders only the first of several calls (tool_calls[0])",
-    ),
-    (
-        "GigaChat3.1-10B-A1.8B.jinja",
-        "the template renders only the first of several calls (tool_calls[0])",
+        "the template writes its tool-use instructions (a system turn) after the last turn, so the turn is not followed by end marks only",
     ),
     (
         "Kimi-K2-Instruct.jinja",
@@ -50,28 +42,25 @@ const NOT_ROUND_TRIPPING: &[(&str, &str)] = &[
         "the template writes <｜tool▁calls▁end｜> only after a second call: one call is left open",
     ),
     (
-        "fireworks-ai-llama-3-firefunction-v2.jinja",
-        "render: adds a field callmask's messages lack (undefined + string)",
-    ),
-    (
         "ibm-granite-granite-3.3-2B-Instruct.jinja",
-        "render: concatenates the turn's content, which is null",
-    ),
-    (
-        "openai-gpt-oss-120b.jinja",
-        "render: a containment check on a value the messages lack",
+        "the template renders the turn's content only, not its tool_calls",
     ),
 ];
 
 fn tools() -> Tools {
     Tools::from_json_str(
         &json!([
-            {"type": "function", "function": {"name": "get_weather", "parameters": {
+            {"type": "function", "function": {"name": "get_weather",
+                "description": "The weather forecast for a city.",
+                "parameters": {
                 "type": "object",
-                "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+                "properties": {
+                    "city": {"type": "string", "description": "The city's name."},
+                    "days": {"type": "integer", "description": "How many days ahead."}},
                 "required": ["city"]}}},
-            {"type": "function", "function": {"name": "get_time", "parameters": {
-                "type": "object", "properties": {}}}}
+            {"type": "function", "function": {"name": "get_time",
+                "description": "The current time.",
+                "parameters": {"type": "object", "properties": {}}}}
         ])
         .to_string(),
     )
@@ -143,13 +132,19 @@ fn rendered(
     Ok(Some((with, common)))
 }
 
-/// Whether `tail` is only end-of-turn marks: whitespace, `<...>`-style tokens and MiniMax's
-/// `[e~[`.
+/// Whether `tail` is only end-of-turn marks: whitespace, `<...>`-style tokens, MiniMax's
+/// `[e~[`, and the role of a next turn that the template opens (Firefunction v2's
+/// `<|start_header_id|>assistant<|end_header_id|>`).
 fn only_end_marks(tail: &str) -> bool {
     let mut rest = tail.trim_start();
     while !rest.is_empty() {
         if let Some(r) = rest.strip_prefix("[e~[") {
             rest = r.trim_start();
+        } else if let Some(r) = rest
+            .strip_prefix("assistant")
+            .filter(|r| r.starts_with('<'))
+        {
+            rest = r;
         } else if let Some(r) = rest.strip_prefix('<') {
             match r.find('>') {
                 Some(k) => rest = r[k + 1..].trim_start(),
@@ -201,7 +196,7 @@ fn round_trip(template: &str, dialect: &str) -> Result<(), String> {
         .compile(&tools(), &DialectOptions::default())
         .map_err(|e| format!("compile: {e}"))?;
     for two in [false, true] {
-        let mut first_error = None;
+        let mut errors: Vec<String> = Vec::new();
         let mut read = false;
         for (empty_content, long_ids) in
             [(false, false), (true, false), (false, true), (true, true)]
@@ -219,11 +214,19 @@ fn round_trip(template: &str, dialect: &str) -> Result<(), String> {
                     long_ids,
                 )]
             };
-            let want: Vec<(String, Value)> = calls
+            let mut want: Vec<(String, Value)> = calls
                 .iter()
                 .map(|c| (c.function.name.clone(), c.arguments_json().unwrap()))
                 .collect();
-            match rendered(template, &calls, empty_content) {
+            let rendering = rendered(template, &calls, empty_content);
+            if let Ok(Some((with, common))) = &rendering {
+                // Some templates write one call per turn (`tool_calls[0]`, gpt-oss's and
+                // GigaChat 3's): the turn holds the calls it renders.
+                if two && !with[*common..].contains("get_time") {
+                    want.truncate(1);
+                }
+            }
+            match rendering {
                 Ok(None) => {
                     read = true; // the template refuses these calls: nothing to read
                     break;
@@ -233,22 +236,19 @@ fn round_trip(template: &str, dialect: &str) -> Result<(), String> {
                         read = true;
                         break;
                     }
-                    first_error.get_or_insert_with(|| {
-                        let turn = &with[common..];
-                        let e = match g.parse(turn.trim_end()) {
-                            Err(e) => e.to_string(),
-                            Ok(p) => format!("parsed to {} call(s)", p.tool_calls.len()),
-                        };
-                        format!("{} call(s): {turn:?}: {e}", calls.len())
-                    });
+                    let turn = &with[common..];
+                    let e = match g.parse(turn.trim_end()) {
+                        Err(e) => e.to_string(),
+                        Ok(p) => format!("parsed to {} call(s)", p.tool_calls.len()),
+                    };
+                    errors.push(format!("{} call(s): {turn:?}: {e}", calls.len()));
                 }
-                Err(e) => {
-                    first_error.get_or_insert(e);
-                }
+                Err(e) => errors.push(e),
             }
         }
         if !read {
-            return Err(first_error.unwrap_or_default());
+            errors.dedup();
+            return Err(errors.join(" | "));
         }
     }
     Ok(())
@@ -279,5 +279,5 @@ fn real_templates_round_trip_their_calls() {
         .collect();
     let listed: Vec<&str> = NOT_ROUND_TRIPPING.iter().map(|(f, _)| *f).collect();
     assert_eq!(failing, listed, "round trips:\n{listing}");
-    assert!(ok >= 52, "{ok} templates round-trip:\n{listing}");
+    assert!(ok >= 56, "{ok} templates round-trip:\n{listing}");
 }
