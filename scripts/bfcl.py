@@ -150,10 +150,12 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def load_questions(data: Path, category: str, limit: int | None) -> list[Question]:
-    """The first `limit` questions of a category (all of them for None)."""
+def load_questions(
+    data: Path, category: str, limit: int | None, offset: int = 0
+) -> list[Question]:
+    """The `limit` questions of a category after the first `offset` (all of them for None)."""
     stem = CATEGORIES[category]
-    entries = read_jsonl(data / f"{stem}.json")
+    entries = read_jsonl(data / f"{stem}.json")[offset:]
     if limit is not None:
         entries = entries[:limit]
     answers: dict[str, Any] = {}
@@ -790,6 +792,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--categories", default=",".join(CATEGORIES))
     ap.add_argument("--limit", type=int, default=20, help="first N questions per category")
+    ap.add_argument(
+        "--offset", type=int, default=0, help="skip the first N questions of each category"
+    )
     ap.add_argument("--dialect", default="smollm2")
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--threads", type=int, default=2)
@@ -849,7 +854,7 @@ def main() -> None:
     s = Settings(callmask, a.dialect, a.max_tokens, a.threads, a.timeout, a.model, extra)
     inputs = a.out / "inputs"
     inputs.mkdir(parents=True, exist_ok=True)
-    per_cat = [load_questions(data, c, a.limit) for c in cats]
+    per_cat = [load_questions(data, c, a.limit, a.offset) for c in cats]
     # Round robin over the categories, so that a run stopped early (--max-minutes) is balanced.
     order = [
         qs[i] for i in range(max(map(len, per_cat), default=0)) for qs in per_cat if i < len(qs)
@@ -904,6 +909,7 @@ def main() -> None:
         "max_tokens": s.max_tokens,
         "threads": s.threads,
         "limit": a.limit,
+        "offset": a.offset,
         "not_run": stopped,
         "model": s.model or "SmolLM2-135M-Instruct Q4_1 (callmask's default)",
         "generate_args": extra,
@@ -917,6 +923,8 @@ def finish(
 ) -> None:
     """Writes OUT/scores.jsonl and OUT/report.md, prints the report."""
     limit = meta.get("limit", "?")
+    if meta.get("offset"):
+        limit = f"{limit} (after the first {meta['offset']})"
     if meta.get("not_run"):
         taken = (
             f"the first {limit} questions per category taken round robin until --max-minutes "

@@ -13,7 +13,7 @@
 # on 2 cores: --max-minutes bounds a run (questions go round robin over the categories), --resume
 # continues one.
 #
-#   scripts/bfcl.sh [--limit 20] [--categories simple,parallel,...] [--dialect smollm2]
+#   scripts/bfcl.sh [--limit 20] [--offset 0] [--categories simple,parallel,...] [--dialect smollm2]
 #                   [--model smollm2|gemma|GGUF]
 #                   [--max-tokens 256] [--threads N] [--timeout 300] [--out DIR] [--resume]
 #                   [--max-minutes M] [--modes constrained,unconstrained]

@@ -31,9 +31,13 @@ pub(crate) struct GrammarArgs {
     /// Allow at most one call (OpenAI's `parallel_tool_calls: false`).
     #[arg(long)]
     pub(crate) no_parallel_calls: bool,
-    /// Let a call repeat an earlier call of the output (same function, equal arguments); by
-    /// default every call of an output is a different one.
-    #[arg(long)]
+    /// What a call that repeats an earlier call of the output (same function, equal
+    /// arguments) does: `end` (the default) ends the calls there, and the reply leaves it out;
+    /// `bend` steers it to a different call; `allow` lets it be.
+    #[arg(long, value_enum, value_name = "RULE")]
+    pub(crate) repeated_calls: Option<RepeatedCallsArg>,
+    /// `--repeated-calls allow`.
+    #[arg(long, conflicts_with = "repeated_calls")]
     pub(crate) allow_repeated_calls: bool,
     /// Let the model reason first between these markers (`<think>,</think>` by default).
     #[arg(long, value_name = "START,END", num_args = 0..=1, default_missing_value = "<think>,</think>")]
@@ -106,7 +110,7 @@ fn options_json(args: &GrammarArgs) -> Result<Value, BadInput> {
             _ => return Err(BadInput(format!("--reasoning {m:?}: expected START,END"))),
         },
     };
-    let flags: [(&str, &str, Option<Value>); 13] = [
+    let flags: [(&str, &str, Option<Value>); 14] = [
         (
             "--tool-choice",
             "tool_choice",
@@ -118,9 +122,18 @@ fn options_json(args: &GrammarArgs) -> Result<Value, BadInput> {
             args.no_parallel_calls.then_some(false.into()),
         ),
         (
+            "--repeated-calls",
+            "distinct_calls",
+            args.repeated_calls.map(|r| match r {
+                RepeatedCallsArg::End => "end".into(),
+                RepeatedCallsArg::Bend => "bend".into(),
+                RepeatedCallsArg::Allow => "allow".into(),
+            }),
+        ),
+        (
             "--allow-repeated-calls",
             "distinct_calls",
-            args.allow_repeated_calls.then_some(false.into()),
+            args.allow_repeated_calls.then_some("allow".into()),
         ),
         ("--reasoning", "reasoning", reasoning),
         (
@@ -175,6 +188,14 @@ fn options_json(args: &GrammarArgs) -> Result<Value, BadInput> {
         options.insert(name.into(), value);
     }
     Ok(Value::Object(options))
+}
+
+/// `--repeated-calls`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum RepeatedCallsArg {
+    End,
+    Bend,
+    Allow,
 }
 
 /// `--whitespace`.

@@ -475,8 +475,9 @@ impl PyGrammar {
     /// `{"type": "function", "function": {"name": ...}}`; `parallel_tool_calls=False` (or
     /// `parallel_calls`) allows exactly one call; `reasoning`: True for a `<think>...</think>`
     /// block first, or a `(start, end)` pair; `max_text_chars` bounds each stretch of free text;
-    /// `distinct_calls=False` lets a call repeat an earlier one (same function, equal
-    /// arguments); `name_first=False` takes a JSON call's keys in any order (parsing unconstrained
+    /// `distinct_calls`: what a call that repeats an earlier one (same function, equal
+    /// arguments) does: `"end"` (the default: it ends the calls, and the parsers leave it out),
+    /// `"bend"` (it is steered to a different call) or `"allow"` (also `False`); `name_first=False` takes a JSON call's keys in any order (parsing unconstrained
     /// outputs); `strict_arguments`, and the compile options of `from_json_schema`.
     #[staticmethod]
     #[pyo3(signature = (name_or_path, tools, tool_choice=None, parallel_tool_calls=None, reasoning=None, *, caches=None, **options))]

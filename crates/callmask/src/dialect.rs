@@ -24,7 +24,7 @@ pub use crate::formats::{DialectSpec, RefusedSpec};
 pub use structural::{StructuralTag, StructuralTagOptions};
 
 use crate::error::{Error, Result};
-use crate::grammar::{Capture, Grammar, Node, NodeId};
+use crate::grammar::{Capture, DistinctCalls, Grammar, Node, NodeId};
 use crate::python::is_identifier;
 use crate::schema::{CompileOptions, Compiler, Encoding};
 use crate::tools::Tools;
@@ -127,10 +127,12 @@ pub struct DialectOptions {
     /// `false` here keeps JSON Schema's default (extra keys allowed) for every tool.
     /// [`crate::Grammar::from_json_schema`] always keeps JSON Schema's default.
     pub strict_arguments: bool = true,
-    /// No call may repeat an earlier call of the same output (same function, arguments equal
-    /// as JSON values: key order, spelling and number form aside), on by default; the
-    /// default of every [`crate::Matcher`] over the grammar ([`crate::Matcher::set_distinct_calls`]).
-    pub distinct_calls: bool = true,
+    /// What a call that repeats an earlier call of the same output (same function, arguments
+    /// equal as JSON values) does: ends the calls ([`DistinctCalls::End`], the default), is
+    /// bent into a different call, or is allowed; the default of every [`crate::Matcher`] over
+    /// the grammar ([`crate::Matcher::set_distinct_calls`]) and what its parsers do with a
+    /// repeat. In JSON `"end"`, `"bend"`, `"allow"`, or `true` / `false`.
+    pub distinct_calls: DistinctCalls = DistinctCalls::End,
     /// A call written as a JSON object (`@json_call`) opens with its name key (default
     /// `true`), as the models' templates write it and as XGrammar's and llguidance's call
     /// formats fix it: a call's arguments are then constrained by the one function it names

@@ -19,7 +19,7 @@ pub use coverage::{Count, Coverage, CoverageReport, Observation};
 
 use crate::automaton::complete::{Completer, Dive};
 use crate::automaton::{Stack, Sym};
-use crate::{Matcher, Result, TokenAutomaton, TokenId, TokenMask};
+use crate::{DistinctCalls, Matcher, Result, TokenAutomaton, TokenId, TokenMask};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
@@ -644,7 +644,7 @@ impl Fuzzer {
                 mask.is_allowed(t)
             };
             if !allowed
-                && (m.tokens_left().is_some() || m.distinct_calls())
+                && (m.tokens_left().is_some() || m.distinct_calls() != DistinctCalls::Allow)
                 && m.is_allowed_by_grammar(t)
             {
                 // The budget no longer leaves room for this path, or it repeats a call: walk
@@ -685,7 +685,11 @@ impl Fuzzer {
             Ok(t) => match checker.check_calls(
                 self.automaton.grammar(),
                 t,
-                self.automaton.grammar().inner.distinct_calls && s.distinct_gave_up == 0,
+                if s.distinct_gave_up == 0 {
+                    self.automaton.grammar().inner.distinct_calls
+                } else {
+                    DistinctCalls::Allow
+                },
             ) {
                 Ok(c) => s.checked = Some(c),
                 Err(why) => s.outcome = Outcome::Violation(why),

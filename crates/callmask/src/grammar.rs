@@ -13,6 +13,68 @@ use dfa::Dfa;
 pub use registry::SchemaRegistry;
 use std::sync::Arc;
 
+/// What happens to a call that would repeat an earlier call of the same output (the same
+/// function, arguments equal as JSON values: key order, spelling and number form aside).
+///
+/// In JSON: `"end"`, `"bend"` or `"allow"`; `true` is `"end"` (the default) and `false` is
+/// `"allow"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DistinctCalls {
+    /// The repeat ends the calls (the default): the mask lets it complete only where the
+    /// output can then end, with no further call, within the token budget; the parsed reply
+    /// and the streamed calls leave it (and anything after it) out, and a call that may still
+    /// turn out to be a repeat is held back from the stream until it differs. A small model
+    /// that repeats a call is saying it is done.
+    #[default]
+    End,
+    /// The mask keeps a call from completing as a repeat: the model is steered to a call that
+    /// differs (an argument changed or added).
+    Bend,
+    /// No rule: a repeat is a call like any other.
+    Allow,
+}
+
+impl From<bool> for DistinctCalls {
+    /// `true`: [`DistinctCalls::End`]; `false`: [`DistinctCalls::Allow`].
+    fn from(on: bool) -> DistinctCalls {
+        if on {
+            DistinctCalls::End
+        } else {
+            DistinctCalls::Allow
+        }
+    }
+}
+
+impl std::str::FromStr for DistinctCalls {
+    type Err = crate::error::Error;
+    fn from_str(s: &str) -> crate::error::Result<DistinctCalls> {
+        match s {
+            "end" | "true" => Ok(DistinctCalls::End),
+            "bend" => Ok(DistinctCalls::Bend),
+            "allow" | "false" => Ok(DistinctCalls::Allow),
+            other => Err(crate::error::Error::InvalidOptions(format!(
+                "distinct_calls: {other:?} is none of \"end\", \"bend\", \"allow\" (or true, false)"
+            ))),
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for DistinctCalls {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        #[derive(serde::Deserialize)]
+        #[serde(untagged)]
+        enum Either {
+            Flag(bool),
+            Name(String),
+        }
+        match Either::deserialize(d)? {
+            Either::Flag(on) => Ok(on.into()),
+            Either::Name(name) => name.parse().map_err(serde::de::Error::custom),
+        }
+    }
+}
+
 /// Index of a node in a grammar.
 pub(crate) type NodeId = u32;
 /// Index of a lexeme automaton in a grammar.
@@ -73,9 +135,9 @@ pub(crate) struct GrammarInner {
     /// The caches it was compiled with ([`crate::CompileOptions::caches`]): automata over it
     /// keep their token walks there.
     pub(crate) caches: Option<crate::cache::Caches>,
-    /// The default of [`crate::Matcher::set_distinct_calls`] for matchers over it
-    /// ([`crate::DialectOptions::distinct_calls`]).
-    pub(crate) distinct_calls: bool,
+    /// The default of [`crate::Matcher::set_distinct_calls`] for matchers over it, and what
+    /// the parsers do with a repeated call ([`crate::DialectOptions::distinct_calls`]).
+    pub(crate) distinct_calls: DistinctCalls,
     /// Per lexeme, computed on first use: can a literal of it always end as a value not used
     /// yet ([`dfa::fresh::always_open`]), so that extra keys and unique strings need no search.
     pub(crate) open: Vec<std::sync::OnceLock<bool>>,

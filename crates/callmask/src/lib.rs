@@ -117,7 +117,9 @@ pub use dialect::{
     StructuralTagOptions, ToolChoice, DEFAULT_REQUIRED_TEXT_CHARS,
 };
 pub use error::{Error, Rejection, Result};
-pub use grammar::{ArgEncoding, CompileOptions, Grammar, SchemaRegistry, Whitespace};
+pub use grammar::{
+    ArgEncoding, CompileOptions, DistinctCalls, Grammar, SchemaRegistry, Whitespace,
+};
 pub use mask::{Matcher, TokenAutomaton, TokenMask};
 pub use parse::{Event, Parsed, StreamParser};
 pub use prompt::{render, PromptOptions};

@@ -11,8 +11,10 @@
 
 mod convert;
 mod recover;
+mod repeats;
 
 pub use recover::{Recovery, MAX_RESTARTS};
+pub(crate) use repeats::{args_differ, json_eq};
 
 pub use crate::grammar::ArgEncoding;
 
@@ -137,6 +139,8 @@ pub struct StreamParser {
     failed: Option<Rejection>,
     /// Tagged-field argument segments started and not yet closed.
     open_fields: Vec<usize>,
+    /// Leaves repeated calls out ([`crate::grammar::DistinctCalls::End`]); `None`: every call passes.
+    repeats: Option<repeats::RepeatGate>,
 }
 
 /// Cap frames of a stack: (position, node).
@@ -155,8 +159,21 @@ fn capture_kind(g: &GrammarInner, node: u32) -> Capture {
 }
 
 impl StreamParser {
-    /// A parser at the start of an output of `grammar`.
+    /// A parser at the start of an output of `grammar`. Where the grammar's calls end at a
+    /// repeat ([`crate::grammar::DistinctCalls::End`], the default of dialects), a call equal to an
+    /// earlier one is left out, with any call after it, and a call of a function called
+    /// before is held back until it differs from the earlier calls (released then, at once
+    /// where it never could be equal).
     pub fn new(grammar: &Grammar) -> StreamParser {
+        let mut p = StreamParser::raw(grammar);
+        if grammar.inner.distinct_calls == crate::grammar::DistinctCalls::End {
+            p.repeats = Some(Default::default());
+        }
+        p
+    }
+
+    /// A parser that reports every call, repeats included (the matcher's call log).
+    pub(crate) fn raw(grammar: &Grammar) -> StreamParser {
         StreamParser {
             paths: vec![Path {
                 stack: grammar.inner.start_stack(),
@@ -168,6 +185,7 @@ impl StreamParser {
             calls: 0,
             failed: None,
             open_fields: Vec::new(),
+            repeats: None,
         }
     }
 
@@ -377,7 +395,16 @@ impl StreamParser {
     }
 
     /// The events that became certain since the last call.
+    /// The events now certain, less the repeated calls the gate holds back or leaves out.
     fn events(&mut self) -> Result<Vec<Event>> {
+        let ev = self.raw_events()?;
+        Ok(match &mut self.repeats {
+            Some(gate) => gate.filter(ev),
+            None => ev,
+        })
+    }
+
+    fn raw_events(&mut self) -> Result<Vec<Event>> {
         let mut ev = Vec::new();
         let common = self.agreed_segments();
         for k in 0..common {
@@ -853,6 +880,14 @@ impl Grammar {
         let mut ev = p.push(text)?;
         ev.extend(p.finish()?);
         Ok(collect(ev))
+    }
+
+    /// [`Grammar::parse`]'s calls, repeated calls included (the fuzzer's check of the rule).
+    pub(crate) fn parse_every_call(&self, text: &str) -> Result<Vec<ToolCall>> {
+        let mut p = StreamParser::raw(self);
+        let mut ev = p.push(text)?;
+        ev.extend(p.finish()?);
+        Ok(collect(ev).tool_calls)
     }
 
     /// The names of the functions, in the order of the tools the grammar was compiled for.

@@ -2,7 +2,7 @@
 //! parsed back with the grammar, arguments validated with the `jsonschema` crate against the
 //! original schemas, never with callmask's own automaton.
 
-use crate::{Error, Grammar, Result, Tools};
+use crate::{DistinctCalls, Error, Grammar, Result, Tools};
 use serde_json::Value;
 
 /// What a valid output holds, for coverage.
@@ -84,13 +84,34 @@ impl Checker {
         self.check_calls(grammar, text, grammar.inner.distinct_calls)
     }
 
-    /// [`Checker::check`], with no two calls equal checked only where `distinct`.
+    /// [`Checker::check`] under the rule `distinct` on repeated calls: with `Bend`, no two
+    /// calls equal; with `End`, no two of the parsed calls equal, and of the calls the output
+    /// holds (repeats included), none after the first repeat; with `Allow`, nothing.
     pub fn check_calls(
         &self,
         grammar: &Grammar,
         text: &str,
-        distinct: bool,
+        distinct: DistinctCalls,
     ) -> std::result::Result<Checked, String> {
+        if distinct == DistinctCalls::End {
+            let all = grammar
+                .parse_every_call(text)
+                .map_err(|e| format!("the output does not parse: {e}"))?;
+            let first_repeat = (1..all.len()).find(|&j| {
+                all[..j].iter().any(|a| {
+                    a.function.name == all[j].function.name
+                        && crate::mask::json_eq(&calls_value(a), &calls_value(&all[j]))
+                })
+            });
+            if let Some(j) = first_repeat.filter(|&j| j + 1 < all.len()) {
+                return Err(format!(
+                    "call {} follows call {}, a repeat, which ends the calls",
+                    all[j + 1].id,
+                    all[j].id
+                ));
+            }
+        }
+        let distinct = distinct != DistinctCalls::Allow;
         match self {
             Checker::Schema(validator) => {
                 let value =

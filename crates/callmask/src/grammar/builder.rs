@@ -249,7 +249,7 @@ pub(crate) struct GrammarBuilder<'o> {
     /// The type tags of tagged arguments so far ([`GrammarInner::type_tags`]).
     pub(crate) type_tags: Vec<Vec<String>>,
     /// The finished grammar's [`GrammarInner::distinct_calls`] (dialects set it).
-    pub(crate) distinct_calls: bool,
+    pub(crate) distinct_calls: super::DistinctCalls,
     total_states: usize,
     /// Estimated heap bytes of the grammar so far.
     memory: usize,
@@ -277,7 +277,7 @@ impl<'o> GrammarBuilder<'o> {
             raw_arg_keys: Vec::new(),
             text_markers: Vec::new(),
             type_tags: Vec::new(),
-            distinct_calls: true,
+            distinct_calls: super::DistinctCalls::End,
             total_states: 0,
             memory: 0,
             deadline: Instant::now() + opts.max_compile_time,

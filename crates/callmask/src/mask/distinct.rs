@@ -87,6 +87,8 @@ use crate::parse::{Event, StreamParser};
 use crate::vocab::{TokenId, TokenPrefix, Vocab};
 use serde_json::Value;
 
+pub(crate) use crate::parse::{args_differ, json_eq};
+
 /// Most states one search expands before it gives up (the token is then removed).
 pub(crate) const SEARCH_NODES: usize = 2048;
 
@@ -117,8 +119,14 @@ pub(crate) struct CallLog {
     calls: Vec<Rec>,
     /// Completed calls: function name and arguments.
     done: Vec<(String, Value)>,
-    /// A completed call repeats an earlier one, or the parser refused the output.
+    /// A completed call repeats an earlier one (where the log does not close on it), a call
+    /// starts after the log closed, or the parser refused the output.
     pub(crate) broken: bool,
+    /// A repeat ends the calls ([`crate::DistinctCalls::End`]): the first one closes the log
+    /// instead of breaking it.
+    end_on_repeat: bool,
+    /// A completed call repeated an earlier one and the log closed: no call may follow.
+    pub(crate) closed: bool,
 }
 
 /// See [`CallLog::key`].
@@ -133,14 +141,17 @@ struct Rec {
 }
 
 impl CallLog {
-    /// The log at the start of an output of `g`.
-    pub(crate) fn new(g: &Grammar) -> CallLog {
+    /// The log at the start of an output of `g`; `end_on_repeat`: a repeat closes it
+    /// ([`CallLog::closed`]) rather than breaking it.
+    pub(crate) fn new(g: &Grammar, end_on_repeat: bool) -> CallLog {
         CallLog {
-            parser: StreamParser::new(g),
+            parser: StreamParser::raw(g),
             fed: 0,
             calls: Vec::new(),
             done: Vec::new(),
             broken: false,
+            end_on_repeat,
+            closed: false,
         }
     }
 
@@ -154,7 +165,12 @@ impl CallLog {
     fn apply(&mut self, events: Vec<Event>) {
         for e in events {
             match e {
-                Event::CallStart { index, name, .. } => self.rec(index).name = name,
+                Event::CallStart { index, name, .. } => {
+                    if self.closed {
+                        self.broken = true;
+                    }
+                    self.rec(index).name = name
+                }
                 Event::Arguments { index, delta } => self.rec(index).args.push_str(&delta),
                 Event::CallEnd { index } => {
                     let r = self.rec(index);
@@ -169,7 +185,11 @@ impl CallLog {
                     match value {
                         Ok(v) => {
                             if self.done.iter().any(|(n, w)| *n == name && json_eq(w, &v)) {
-                                self.broken = true;
+                                if self.end_on_repeat && !self.closed {
+                                    self.closed = true;
+                                } else {
+                                    self.broken = true;
+                                }
                             }
                             self.done.push((name, v));
                         }
@@ -222,7 +242,7 @@ impl CallLog {
     fn key(&self) -> LogKey {
         let last = self.calls.last();
         (
-            self.calls.len(),
+            self.calls.len() * 2 + usize::from(self.closed),
             last.map_or_else(String::new, |r| r.name.clone()),
             last.map_or_else(String::new, |r| r.args.clone()),
             last.is_some_and(|r| r.ended),
@@ -252,31 +272,7 @@ impl CallLog {
         else {
             return false;
         };
-        let members = completed_members(&open.args);
-        let writing = string_in_progress(&open.args);
-        if members.is_none() && writing.is_none() {
-            return false;
-        }
-        self.done
-            .iter()
-            .filter(|(n, _)| *n == open.name)
-            .all(|(_, earlier)| {
-                let earlier = earlier.as_object();
-                let member_differs = members.iter().flatten().any(|(k, v)| {
-                    earlier
-                        .and_then(|o| o.get(k))
-                        .is_none_or(|w| !json_eq(w, v))
-                });
-                // A string value so far that the earlier one does not begin with: whatever
-                // characters follow, the values differ.
-                let string_differs = writing.as_ref().is_some_and(|(k, so_far)| {
-                    earlier
-                        .and_then(|o| o.get(k))
-                        .and_then(Value::as_str)
-                        .is_none_or(|w| !w.starts_with(so_far.as_str()))
-                });
-                member_differs || string_differs
-            })
+        args_differ(&open.name, &open.args, &self.done)
     }
 
     /// The function of the call in progress, when the parser knows it.
@@ -287,103 +283,6 @@ impl CallLog {
             .find(|r| !r.ended && !r.name.is_empty())
             .map(|r| r.name.as_str())
     }
-}
-
-/// The members of a JSON object's text `args` (a prefix of one) that are complete: all but
-/// the one in progress (all of them once the object is closed); `None` when there are none.
-fn completed_members(args: &str) -> Option<serde_json::Map<String, Value>> {
-    let text = args.trim_start();
-    if !text.starts_with('{') {
-        return None;
-    }
-    let (mut depth, mut in_str, mut escaped) = (0usize, false, false);
-    let mut cut = None;
-    for (i, c) in text.char_indices() {
-        if in_str {
-            match (escaped, c) {
-                (true, _) => escaped = false,
-                (false, '\\') => escaped = true,
-                (false, '"') => in_str = false,
-                _ => {}
-            }
-            continue;
-        }
-        match c {
-            '"' => in_str = true,
-            '{' | '[' => depth += 1,
-            '}' | ']' => {
-                depth = depth.saturating_sub(1);
-                if depth == 0 {
-                    return serde_json::from_str::<Value>(&text[..=i])
-                        .ok()?
-                        .as_object()
-                        .cloned();
-                }
-            }
-            ',' if depth == 1 => cut = Some(i),
-            _ => {}
-        }
-    }
-    let closed = format!("{}}}", &text[..cut?]);
-    match serde_json::from_str::<Value>(&closed).ok()? {
-        Value::Object(m) if !m.is_empty() => Some(m),
-        _ => None,
-    }
-}
-
-/// The key and the characters so far of the member of a JSON object's text `args` (a prefix
-/// of one) whose string value is being written: every character of the value's final text
-/// after them (an escape not yet complete is left out, and counts among those after).
-fn string_in_progress(args: &str) -> Option<(String, String)> {
-    let text = args.trim_start();
-    if !text.starts_with('{') {
-        return None;
-    }
-    let (mut depth, mut in_str, mut escaped) = (0usize, false, false);
-    let (mut member, mut escape_at) = (0usize, 0usize);
-    for (i, c) in text.char_indices() {
-        if in_str {
-            match (escaped, c) {
-                (true, _) => escaped = false,
-                (false, '\\') => {
-                    escaped = true;
-                    escape_at = i;
-                }
-                (false, '"') => in_str = false,
-                _ => {}
-            }
-            continue;
-        }
-        match c {
-            '"' => in_str = true,
-            '{' | '[' => {
-                depth += 1;
-                member = i + 1;
-            }
-            '}' | ']' => depth = depth.saturating_sub(1),
-            ',' if depth == 1 => member = i + 1,
-            _ => {}
-        }
-    }
-    if depth != 1 || !in_str {
-        return None;
-    }
-    // `"key" : "value so far`: the key is a whole JSON string, then the colon, then the value.
-    let rest = text[member..].trim_start();
-    let mut keys = serde_json::Deserializer::from_str(rest).into_iter::<String>();
-    let key = keys.next()?.ok()?;
-    let after_key = rest[keys.byte_offset()..].trim_start();
-    let value = after_key
-        .strip_prefix(':')?
-        .trim_start()
-        .strip_prefix('"')?;
-    let offset = text.len() - value.len();
-    let decode = |v: &str| serde_json::from_str::<String>(&format!("\"{v}\"")).ok();
-    let so_far = decode(value).or_else(|| {
-        // The last escape is not complete yet: the characters before it.
-        decode(&text[offset..escape_at.max(offset)])
-    })?;
-    Some((key, so_far))
 }
 
 /// The lengths of the first tokens of the spellings of `path` with the fewest tokens
@@ -411,35 +310,6 @@ pub(crate) fn first_tokens(vocab: &Vocab, path: &[u8]) -> Vec<usize> {
     firsts
 }
 
-/// JSON values equal as values: objects whatever their key order, numbers by value.
-pub(crate) fn json_eq(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) => {
-            let int = |n: &serde_json::Number| {
-                n.as_i64()
-                    .map(i128::from)
-                    .or_else(|| n.as_u64().map(i128::from))
-            };
-            match (int(x), int(y)) {
-                (Some(i), Some(j)) => i == j,
-                _ => match (x.as_f64(), y.as_f64()) {
-                    (Some(f), Some(g)) => f == g,
-                    _ => false,
-                },
-            }
-        }
-        (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_eq(p, q))
-        }
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len()
-                && x.iter()
-                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
-        }
-        _ => a == b,
-    }
-}
-
 /// True when reading `syms` from `states` may complete a call: along some stack, at some
 /// symbol, a call's capture frame is left (popped, whether by its own last symbol or by the
 /// next symbol its parent takes). See [`leaves_call`].
@@ -465,6 +335,7 @@ pub(crate) fn may_end_call(g: &GrammarInner, states: &[Stack], syms: &[Sym]) -> 
 /// call ([`crate::TokenAutomaton`]'s `calls_stay_new`; with no token budget to keep to).
 pub(crate) fn in_fresh_calls(g: &GrammarInner, log: &CallLog, states: &[Stack]) -> bool {
     !log.broken
+        && !log.closed
         && states.iter().all(|s| match open_call(g, s) {
             Some((k, i)) => {
                 k + 1 < s.len()
@@ -1231,6 +1102,150 @@ impl<'a> Ctx<'a> {
     }
 }
 
+impl Ctx<'_> {
+    /// [`crate::DistinctCalls::End`]: the tokens of `mask` (the grammar's, under the budget)
+    /// for the states `states` after which the output cannot go on as the rule asks, in
+    /// increasing order. Before a repeat: a token that completes one is kept only where, after
+    /// it, some stack is outside calls and the output ends from there with no further call
+    /// within the limit (the no-calls completer's count, which names that completion); every
+    /// other token keeps the calls as they were or adds a new one. After a repeat (the log
+    /// closed): a token is kept only where it starts no call and such an ending fits.
+    ///
+    /// Only the tokens that may end or start a call are checked one by one (the parser fed
+    /// with each): along each stack, the tokens its top frame takes alone where the call in
+    /// progress needs more than that frame, outside calls those of a frame that starts none,
+    /// or the tokens with no byte a call can start with, change no call. A broken log (the
+    /// parser refused the output) removes nothing.
+    pub(crate) fn filter_end(
+        &self,
+        states: &[Stack],
+        mask: &TokenMask,
+        next: &dyn Fn(TokenId) -> Option<Option<Vec<Stack>>>,
+        scratch: &mut FilterScratch,
+    ) -> Vec<TokenId> {
+        if self.log.broken {
+            return Vec::new();
+        }
+        let g = self.auto.g();
+        let nc = self.auto.no_calls_completer();
+        let sym = self.auto.symbol_completer();
+        let longest = self.auto.longest_token();
+        let closed = self.log.closed;
+        // No token can leave a call that cannot end within the longest token.
+        if !closed
+            && states.iter().all(|s| match open_call(g, s) {
+                Some((k, _)) => k + 1 < s.len() && sym.remaining(&s[k + 1..]) > longest,
+                None => false,
+            })
+        {
+            return Vec::new();
+        }
+        let n = mask.len();
+        let FilterScratch(safe, one) = scratch;
+        for m in [&mut *safe, &mut *one] {
+            if m.len() != n {
+                *m = TokenMask::new(n);
+            }
+            m.clear();
+        }
+        if closed {
+            // `safe`: the tokens that a stack outside calls takes in its top frame, starting
+            // no call, where ending from there with no call fits (a union: each names its
+            // completion).
+            for s in states {
+                let top = &s[s.len() - 1];
+                let below = nc.remaining_below(s);
+                if open_call(g, s).is_some() || below >= INF {
+                    continue;
+                }
+                if frame_starts_no_call(g, self.auto.call_nodes(), top) {
+                    let local = self.auto.local(top);
+                    for (c, set) in &self.auto.local_costs(top, &local).groups {
+                        if c.saturating_add(below) <= self.limit {
+                            set.or_into(safe);
+                        }
+                    }
+                } else {
+                    one.clear();
+                    for (c, set) in &self.auto.no_call_costs(top).groups {
+                        if c.saturating_add(below) <= self.limit {
+                            set.or_into(one);
+                        }
+                    }
+                    let quiet = self.auto.quiet_tokens();
+                    for (w, (a, q)) in safe
+                        .words
+                        .iter_mut()
+                        .zip(one.words.iter().zip(&quiet.words))
+                    {
+                        *w |= a & q;
+                    }
+                }
+            }
+        } else {
+            // `safe`: the tokens that change no call along any stack (an intersection).
+            safe.words.iter_mut().for_each(|w| *w = !0);
+            for s in states {
+                let top = &s[s.len() - 1];
+                one.clear();
+                match open_call(g, s) {
+                    Some((k, _)) => {
+                        if k + 1 < s.len() && sym.remaining_below(&s[k + 1..]) > 0 {
+                            self.auto.local(top).allowed.or_into(one);
+                        }
+                    }
+                    None if frame_starts_no_call(g, self.auto.call_nodes(), top) => {
+                        self.auto.local(top).allowed.or_into(one);
+                    }
+                    None => {
+                        for (w, q) in one.words.iter_mut().zip(&self.auto.quiet_tokens().words) {
+                            *w |= q;
+                        }
+                    }
+                }
+                for (w, o) in safe.words.iter_mut().zip(&one.words) {
+                    *w &= o;
+                }
+            }
+        }
+        let vocab = &self.auto.shared.vocab;
+        let mut remove = Vec::new();
+        for t in mask.iter() {
+            if (t as usize) < vocab.len() && safe.is_allowed(t) {
+                continue;
+            }
+            let good = match next(t) {
+                None => false,
+                Some(nx) => self.end_token_ok(t, nx.as_deref()),
+            };
+            if !good {
+                remove.push(t);
+            }
+        }
+        remove
+    }
+
+    /// [`crate::DistinctCalls::End`] for one token, whose states are `next` (`None` for the
+    /// end): the parser takes it, no call starts after a repeat, and where the calls are
+    /// closed after it, some stack is outside calls with an ending that starts no call within
+    /// the limit.
+    pub(crate) fn end_token_ok(&self, token: TokenId, next: Option<&[Stack]>) -> bool {
+        let Some(next) = next else {
+            return self.log.may_end();
+        };
+        let after = self.log_after(token);
+        if after.broken {
+            return false;
+        }
+        let g = self.auto.g();
+        let nc = self.auto.no_calls_completer();
+        !after.closed
+            || next
+                .iter()
+                .any(|t| open_call(g, t).is_none() && nc.remaining(t) <= self.limit)
+    }
+}
+
 /// The two scratch masks of [`Ctx::filter`], kept by a matcher between masks (a clone starts
 /// with none: they hold nothing from one call to the next).
 #[derive(Debug)]
@@ -1245,25 +1260,5 @@ impl Default for FilterScratch {
 impl Clone for FilterScratch {
     fn clone(&self) -> Self {
         FilterScratch::default()
-    }
-}
-
-#[cfg(test)]
-mod unit {
-    use super::string_in_progress;
-
-    #[test]
-    fn the_string_value_being_written() {
-        let got = |a: &str| string_in_progress(a).map(|(k, v)| format!("{k}={v}"));
-        assert_eq!(got(r#"{"location": "Par"#).as_deref(), Some("location=Par"));
-        assert_eq!(got(r#"{"a": 1, "b" : "x\ny\"#).as_deref(), Some("b=x\ny"));
-        assert_eq!(got(r#"{"a": 1, "b": "\u00e"#).as_deref(), Some("b="));
-        assert_eq!(got(r#"{"b": "a\\"#).as_deref(), Some("b=a\\"));
-        assert_eq!(got(r#"{"b": "\ud83d\ude0"#).as_deref(), None);
-        assert_eq!(got(r#"{"b": "x", "c": 1"#), None);
-        assert_eq!(got(r#"{"lo"#), None);
-        assert_eq!(got(r#"{"a": ["x"#), None);
-        assert_eq!(got(r#"{"a": {"b": "x"#), None);
-        assert_eq!(got(r#"{"a": "x"}"#), None);
     }
 }

@@ -10,6 +10,7 @@ use super::{read, FullEntry, TokenAutomaton, TokenMask, DEFAULT_MAX_ROLLBACK, FU
 use crate::automaton::complete::INF;
 use crate::automaton::{advance, advance_traced, Stack, Sym, SPECIAL};
 use crate::error::{Error, Result};
+use crate::grammar::DistinctCalls;
 use crate::vocab::TokenId;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -32,8 +33,8 @@ pub struct Matcher {
     budget: Option<(usize, usize)>,
     /// Masks in which the budget removed tokens the grammar alone allows.
     steered: u64,
-    /// No call may repeat an earlier one ([`Matcher::set_distinct_calls`]).
-    distinct: bool,
+    /// What a call that repeats an earlier one does ([`Matcher::set_distinct_calls`]).
+    distinct: DistinctCalls,
     /// The calls so far, for `distinct` (built lazily; dropped on rollback).
     log: Option<Box<CallLog>>,
     /// Whether an accepted token may have completed a call ([`super::distinct::may_end_call`];
@@ -86,25 +87,43 @@ impl Matcher {
         }
     }
 
-    /// Whether a call may not repeat an earlier call of the output (same function, arguments
-    /// equal as JSON values: key order, spelling and number form aside). On by default; off,
-    /// the mask is the grammar's (and the budget's) alone. See the `distinct` module notes in
-    /// [`crate::mask`]: where the bounded check cannot tell, a token is removed; where that
-    /// would empty the mask, the tokens along the completion that admitted the last token
-    /// are allowed, and where even that is not found, the rule gives way for the rest of the
-    /// output rather than leave no token ([`Matcher::distinct_gave_up`]).
-    pub fn set_distinct_calls(&mut self, on: bool) {
-        if on && !self.distinct && !self.tokens.is_empty() {
-            // Tokens accepted with the rule off were not watched for ended calls.
-            self.call_may_be_done = true;
-            self.ended_since_sync = true;
+    /// What a call that would repeat an earlier call of the output (same function, arguments
+    /// equal as JSON values: key order, spelling and number form aside) does; `true` is
+    /// [`DistinctCalls::End`] and `false` [`DistinctCalls::Allow`]. The default is the
+    /// grammar's ([`crate::DialectOptions::distinct_calls`], `End`).
+    ///
+    /// - `End`: the repeat may complete only where the output can then end with no further
+    ///   call, within the budget; after it, no call may start (the parsers leave it out).
+    /// - `Bend`: a call may not complete as a repeat. See the `distinct` module notes in
+    ///   [`crate::mask`]: where the bounded check cannot tell, a token is removed; where that
+    ///   would empty the mask, the tokens along the completion that admitted the last token
+    ///   are allowed.
+    /// - `Allow`: the mask is the grammar's (and the budget's) alone.
+    ///
+    /// Where the rule would leave no token at all, it gives way for the rest of the output
+    /// ([`Matcher::distinct_gave_up`]).
+    pub fn set_distinct_calls(&mut self, rule: impl Into<DistinctCalls>) {
+        let rule = rule.into();
+        if rule != self.distinct {
+            if !self.tokens.is_empty() {
+                // Tokens accepted under another rule were not watched for ended calls.
+                self.call_may_be_done = true;
+                self.ended_since_sync = true;
+            }
+            // The log closes on a repeat or breaks, as the rule says: built again.
+            self.log = None;
         }
-        self.distinct = on;
+        self.distinct = rule;
     }
 
-    /// Whether calls must be distinct ([`Matcher::set_distinct_calls`]).
-    pub fn distinct_calls(&self) -> bool {
+    /// What a repeated call does ([`Matcher::set_distinct_calls`]).
+    pub fn distinct_calls(&self) -> DistinctCalls {
         self.distinct
+    }
+
+    /// True when some rule on repeated calls applies (not [`DistinctCalls::Allow`]).
+    fn distinct_on(&self) -> bool {
+        self.distinct != DistinctCalls::Allow
     }
 
     /// How many masks the distinct-calls rule gave way in: its bounded check found no way on
@@ -128,12 +147,13 @@ impl Matcher {
     /// The log of calls, fed up to the accepted tokens; `None` when the rule cannot apply
     /// (off, or a grammar without calls).
     fn sync_log(&mut self) -> Option<&CallLog> {
-        if !self.distinct || self.auto.g().functions.is_empty() {
+        if !self.distinct_on() || self.auto.g().functions.is_empty() {
             return None;
         }
+        let end = self.distinct == DistinctCalls::End;
         let log = self
             .log
-            .get_or_insert_with(|| Box::new(CallLog::new(self.auto.grammar())));
+            .get_or_insert_with(|| Box::new(CallLog::new(self.auto.grammar(), end)));
         let vocab = self.auto.shared.vocab.clone();
         while log.fed < self.tokens.len() {
             let t = self.tokens[log.fed];
@@ -173,9 +193,20 @@ impl Matcher {
         };
         let ctx = Ctx::new(&self.auto, log, limit);
         let next = |t: TokenId| self.next_states(t).ok();
-        let remove = ctx.filter(&self.states, mask, &next, &mut scratch);
+        let end = self.distinct == DistinctCalls::End;
+        let remove = if end {
+            ctx.filter_end(&self.states, mask, &next, &mut scratch)
+        } else {
+            ctx.filter(&self.states, mask, &next, &mut scratch)
+        };
         self.filter_scratch = scratch;
         if remove.is_empty() {
+            return;
+        }
+        if end && remove.len() == mask.count() {
+            // No token completes a repeat and then ends, nor goes on without one (a grammar
+            // that needs more calls after it): the rule gives way here, counted.
+            self.distinct_gave_up += 1;
             return;
         }
         let empties = remove.len() == mask.count();
@@ -440,7 +471,7 @@ impl Matcher {
         if !budgeted {
             self.fill_grammar_mask(mask);
         }
-        if self.distinct {
+        if self.distinct_on() {
             self.filter_distinct(mask);
         }
     }
@@ -535,7 +566,7 @@ impl Matcher {
         let Ok(next) = self.next_states(token) else {
             return false;
         };
-        if !self.distinct
+        if !self.distinct_on()
             || self.finished
             || self.distinct_gave_up > 0
             || self.auto.g().functions.is_empty()
@@ -546,7 +577,7 @@ impl Matcher {
         let vocab = &self.auto.shared.vocab;
         let mut log = match &self.log {
             Some(l) => (**l).clone(),
-            None => CallLog::new(self.auto.grammar()),
+            None => CallLog::new(self.auto.grammar(), self.distinct == DistinctCalls::End),
         };
         while log.fed < self.tokens.len() {
             log.push_token(vocab, self.tokens[log.fed]);
@@ -555,7 +586,10 @@ impl Matcher {
             return true;
         }
         let ctx = Ctx::new(&self.auto, &log, self.distinct_limit());
-        ctx.token_ok(token, next.as_deref())
+        match self.distinct {
+            DistinctCalls::End => ctx.end_token_ok(token, next.as_deref()),
+            _ => ctx.token_ok(token, next.as_deref()),
+        }
     }
 
     /// True when the grammar alone, without the budget, allows `token` next.
@@ -679,7 +713,7 @@ impl Matcher {
     /// Accepts `token`, or returns a typed error (and changes nothing) when it is not allowed.
     pub fn accept(&mut self, token: TokenId) -> Result<()> {
         // Watch for ended calls while the log may be left unfed (see `ended_since_sync`).
-        let watch = self.distinct
+        let watch = self.distinct_on()
             && !(self.call_may_be_done && self.ended_since_sync)
             && !self.auto.g().functions.is_empty();
         let mut ended = false;

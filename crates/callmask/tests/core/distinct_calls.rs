@@ -1,7 +1,12 @@
-//! Distinct calls (issue 44 item 3): after a call of a function without arguments, the mask
+//! Distinct calls bent (issue 44 item 3, `DistinctCalls::Bend`): after a call of a function without arguments, the mask
 //! never lets that call complete again, and the output can still end, with or without a budget.
 
-use callmask::{Dialect, DialectOptions, TokenAutomaton, TokenMask, Tools, Vocab};
+use callmask::{Dialect, DialectOptions, DistinctCalls, TokenAutomaton, TokenMask, Tools, Vocab};
+
+/// The options of the rule these tests check: a call is bent rather than repeated.
+fn bend() -> DialectOptions {
+    DialectOptions::from_json(&serde_json::json!({"distinct_calls": "bend"})).unwrap()
+}
 use std::sync::Arc;
 
 /// 256 single-byte tokens, then an end-of-generation token.
@@ -88,7 +93,7 @@ fn a_call_without_arguments_is_not_repeated_and_the_output_still_ends() {
     ] {
         let g = Dialect::by_name(dialect)
             .unwrap()
-            .compile(&tools(), &DialectOptions::default())
+            .compile(&tools(), &bend())
             .unwrap();
         let auto = TokenAutomaton::new(&g, vocab.clone()).unwrap();
         for budget in [None, Some(200)] {
@@ -136,9 +141,9 @@ fn arguments_equal_as_json_values_are_a_repeat_and_the_option_turns_the_rule_off
     // The same value in another spelling: refused at the byte that completes the call.
     let again = "<tool_call>\n{\"name\": \"get\", \"arguments\": {\"k\": 10.0}}\n</tool_call>";
     let other = "<tool_call>\n{\"name\": \"get\", \"arguments\": {\"k\": 11}}\n</tool_call>";
-    let on = DialectOptions::default();
+    let on = bend();
     let off = DialectOptions::from_json(&serde_json::json!({"distinct_calls": false})).unwrap();
-    assert!(on.distinct_calls && !off.distinct_calls);
+    assert!(on.distinct_calls == DistinctCalls::Bend && off.distinct_calls == DistinctCalls::Allow);
     for (options, repeats) in [(on, false), (off, true)] {
         let g = Dialect::by_name("hermes")
             .unwrap()
@@ -146,7 +151,7 @@ fn arguments_equal_as_json_values_are_a_repeat_and_the_option_turns_the_rule_off
             .unwrap();
         let auto = TokenAutomaton::new(&g, vocab.clone()).unwrap();
         let mut m = auto.matcher();
-        assert_eq!(m.distinct_calls(), !repeats);
+        assert_eq!(m.distinct_calls() == DistinctCalls::Allow, repeats);
         accept_all(&mut m, first).unwrap();
         let mut fresh = m.clone();
         accept_all(&mut fresh, other).unwrap();
@@ -183,7 +188,7 @@ fn functions_with_equal_parameters_share_nothing_but_their_schema() {
     ))
     .unwrap();
     // The keys in any order (`name_first` off), so that a call may name its function last.
-    let any_order = DialectOptions::default().name_first(false);
+    let any_order = bend().name_first(false);
     let g = Dialect::by_name("hermes")
         .unwrap()
         .compile(&tools, &any_order)
@@ -278,7 +283,7 @@ fn a_number_value_near_the_end_of_the_budget_is_made_new_not_repeated() {
         let eos = vocab.len() as u32 - 1;
         let g = Dialect::by_name("hermes")
             .unwrap()
-            .compile(&tools(), &DialectOptions::default())
+            .compile(&tools(), &bend())
             .unwrap();
         let auto = TokenAutomaton::new(&g, vocab.clone()).unwrap();
         for slack in 0..4 {
@@ -367,7 +372,7 @@ fn a_call_that_ends_inside_a_token_is_seen_whatever_else_the_token_holds() {
         let vocab = vocab_with(pieces);
         let g = Dialect::by_name(dialect)
             .unwrap()
-            .compile(&tools(), &DialectOptions::default())
+            .compile(&tools(), &bend())
             .unwrap();
         let auto = TokenAutomaton::new(&g, vocab.clone()).unwrap();
         let mut m = auto.matcher();

@@ -23,6 +23,7 @@ mod numbers;
 mod peer_cases;
 mod raw_args;
 mod refs;
+mod repeated_calls;
 mod robustness;
 mod structural_tags;
 mod structural_tags_peers;
