@@ -304,6 +304,8 @@ struct Shared {
     call_nodes: OnceLock<Vec<bool>>,
     /// The tokens that cannot start a call (the distinct-calls rule).
     quiet: OnceLock<TokenMask>,
+    /// The tokens with fewer bytes than the shortest call (the distinct-calls rule).
+    shorter_than_calls: OnceLock<TokenMask>,
     /// Per frame outside calls: its tokens by the cost of ending with no new call (the
     /// distinct-calls rule; bounded like `full`).
     no_call_costs: RwLock<FxHashMap<Frame, Arc<Costs>>>,
@@ -413,6 +415,7 @@ impl TokenAutomaton {
                 symbols: OnceLock::new(),
                 call_nodes: OnceLock::new(),
                 quiet: OnceLock::new(),
+                shorter_than_calls: OnceLock::new(),
                 no_call_costs: RwLock::new(FxHashMap::default()),
                 byte_steps: RwLock::new(ByteStepsCache::default()),
             }),
@@ -854,6 +857,35 @@ impl TokenAutomaton {
                 }
             }
             quiet
+        })
+    }
+
+    /// The tokens too short to hold a whole call: fewer bytes than the fewest symbols of any
+    /// call (special tokens aside). Read from outside calls, such a token ends no call.
+    fn shorter_than_calls(&self) -> &TokenMask {
+        self.shared.shorter_than_calls.get_or_init(|| {
+            let g = self.g();
+            let sym = self.symbol_completer();
+            let shortest = g
+                .nodes
+                .iter()
+                .filter_map(|n| match n {
+                    crate::grammar::Node::Capture(crate::grammar::Capture::Call(_), inner) => {
+                        Some(sym.node_min(*inner))
+                    }
+                    _ => None,
+                })
+                .min()
+                .unwrap_or(INF) as usize;
+            let vocab = &self.shared.vocab;
+            let mut short = TokenMask::new(vocab.len());
+            for t in 0..vocab.len() as TokenId {
+                if !vocab.is_special(t) && vocab.token_bytes(t).is_some_and(|b| b.len() < shortest)
+                {
+                    short.set(t);
+                }
+            }
+            short
         })
     }
 

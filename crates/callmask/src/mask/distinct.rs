@@ -1111,10 +1111,12 @@ impl Ctx<'_> {
     /// other token keeps the calls as they were or adds a new one. After a repeat (the log
     /// closed): a token is kept only where it starts no call and such an ending fits.
     ///
-    /// Only the tokens that may end or start a call are checked one by one (the parser fed
-    /// with each): along each stack, the tokens its top frame takes alone where the call in
-    /// progress needs more than that frame, outside calls those of a frame that starts none,
-    /// or the tokens with no byte a call can start with, change no call. A broken log (the
+    /// Only the tokens that may end or start a call are checked one by one: along each stack,
+    /// the tokens its top frame takes alone where the call in progress needs more than that
+    /// frame, in a new call (or outside calls) the tokens too short to hold a whole call,
+    /// outside calls those of a frame that starts none and the tokens with no byte a call can
+    /// start with, change no call. A checked token is read by the parser only where a call may
+    /// end along it ([`Ctx::end_token_ok`]). A broken log (the
     /// parser refused the output) removes nothing.
     pub(crate) fn filter_end(
         &self,
@@ -1189,17 +1191,28 @@ impl Ctx<'_> {
                 let top = &s[s.len() - 1];
                 one.clear();
                 match open_call(g, s) {
-                    Some((k, _)) => {
+                    Some((k, i)) => {
                         if k + 1 < s.len() && sym.remaining_below(&s[k + 1..]) > 0 {
                             self.auto.local(top).allowed.or_into(one);
                         }
-                    }
-                    None if frame_starts_no_call(g, self.auto.call_nodes(), top) => {
-                        self.auto.local(top).allowed.or_into(one);
+                        if self.new_call(i) && !self.log.open_risky() {
+                            // Ending a new call repeats nothing, and a token too short to
+                            // hold a whole call completes no other.
+                            let short = &self.auto.shorter_than_calls().words;
+                            for (w, h) in one.words.iter_mut().zip(short) {
+                                *w |= h;
+                            }
+                        }
                     }
                     None => {
-                        for (w, q) in one.words.iter_mut().zip(&self.auto.quiet_tokens().words) {
-                            *w |= q;
+                        if frame_starts_no_call(g, self.auto.call_nodes(), top) {
+                            self.auto.local(top).allowed.or_into(one);
+                        }
+                        // Tokens that cannot start a call, or hold a whole one.
+                        let quiet = &self.auto.quiet_tokens().words;
+                        let short = &self.auto.shorter_than_calls().words;
+                        for (w, (q, h)) in one.words.iter_mut().zip(quiet.iter().zip(short)) {
+                            *w |= q | h;
                         }
                     }
                 }
@@ -1216,7 +1229,7 @@ impl Ctx<'_> {
             }
             let good = match next(t) {
                 None => false,
-                Some(nx) => self.end_token_ok(t, nx.as_deref()),
+                Some(nx) => self.end_token_ok(states, t, nx.as_deref()),
             };
             if !good {
                 remove.push(t);
@@ -1225,24 +1238,35 @@ impl Ctx<'_> {
         remove
     }
 
-    /// [`crate::DistinctCalls::End`] for one token, whose states are `next` (`None` for the
-    /// end): the parser takes it, no call starts after a repeat, and where the calls are
-    /// closed after it, some stack is outside calls with an ending that starts no call within
-    /// the limit.
-    pub(crate) fn end_token_ok(&self, token: TokenId, next: Option<&[Stack]>) -> bool {
+    /// [`crate::DistinctCalls::End`] for one token read from `states`, whose states are `next`
+    /// (`None` for the end): where the calls are closed, some stack after it is outside calls
+    /// with an ending that starts no call within the limit; and where a call may end along
+    /// the token ([`may_end_call`]), the parser takes it, no call starts after a repeat, and
+    /// where the token completes one, that ending fits too. (A token along which no call ends
+    /// completes no repeat: the parser, whose copy costs the output's length, is left out.)
+    pub(crate) fn end_token_ok(
+        &self,
+        states: &[Stack],
+        token: TokenId,
+        next: Option<&[Stack]>,
+    ) -> bool {
         let Some(next) = next else {
             return self.log.may_end();
         };
-        let after = self.log_after(token);
-        if after.broken {
-            return false;
-        }
         let g = self.auto.g();
         let nc = self.auto.no_calls_completer();
-        !after.closed
-            || next
-                .iter()
+        let ends_with_no_call = || {
+            next.iter()
                 .any(|t| open_call(g, t).is_none() && nc.remaining(t) <= self.limit)
+        };
+        if self.log.closed && !ends_with_no_call() {
+            return false;
+        }
+        if !may_end_call(g, states, &self.auto.token_symbols(states, token)) {
+            return true;
+        }
+        let after = self.log_after(token);
+        !after.broken && (!after.closed || ends_with_no_call())
     }
 }
 

@@ -587,7 +587,7 @@ impl Matcher {
         }
         let ctx = Ctx::new(&self.auto, &log, self.distinct_limit());
         match self.distinct {
-            DistinctCalls::End => ctx.end_token_ok(token, next.as_deref()),
+            DistinctCalls::End => ctx.end_token_ok(&self.states, token, next.as_deref()),
             _ => ctx.token_ok(token, next.as_deref()),
         }
     }
