@@ -272,8 +272,13 @@ unsafe fn json_arg(p: *const c_char, what: &str) -> Res<Value> {
     if s.trim().is_empty() {
         return Ok(Value::Null);
     }
-    serde_json::from_str(s)
-        .map_err(|e| Failure::new(CallmaskStatus::Json, format!("{what}: invalid JSON: {e}")))
+    callmask::parse_json(s).map_err(|e| match e {
+        Error::Json(e) => Failure::new(CallmaskStatus::Json, format!("{what}: invalid JSON: {e}")),
+        other => {
+            let f = Failure::from(other);
+            Failure::new(f.status, format!("{what}: {}", f.message))
+        }
+    })
 }
 
 /// Clears an out-pointer (so that it is NULL on failure) and returns it.

@@ -90,8 +90,8 @@ fn options_json(args: &GrammarArgs) -> Result<Value, BadInput> {
         Some(text) => {
             let value = match text.strip_prefix('@') {
                 Some(path) => read_json(Path::new(path))?,
-                None => serde_json::from_str(text)
-                    .map_err(|e| BadInput(format!("--options: invalid JSON: {e}")))?,
+                None => callmask::parse_json(text)
+                    .map_err(|e| BadInput(format!("--options: {e}")))?,
             };
             match value {
                 Value::Object(map) => map,
@@ -242,8 +242,7 @@ pub(crate) struct VocabArgs {
 pub(crate) fn read_json(path: &Path) -> Result<Value, BadInput> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| BadInput(format!("cannot read {}: {e}", path.display())))?;
-    serde_json::from_str(&text)
-        .map_err(|e| BadInput(format!("{}: invalid JSON: {e}", path.display())))
+    callmask::parse_json(&text).map_err(|e| BadInput(format!("{}: {e}", path.display())))
 }
 
 /// Reads a tools file.

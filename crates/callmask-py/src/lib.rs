@@ -95,8 +95,35 @@ create_exception!(
     "The vocabulary (tokenizer file, GGUF, token table) cannot be read or is invalid."
 );
 
-/// The Python exception for a callmask error.
+create_exception!(
+    _callmask,
+    BudgetError,
+    CallmaskError,
+    "The token budget (`max_tokens`) is too small for the shortest complete output, or cannot be guaranteed with this vocabulary."
+);
+
+/// The Python exception for a callmask error, with two attributes a server answers it by:
+/// ``fault`` (``"request"``: the request's own fault, HTTP 400; ``"internal"``: HTTP 500) and
+/// ``param`` (the part of the request it is about, e.g. ``tools[f].parameters#/properties/a``,
+/// or None).
 fn err(e: Error) -> PyErr {
+    let fault = match e.fault() {
+        callmask::Fault::Request => "request",
+        _ => "internal",
+    };
+    let param = e.param();
+    let py_err = exception_for(e);
+    Python::attach(|py| {
+        let value = py_err.value(py);
+        // Setting attributes on a fresh exception object cannot fail but for memory; the
+        // exception is raised either way.
+        let _ = value.setattr("fault", fault);
+        let _ = value.setattr("param", param);
+    });
+    py_err
+}
+
+fn exception_for(e: Error) -> PyErr {
     let msg = e.to_string();
     match e {
         Error::UnsupportedKeyword { .. } => UnsupportedKeywordError::new_err(msg),
@@ -118,6 +145,9 @@ fn err(e: Error) -> PyErr {
         | Error::UnsupportedFormat { .. } => DialectError::new_err(msg),
         Error::Parse(_) => ParseError::new_err(msg),
         Error::Vocab(_) | Error::Io { .. } | Error::Fetch(_) => VocabError::new_err(msg),
+        Error::BudgetTooSmall { .. } | Error::BudgetUnsupported { .. } => {
+            BudgetError::new_err(msg)
+        }
         _ => CallmaskError::new_err(msg),
     }
 }
@@ -135,7 +165,7 @@ fn json_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Value> {
             ))
         })?
     };
-    serde_json::from_str(&text).map_err(|e| err(Error::Json(e)))
+    callmask::parse_json(&text).map_err(err)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1280,6 +1310,7 @@ fn _callmask(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DialectError", py.get_type::<DialectError>())?;
     m.add("ParseError", py.get_type::<ParseError>())?;
     m.add("VocabError", py.get_type::<VocabError>())?;
+    m.add("BudgetError", py.get_type::<BudgetError>())?;
     m.add("HAS_LLAMA", cfg!(feature = "llama"))?;
     Ok(())
 }

@@ -327,7 +327,7 @@ def test_validate_params_and_spec_decoding():
         params({"dialect": "no-such-dialect", "tools": []}, 10),
         params(spec(), 10, min_tokens=5),
     ):
-        with pytest.raises(ValueError, match="callmask"):
+        with pytest.raises((ValueError, _client_error_class()), match="callmask"):
             v(bad)
     with pytest.raises(ValueError, match="speculative decoding"):
         cm_vllm.CallmaskLogitsProcessor(config(speculative=object()), None, False)
@@ -352,7 +352,7 @@ def test_validate_params_compiles_a_tool_set_once(monkeypatch):
     assert len(compiled) == 2
     bad = {"dialect": "hermes", "tools": [{"type": "function", "function": {"name": 3}}]}
     for _ in range(2):
-        with pytest.raises(ValueError, match="callmask"):
+        with pytest.raises((ValueError, _client_error_class()), match="callmask"):
             v(params(bad, 10))
     assert len(compiled) == 4  # refused specs are never remembered
     v(params({"json_schema": {"type": "integer"}}, 10))  # the LRU drops the oldest beyond 2
@@ -555,3 +555,77 @@ def test_backend_structural_tags(qwen_vocab):
             SimpleNamespace(name="STRUCTURAL_TAG"),
             '{"type": "structural_tag", "format": {"type": "grammar", "grammar": "root ::= \\"a\\""}}',
         )
+
+
+def _client_error_class():
+    try:
+        from vllm.exceptions import VLLMValidationError
+
+        return VLLMValidationError
+    except ImportError:
+        return ValueError
+
+
+def test_hostile_requests_are_refused_at_admission_naming_the_cause(qwen_vocab, monkeypatch):
+    """Every hostile request of hostile_requests.py is refused by the tool parser's
+    adjust_request with the exception vLLM's server answers HTTP 400 (VLLMValidationError with
+    ``param``; ValueError without vLLM), its message naming the cause; never a 200 with no call
+    for ``required`` under a too-small budget."""
+    from hostile_requests import HOSTILE
+
+    from callmask._common import AutomatonCache
+    from callmask.vllm import tool_parser as tp
+
+    tokenizer = object()  # the admission check's vocabulary is given below, not read from it
+    monkeypatch.setitem(tp.ADMISSION_AUTOMATA, id(tokenizer), AutomatonCache(qwen_vocab))
+    cls = tp._dialect_parser("hermes")
+    want = _client_error_class()
+    for c in HOSTILE:
+        req = SimpleNamespace(
+            tools=c["tools"],
+            tool_choice=c["tool_choice"],
+            parallel_tool_calls=None,
+            max_tokens=c["max_tokens"],
+            max_completion_tokens=None,
+            vllm_xargs=None,
+        )
+        with pytest.raises(want) as err:
+            cls(tokenizer, c["tools"]).adjust_request(req)
+        text = str(err.value)
+        for s in c["says"]:
+            assert s in text, (c["name"], text)
+        assert "(?s:." not in text and "recursion limit" not in text, (c["name"], text)
+        if hasattr(err.value, "parameter"):
+            assert err.value.parameter == c["param"], (c["name"], err.value.parameter)
+        assert req.vllm_xargs is None, c["name"]  # nothing reaches the engine
+    # The same tools with a budget that fits, and auto with the tiny one, are admitted.
+    ok = SimpleNamespace(
+        tools=load_tools("weather.json"),
+        tool_choice="required",
+        parallel_tool_calls=None,
+        max_tokens=200,
+        max_completion_tokens=None,
+        vllm_xargs=None,
+    )
+    cls(tokenizer, ok.tools).adjust_request(ok)
+    assert "callmask" in ok.vllm_xargs
+    auto = SimpleNamespace(**{**vars(ok), "tool_choice": "auto", "max_tokens": 2, "vllm_xargs": None})
+    cls(tokenizer, auto.tools).adjust_request(auto)
+    assert "callmask" in auto.vllm_xargs
+
+
+def test_errors_carry_their_fault_and_param():
+    """Compile errors say whose fault they are and what part of the request they are about;
+    validate_params answers the request's faults as client errors."""
+    from hostile_requests import one_tool
+
+    with pytest.raises(callmask.InvalidSchemaError) as err:
+        callmask.Grammar.from_dialect("hermes", one_tool({"type": "strng"}))
+    assert err.value.fault == "request"
+    assert err.value.param == "tools[f].parameters#/properties/a"
+    with pytest.raises(callmask.VocabError) as err:
+        callmask.Vocab.from_tokenizer_json("/no/such/tokenizer.json")
+    assert err.value.fault == "internal" and err.value.param is None
+    bad = params({"dialect": "hermes", "tools": one_tool({"type": "strng"})}, 10)
+    with pytest.raises(_client_error_class(), match="strng"):
+        cm_vllm.CallmaskLogitsProcessor.validate_params(bad)

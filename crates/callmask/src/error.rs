@@ -48,12 +48,18 @@ pub enum Error {
         message: String,
     },
     /// A configured limit (size, depth, states, time) was exceeded.
-    #[error("limit exceeded: {what} (limit {limit})")]
+    #[error("limit exceeded: {what}{} (limit {limit}{})", at_path(.path), raise_with(.option))]
     LimitExceeded {
         /// Which limit.
         what: &'static str,
         /// The limit in force.
         limit: usize,
+        /// The [`CompileOptions`](crate::CompileOptions) field that sets it; empty for a fixed
+        /// limit.
+        option: &'static str,
+        /// Where it was exceeded (function and JSON pointer of the subschema); empty when the
+        /// limit is about the whole input.
+        path: String,
     },
     /// A token id that is not in the vocabulary.
     #[error("token {token} is outside the vocabulary of {vocab_size} tokens")]
@@ -191,6 +197,80 @@ pub enum Error {
         /// The underlying error.
         source: std::io::Error,
     },
+}
+
+fn at_path(path: &str) -> String {
+    if path.is_empty() {
+        String::new()
+    } else {
+        format!(" at {path}")
+    }
+}
+
+fn raise_with(option: &str) -> String {
+    if option.is_empty() {
+        "; a fixed limit".into()
+    } else {
+        format!("; raise it with the `{option}` compile option")
+    }
+}
+
+/// Who an error is the fault of, as a server answers it: [`Fault::Request`] is the request's
+/// own (a malformed schema, a limit its tools exceed, a budget too small for the call it
+/// demands: HTTP 400, the same request fails the same way again); [`Fault::Internal`] is the
+/// server's (a vocabulary or file it could not load, a caller that broke the API's contract:
+/// HTTP 500).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// The request's own fault (HTTP 400).
+    Request,
+    /// The server's or the embedding program's fault (HTTP 500).
+    Internal,
+}
+
+impl Error {
+    /// Whose fault this error is ([`Fault`]), for servers that answer it.
+    pub fn fault(&self) -> Fault {
+        match self {
+            Error::Json(_)
+            | Error::InvalidSchema { .. }
+            | Error::UnsupportedKeyword { .. }
+            | Error::UnresolvedRef { .. }
+            | Error::InvalidPattern { .. }
+            | Error::LimitExceeded { .. }
+            | Error::InvalidOptions(_)
+            | Error::InvalidTools(_)
+            | Error::Dialect { .. }
+            | Error::Unrepresentable { .. }
+            | Error::StructuralTag { .. }
+            | Error::UnsupportedFormat { .. }
+            | Error::BudgetTooSmall { .. } => Fault::Request,
+            _ => Fault::Internal,
+        }
+    }
+
+    /// The part of the request an error is about, where it names one: `tools[NAME].parameters`
+    /// and the JSON pointer of the subschema (`tools[f].parameters#/properties/a`), `tools`, or
+    /// `max_tokens`.
+    pub fn param(&self) -> Option<String> {
+        let in_tools = |path: &str| match path.split_once(": ") {
+            Some((function, pointer)) => format!("tools[{function}].parameters{pointer}"),
+            None if path.is_empty() => "tools".to_string(),
+            None => format!("tools{path}"),
+        };
+        match self {
+            Error::InvalidSchema { path, .. }
+            | Error::UnsupportedKeyword { path, .. }
+            | Error::UnresolvedRef { path, .. }
+            | Error::InvalidPattern { path, .. }
+            | Error::LimitExceeded { path, .. } => Some(in_tools(path)),
+            Error::Json(_) | Error::InvalidTools(_) | Error::Unrepresentable { .. } => {
+                Some("tools".into())
+            }
+            Error::BudgetTooSmall { .. } => Some("max_tokens".into()),
+            _ => None,
+        }
+    }
 }
 
 /// `Result` with callmask's [`Error`].

@@ -102,6 +102,7 @@ mod formats;
 #[cfg(feature = "fuzz")]
 pub mod fuzz;
 mod grammar;
+mod json_text;
 pub mod mask;
 pub mod parse;
 pub mod prompt;
@@ -116,7 +117,8 @@ pub use dialect::{
     Dialect, DialectOptions, DialectSpec, Reasoning, RefusedSpec, StructuralTag,
     StructuralTagOptions, ToolChoice, DEFAULT_REQUIRED_TEXT_CHARS,
 };
-pub use error::{Error, Rejection, Result};
+pub use error::{Error, Fault, Rejection, Result};
+pub use json_text::{parse_json, MAX_JSON_DEPTH};
 pub use grammar::{
     ArgEncoding, CompileOptions, DistinctCalls, Grammar, SchemaRegistry, Whitespace,
 };

@@ -95,7 +95,7 @@ pub(crate) use resolve::resolve_refs;
 use serde_json::{Map, Number, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
-use strings::{format_regex, translate_ecma};
+use strings::{ecma_unsupported, format_regex, pattern_syntax_error, translate_ecma};
 
 impl Grammar {
     /// Compiles a JSON Schema (draft 2020-12 or draft 7) for one JSON value.
@@ -139,12 +139,16 @@ pub(crate) fn check_schema_shape<'v>(
             return Err(Error::LimitExceeded {
                 what: "schema size (JSON values)",
                 limit: options.max_schema_values,
+                option: "max_schema_values",
+                path: String::new(),
             });
         }
         if d > json_limit {
             return Err(Error::LimitExceeded {
                 what: "schema nesting depth",
                 limit: options.max_schema_depth,
+                option: "max_schema_depth",
+                path: String::new(),
             });
         }
         match v {
@@ -331,6 +335,8 @@ impl<'a> Compiler<'a> {
             return Err(Error::LimitExceeded {
                 what: "allOf merge steps",
                 limit: MAX_MERGE_STEPS,
+                option: "",
+                path: String::new(),
             });
         }
         if n % 256 == 0 {
@@ -365,6 +371,8 @@ impl<'a> Compiler<'a> {
             Err(Error::LimitExceeded {
                 what: "JSON nodes of merged allOf parts",
                 limit: MAX_MERGE_NODES,
+                option: "",
+                path: String::new(),
             })
         }
     }
@@ -643,6 +651,8 @@ impl<'a> Compiler<'a> {
             return Err(Error::LimitExceeded {
                 what: "schema nesting depth",
                 limit: self.opts.max_schema_depth,
+                option: "max_schema_depth",
+                path: String::new(),
             });
         }
         self.b.check_budget()?;

@@ -9,6 +9,13 @@ HAS_LLAMA: bool
 class CallmaskError(Exception):
     """Base class of every error callmask raises; the message is the Rust error's."""
 
+    fault: str
+    """``"request"``: the request's own fault (a server answers HTTP 400); ``"internal"``: the
+    server's (HTTP 500)."""
+    param: Optional[str]
+    """The part of the request the error is about (``tools[f].parameters#/properties/a``,
+    ``tools``, ``max_tokens``), or None."""
+
 class InvalidSchemaError(CallmaskError):
     """Invalid JSON Schema or JSON, unresolvable ``$ref``, invalid pattern."""
 
@@ -38,6 +45,10 @@ class ParseError(CallmaskError):
 
 class VocabError(CallmaskError):
     """The vocabulary cannot be read or is invalid."""
+
+class BudgetError(CallmaskError):
+    """The token budget is too small for the shortest complete output, or cannot be guaranteed
+    with this vocabulary."""
 
 _Json = Union[str, Mapping[str, Any], Sequence[Any]]
 _Path = Union[str, "PathLike[str]"]

@@ -8,7 +8,7 @@ from collections import OrderedDict
 from concurrent.futures import Future
 from typing import Any, Mapping, Optional, Union
 
-from ._callmask import Caches, Grammar, TokenAutomaton, ToolsError, Vocab
+from ._callmask import CallmaskError, Caches, Grammar, TokenAutomaton, ToolsError, Vocab
 from .bitmask import apply_token_bitmask_inplace
 
 Spec = Union[str, Mapping[str, Any]]
@@ -58,6 +58,28 @@ def spec_of_structural_tag(text: str) -> dict:
     if isinstance(data, Mapping) and ("dialect" in data or "json_schema" in data):
         return normalize_spec(data)
     return {"structural_tag": data}
+
+
+def is_request_fault(e: BaseException) -> bool:
+    """True when ``e`` is a callmask error that is the request's own fault (its ``fault`` is
+    ``"request"``: a server answers HTTP 400; errors raised here in Python about a malformed
+    spec are too), False for the server's own faults and for every other exception."""
+    return isinstance(e, CallmaskError) and getattr(e, "fault", "request") == "request"
+
+
+def error_param(e: BaseException) -> Optional[str]:
+    """The part of the request a callmask error is about (``tools[f].parameters#/...``,
+    ``tools``, ``max_tokens``), or None."""
+    return getattr(e, "param", None)
+
+
+def check_budget(automaton: TokenAutomaton, max_tokens: Optional[int]) -> None:
+    """Admission check of a request's token budget: ``BudgetError`` (naming the budget and the
+    tokens the shortest complete output needs) when no complete output fits in ``max_tokens``
+    (end-of-generation token included), e.g. ``tool_choice: "required"`` with ``max_tokens: 2``.
+    None: no budget, nothing to check."""
+    if max_tokens is not None:
+        automaton.matcher(max_tokens=int(max_tokens))
 
 
 def grammar_from_spec(

@@ -255,24 +255,18 @@ impl<'a> Lowering<'a> {
     }
 }
 
-/// Says which function's parameters an error is about.
-pub(super) fn in_function(e: Error, name: &str) -> Error {
-    match e {
-        Error::InvalidSchema { path, message } => Error::InvalidSchema {
-            path: format!("{name}: {path}"),
-            message,
-        },
-        Error::UnsupportedKeyword {
-            keyword,
-            path,
-            reason,
-        } => Error::UnsupportedKeyword {
-            keyword,
-            path: format!("{name}: {path}"),
-            reason,
-        },
-        other => other,
+/// Says which function's parameters an error is about: its path becomes `NAME: POINTER`.
+pub(super) fn in_function(mut e: Error, name: &str) -> Error {
+    match &mut e {
+        Error::InvalidSchema { path, .. }
+        | Error::UnsupportedKeyword { path, .. }
+        | Error::UnresolvedRef { path, .. }
+        | Error::InvalidPattern { path, .. } => *path = format!("{name}: {path}"),
+        Error::LimitExceeded { path, .. } if path.is_empty() => *path = format!("{name}: #"),
+        Error::LimitExceeded { path, .. } => *path = format!("{name}: {path}"),
+        _ => {}
     }
+    e
 }
 
 /// A literal lexeme (kept in the compile's caches).
@@ -418,6 +412,8 @@ impl<'a> Lowering<'a> {
             return Err(Error::LimitExceeded {
                 what: "dialect rule nesting",
                 limit: MAX_NESTING * 4,
+                option: "",
+                path: String::new(),
             });
         }
         let leaf = |this: &mut Self, f: &mut dyn FnMut(&mut Self) -> Result<NodeId>| match v {

@@ -348,6 +348,8 @@ impl Reader {
             return Err(Error::LimitExceeded {
                 what: "structural tag nesting",
                 limit: MAX_NESTING,
+                option: "",
+                path: String::new(),
             });
         }
         let o = Self::obj(v, path)?;
@@ -511,6 +513,8 @@ impl Reader {
             return Err(Error::LimitExceeded {
                 what: "structural tag repeat count",
                 limit: MAX_REPEAT as usize,
+                option: "",
+                path: String::new(),
             });
         }
         Ok(Expr::Repeat(

@@ -291,6 +291,8 @@ impl<'o> GrammarBuilder<'o> {
             return Err(Error::LimitExceeded {
                 what: "grammar memory (bytes)",
                 limit: self.opts.max_memory,
+                option: "max_memory",
+                path: String::new(),
             });
         }
         Ok(())
@@ -303,6 +305,8 @@ impl<'o> GrammarBuilder<'o> {
             return Err(Error::LimitExceeded {
                 what: "automaton states",
                 limit: self.opts.max_total_states,
+                option: "max_total_states",
+                path: String::new(),
             });
         }
         Ok(())
@@ -313,6 +317,8 @@ impl<'o> GrammarBuilder<'o> {
             return Err(Error::LimitExceeded {
                 what: "grammar nodes",
                 limit: self.opts.max_nodes,
+                option: "max_nodes",
+                path: String::new(),
             });
         }
         // The node, its nullable flag, and what it owns on the heap.
@@ -350,6 +356,8 @@ impl<'o> GrammarBuilder<'o> {
             DfaError::TooLarge => Error::LimitExceeded {
                 what: "states in one lexeme automaton",
                 limit: self.opts.max_lexeme_states,
+                option: "max_lexeme_states",
+                path: if path.is_empty() { String::new() } else { ptr(path) },
             },
             DfaError::Regex(message) => Error::InvalidPattern {
                 pattern: pattern.into(),
@@ -390,6 +398,8 @@ impl<'o> GrammarBuilder<'o> {
             return Err(Error::LimitExceeded {
                 what: "compile time (ms)",
                 limit: self.opts.max_compile_time.as_millis() as usize,
+                option: "max_compile_time",
+                path: String::new(),
             });
         }
         Ok(())

@@ -113,6 +113,8 @@ impl SchemaRegistry {
                 return Err(Error::LimitExceeded {
                     what: "schema registry file size (bytes)",
                     limit: MAX_REGISTRY_FILE_BYTES as usize,
+                    option: "",
+                    path: String::new(),
                 });
             }
             let text = std::fs::read(&file).map_err(|source| Error::Io {

@@ -102,6 +102,8 @@ fn too_deep() -> Error {
     Error::LimitExceeded {
         what: "nesting of negated schemas",
         limit: MAX_NEG_DEPTH,
+        option: "",
+        path: String::new(),
     }
 }
 

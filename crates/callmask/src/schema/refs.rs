@@ -69,6 +69,8 @@ impl Compiler<'_> {
             return Err(Error::LimitExceeded {
                 what: "$ref chain length",
                 limit: 32,
+                option: "",
+                path: String::new(),
             });
         }
         if let Value::Object(o) = part {

@@ -570,6 +570,8 @@ impl Resolver<'_> {
             return Err(Error::LimitExceeded {
                 what: "schema registry documents per compile",
                 limit: MAX_DOCUMENTS,
+                option: "",
+                path: String::new(),
             });
         }
         check_schema_shape([doc.as_ref()], self.opts)?;
@@ -600,6 +602,8 @@ impl Resolver<'_> {
             return Err(Error::LimitExceeded {
                 what: "schema size (JSON values, with $ref copies)",
                 limit: self.opts.max_schema_values,
+                option: "max_schema_values",
+                path: String::new(),
             });
         }
         Ok(())
@@ -660,6 +664,8 @@ impl Resolver<'_> {
             return Err(Error::LimitExceeded {
                 what: "$ref target copies (remote documents, dynamic scopes)",
                 limit: MAX_COPIES,
+                option: "",
+                path: String::new(),
             });
         }
         let (target, scope) = key;

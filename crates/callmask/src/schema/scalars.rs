@@ -241,7 +241,18 @@ impl Compiler<'_> {
 
     /// The strings an ECMA-262 `pattern` matches somewhere in (a search, as `RegExp.test`).
     pub(super) fn pattern_dfa(&self, p: &str, path: &str) -> Result<Dfa> {
+        let refused = |message: String| Error::InvalidPattern {
+            pattern: p.into(),
+            path: ptr(path),
+            message,
+        };
+        if let Some(why) = ecma_unsupported(p) {
+            return Err(refused(why));
+        }
         let body = translate_ecma(p);
+        if let Some(why) = pattern_syntax_error(&body, p) {
+            return Err(refused(why));
+        }
         // A search is a whole-input match with any text around; an end every match of the
         // pattern is anchored at (`^…`, `…$`, as in most tool schemas) needs no text there,
         // and leaving it out spares a determinization of `(?s:.)*` on that side.
@@ -249,14 +260,12 @@ impl Compiler<'_> {
         let around = |anchored: bool| if anchored { "" } else { "(?s:.)*" };
         let re = format!("{}(?:{body}){}", around(start), around(end));
         Dfa::from_regex(&re, self.opts.max_lexeme_states).map_err(|e| match e {
-            DfaError::Regex(m) => Error::InvalidPattern {
-                pattern: p.into(),
-                path: ptr(path),
-                message: m,
-            },
+            DfaError::Regex(m) => refused(m),
             DfaError::TooLarge => Error::LimitExceeded {
                 what: "states in one lexeme automaton",
                 limit: self.opts.max_lexeme_states,
+                option: "max_lexeme_states",
+                path: ptr(path),
             },
         })
     }

@@ -53,6 +53,64 @@ pub(super) fn translate_ecma(p: &str) -> String {
     out
 }
 
+/// What an ECMA-262 `pattern` uses that no regular automaton can match exactly (lookaround,
+/// backreferences), named as the user wrote it; None when it uses none of them.
+pub(super) fn ecma_unsupported(p: &str) -> Option<String> {
+    let mut in_class = false;
+    let mut chars = p.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some((_, d @ '1'..='9')) if !in_class => {
+                    return Some(format!("the backreference `\\{d}` is not supported"));
+                }
+                Some((_, 'k')) if !in_class && p[i..].starts_with("\\k<") => {
+                    return Some("the named backreference `\\k<...>` is not supported".into());
+                }
+                _ => {}
+            },
+            '[' if !in_class => in_class = true,
+            ']' if in_class => in_class = false,
+            '(' if !in_class => {
+                let rest = &p[i..];
+                for (opening, kind) in [
+                    ("(?=", "lookahead"),
+                    ("(?!", "negative lookahead"),
+                    ("(?<=", "lookbehind"),
+                    ("(?<!", "negative lookbehind"),
+                ] {
+                    if rest.starts_with(opening) {
+                        return Some(format!(
+                            "lookaround is not supported: the {kind} `{opening}` at character {} \
+                             (callmask's string automata are regular; write the constraint without it)",
+                            p[..i].chars().count()
+                        ));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Why the regex crate's parser refuses a translated pattern ([`translate_ecma`]), in the
+/// parser's words, without the multi-line rendering of its message; None when it parses.
+pub(super) fn pattern_syntax_error(body: &str, written: &str) -> Option<String> {
+    let err = regex_syntax::Parser::new().parse(body).err()?;
+    let (kind, offset) = match &err {
+        regex_syntax::Error::Parse(e) => (e.kind().to_string(), e.span().start.offset),
+        regex_syntax::Error::Translate(e) => (e.kind().to_string(), e.span().start.offset),
+        other => (other.to_string(), usize::MAX),
+    };
+    // Positions are the translation's; they are the user's where it changed nothing.
+    if body == written && offset != usize::MAX {
+        Some(format!("{kind} at character {}", body[..offset].chars().count()))
+    } else {
+        Some(kind)
+    }
+}
+
 /// The supported formats' names (each has a [`format_regex`]); the format table's generator
 /// builds each one's automaton.
 #[cfg(test)]

@@ -23,6 +23,7 @@ mod numbers;
 mod peer_cases;
 mod raw_args;
 mod refs;
+mod request_errors;
 mod repeated_calls;
 mod robustness;
 mod structural_tags;

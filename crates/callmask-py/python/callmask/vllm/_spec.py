@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from .._callmask import Caches
-from .._common import Spec, normalize_spec
+from .._common import Spec, error_param, is_request_fault, normalize_spec
 
 COMPILE_CACHES = Caches()
 """Where this vLLM's callmask compiles keep their lexemes: the tool parser and
@@ -28,3 +28,20 @@ def given_spec(params: Any) -> Optional[Spec]:
     caches by it through :func:`callmask._common.spec_key`, which checks it), or None."""
     extra = getattr(params, "extra_args", None) or {}
     return extra.get(EXTRA_ARGS_KEY)
+
+
+def client_error(e: BaseException) -> Exception:
+    """The exception vLLM's OpenAI server answers with HTTP 400 for a callmask error that is
+    the request's own fault (:func:`callmask._common.is_request_fault`): vLLM's
+    ``VLLMValidationError`` with ``param`` naming the tool and schema path (a ``ValueError``
+    where vLLM has no such class), its message callmask's. Other errors are returned as they
+    are (HTTP 500: the server's own fault)."""
+    if not is_request_fault(e):
+        return e  # type: ignore[return-value]
+    message = f"callmask: {e}"
+    try:  # pragma: no cover - depends on vLLM being installed
+        from vllm.exceptions import VLLMValidationError
+
+        return VLLMValidationError(message, parameter=error_param(e))
+    except ImportError:
+        return ValueError(message)

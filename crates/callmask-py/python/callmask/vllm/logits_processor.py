@@ -55,7 +55,7 @@ from .._callmask import Vocab, accept_and_mask, mask_logits
 from .._common import AutomatonCache, grammar_from_spec, spec_key
 from ..bitmask import apply_token_bitmask_inplace, bitmask_words, native_logits
 from ._constraint import Constraint, feed_all, logger, record_fed
-from ._spec import COMPILE_CACHES, given_spec
+from ._spec import COMPILE_CACHES, client_error, given_spec
 
 try:  # pragma: no cover - depends on vLLM being installed
     from vllm.v1.sample.logits_processor import LogitsProcessor as _V1
@@ -204,23 +204,25 @@ class CallmaskLogitsProcessor(*_BASES):  # type: ignore[misc]
 
     @classmethod
     def validate_params(cls, sampling_params: Any) -> None:
-        """Refuses (``ValueError``: HTTP 400 in the OpenAI server) a malformed spec, a grammar
-        that does not compile, and ``min_tokens`` on a constrained request."""
+        """Refuses at admission (HTTP 400 in the OpenAI server, ``param`` naming the tool and
+        schema path: :func:`callmask.vllm._spec.client_error`) a malformed spec, a grammar that
+        does not compile, and ``min_tokens`` on a constrained request. callmask's own faults
+        stay what they are (HTTP 500)."""
+        spec = given_spec(sampling_params)
+        if spec is None:
+            return
+        if (getattr(sampling_params, "min_tokens", 0) or 0) > 0:
+            raise ValueError(
+                "callmask: min_tokens is not supported on a callmask-constrained request (the "
+                "grammar decides where the output may end)"
+            )
         try:
-            spec = given_spec(sampling_params)
-            if spec is None:
-                return
-            if (getattr(sampling_params, "min_tokens", 0) or 0) > 0:
-                raise ValueError(
-                    "min_tokens is not supported on a callmask-constrained request (the grammar "
-                    "decides where the output may end)"
-                )
             key = spec_key(spec)
             if not _VALIDATED.seen(key):
                 grammar_from_spec(spec, caches=COMPILE_CACHES)
                 _VALIDATED.add(key)
         except Exception as e:
-            raise ValueError(f"callmask: {e}") from e
+            raise client_error(e) from e
 
     def __init__(self, vllm_config: Any, device_or_states: Any = None, is_pin_memory: bool = False):
         # V2 passes a LogitsProcRequestState (it has the token history); V1 a device.

@@ -43,8 +43,8 @@ import os
 from typing import Any, Optional, Sequence
 
 from .._callmask import CallmaskError, Grammar, StreamParser, Vocab
-from .._common import grammar_from_spec
-from ._spec import COMPILE_CACHES, EXTRA_ARGS_KEY
+from .._common import AutomatonCache, check_budget, grammar_from_spec
+from ._spec import COMPILE_CACHES, EXTRA_ARGS_KEY, client_error
 
 try:  # pragma: no cover - depends on vLLM being installed
     from vllm.entrypoints.generate.base.protocol import (
@@ -108,6 +108,21 @@ def detect_dialect(tokenizer: Any) -> str:
     return found
 
 
+ADMISSION_AUTOMATA: dict = {}
+"""Per served tokenizer (by id), the :class:`callmask._common.AutomatonCache` that the
+admission check of ``required`` and named requests compiles into."""
+
+
+def admission_automata(tokenizer: Any) -> AutomatonCache:
+    """The admission check's automaton cache for ``tokenizer`` (its vocabulary read once)."""
+    key = id(tokenizer)
+    cache = ADMISSION_AUTOMATA.get(key)
+    if cache is None:
+        cache = AutomatonCache(Vocab.from_hf(tokenizer), size=32, caches=COMPILE_CACHES)
+        ADMISSION_AUTOMATA[key] = cache
+    return cache
+
+
 class CallmaskToolParser(ToolParser):  # type: ignore[misc,valid-type]
     """vLLM tool parser over callmask (see the module doc). ``dialect`` None: detected."""
 
@@ -148,19 +163,40 @@ class CallmaskToolParser(ToolParser):  # type: ignore[misc,valid-type]
         }
 
     def adjust_request(self, request: Any) -> Any:
-        """Constrains a tool request with callmask (see the module doc)."""
-        spec = self.spec_for(request)
-        if spec is None:
-            return request
-        self._grammar = grammar_from_spec(
-            spec, caches=COMPILE_CACHES
-        )  # refuses bad tools here: HTTP 400
+        """Constrains a tool request with callmask (see the module doc). Refuses, with HTTP 400
+        naming the cause (:func:`callmask.vllm._spec.client_error`), tools that do not compile
+        and a ``required`` or named ``tool_choice`` whose ``max_tokens`` is below the tokens of
+        the shortest call (:meth:`admission_check`)."""
+        try:
+            spec = self.spec_for(request)
+            if spec is None:
+                return request
+            self._grammar = grammar_from_spec(spec, caches=COMPILE_CACHES)
+            self.admission_check(spec, request)
+        except Exception as e:
+            raise client_error(e) from e
         xargs = dict(getattr(request, "vllm_xargs", None) or {})
         xargs[EXTRA_ARGS_KEY] = json.dumps(spec)
         request.vllm_xargs = xargs
         if hasattr(request, "skip_special_tokens"):
             request.skip_special_tokens = False
         return request
+
+    def admission_check(self, spec: dict, request: Any) -> None:
+        """``BudgetError`` when the request demands a call (``tool_choice`` required or named)
+        and its ``max_tokens`` (or ``max_completion_tokens``) leaves no room for the shortest
+        one, end-of-generation token included: vLLM would otherwise answer HTTP 200 with no
+        call. Compiles the tool set over the served vocabulary in this process (cached by
+        spec, :data:`ADMISSION_AUTOMATA`); requests without a budget or with ``auto`` are not
+        compiled here."""
+        if spec["tool_choice"] == "auto":
+            return
+        budget = getattr(request, "max_completion_tokens", None)
+        if budget is None:
+            budget = getattr(request, "max_tokens", None)
+        if budget is None:
+            return
+        check_budget(admission_automata(self.model_tokenizer).get(spec), budget)
 
     def _grammar_for(self, request: Any) -> Optional[Grammar]:
         if self._grammar is None:
