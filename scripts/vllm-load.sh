@@ -39,13 +39,16 @@ model=$CALLMASK_CACHE/models/tiny-qwen3
 [ -f "$model/model.safetensors" ] || "$py" scripts/engines/make_tiny_qwen3.py "$CALLMASK_CACHE/tokenizers/qwen3-3.7.2" "$model"
 
 export VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-4}
+# The costly tool sets' prompts run to ~40k tokens: a context past the random model's 4,096
+# positions (its outputs are random either way).
+export VLLM_ALLOW_LONG_MAX_MODEL_LEN=1
 export PYTHONUNBUFFERED=1
 log=$CALLMASK_CACHE/vllm-load-serve.log
 plugin=$("$py" -m callmask.vllm --plugin-path)
 # The server's own module (vllm-cpu's `vllm serve` CLI exits looking for a `vllm` distribution;
 # see scripts/vllm-e2e.sh).
 "$py" -m vllm.entrypoints.launchers.api_server.entry --model "$model" --host 127.0.0.1 \
-  --port "$port" --enable-auto-tool-choice --max-model-len 2048 --max-num-seqs "$seqs" \
+  --port "$port" --enable-auto-tool-choice --max-model-len 65536 --max-num-seqs "$seqs" \
   --enforce-eager --dtype float32 --gpu-memory-utilization 0.3 \
   --logits-processors callmask.vllm:CallmaskLogitsProcessor \
   --tool-parser-plugin "$plugin" --tool-call-parser callmask >"$log" 2>&1 &

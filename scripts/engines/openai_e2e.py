@@ -106,7 +106,9 @@ def post_chat(base: str, body: dict, timeout: float) -> tuple:
 
 
 def check_calls(req: dict, calls: list) -> str | None:
-    """None when the calls are what the request allows, else why not."""
+    """None when the calls are what the request allows (a call where tool_choice demands one,
+    only the named function, one call without parallel calls, no call repeated: callmask ends
+    the list where one would repeat, arguments valid against the schema), else why not."""
     import jsonschema
 
     choice = req["tool_choice"]
@@ -116,6 +118,15 @@ def check_calls(req: dict, calls: list) -> str | None:
         return f"{len(calls)} calls with tool_choice none"
     if not req["parallel_tool_calls"] and len(calls) > 1:
         return f"{len(calls)} calls with parallel_tool_calls false"
+    seen = []
+    for c in calls:
+        try:
+            key = (c["function"]["name"], json.loads(c["function"]["arguments"]))
+        except ValueError:
+            key = (c["function"]["name"], c["function"]["arguments"])
+        if key in seen:
+            return f"a repeated call of {key[0]} (callmask's default ends the list there)"
+        seen.append(key)
     for c in calls:
         name = c["function"]["name"]
         if isinstance(choice, dict) and name != choice["function"]["name"]:

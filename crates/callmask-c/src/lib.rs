@@ -382,6 +382,24 @@ pub extern "C" fn callmask_status_name(status: CallmaskStatus) -> *const c_char 
     s.as_ptr()
 }
 
+/// True when a status is the request's own fault (a server answers it with HTTP 400: bad JSON,
+/// tools, options, dialect or schema, a limit the request's tools exceed, a budget too small
+/// for the output it demands); false for success and for the server's own faults (HTTP 500).
+#[no_mangle]
+pub extern "C" fn callmask_status_is_request_fault(status: CallmaskStatus) -> bool {
+    use CallmaskStatus as S;
+    matches!(
+        status,
+        S::Json
+            | S::InvalidOptions
+            | S::InvalidTools
+            | S::Dialect
+            | S::Schema
+            | S::Limit
+            | S::Budget
+    )
+}
+
 /// Frees a string callmask returned through a `char **` (NULL is ignored).
 ///
 /// # Safety

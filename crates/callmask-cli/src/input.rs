@@ -90,8 +90,9 @@ fn options_json(args: &GrammarArgs) -> Result<Value, BadInput> {
         Some(text) => {
             let value = match text.strip_prefix('@') {
                 Some(path) => read_json(Path::new(path))?,
-                None => callmask::parse_json(text)
-                    .map_err(|e| BadInput(format!("--options: {e}")))?,
+                None => {
+                    callmask::parse_json(text).map_err(|e| BadInput(format!("--options: {e}")))?
+                }
             };
             match value {
                 Value::Object(map) => map,

@@ -145,9 +145,7 @@ fn exception_for(e: Error) -> PyErr {
         | Error::UnsupportedFormat { .. } => DialectError::new_err(msg),
         Error::Parse(_) => ParseError::new_err(msg),
         Error::Vocab(_) | Error::Io { .. } | Error::Fetch(_) => VocabError::new_err(msg),
-        Error::BudgetTooSmall { .. } | Error::BudgetUnsupported { .. } => {
-            BudgetError::new_err(msg)
-        }
+        Error::BudgetTooSmall { .. } | Error::BudgetUnsupported { .. } => BudgetError::new_err(msg),
         _ => CallmaskError::new_err(msg),
     }
 }

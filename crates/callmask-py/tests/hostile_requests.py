@@ -111,7 +111,7 @@ message must contain (``says``) and the ``param`` it names."""
 def big_enum(n: int = 5000, tag: str = "") -> list:
     """A valid but costly tool: one parameter with an ``n``-value enum (``tag`` makes each
     tool set distinct, so no compile cache serves it)."""
-    return one_tool({"type": "string", "enum": [f"value-{tag}{i:05d}" for i in range(n)]}, "pick")
+    return one_tool({"type": "string", "enum": [f"{tag}{i:04d}" for i in range(n)]}, "pick")
 
 
 def many_tools(n: int = 300, tag: str = "") -> list:

@@ -68,7 +68,16 @@ mod tests {
         assert!(serde_json::from_str::<Value>(&nested(MAX_JSON_DEPTH + 1)).is_err());
         assert!(parse_json(&nested(MAX_JSON_DEPTH)).is_ok());
         let e = parse_json(&nested(MAX_JSON_DEPTH + 1)).unwrap_err();
-        assert!(matches!(e, Error::LimitExceeded { limit: MAX_JSON_DEPTH, .. }), "{e}");
+        assert!(
+            matches!(
+                e,
+                Error::LimitExceeded {
+                    limit: MAX_JSON_DEPTH,
+                    ..
+                }
+            ),
+            "{e}"
+        );
         assert!(e.to_string().contains("JSON nesting depth"), "{e}");
     }
 

@@ -118,10 +118,10 @@ pub use dialect::{
     StructuralTagOptions, ToolChoice, DEFAULT_REQUIRED_TEXT_CHARS,
 };
 pub use error::{Error, Fault, Rejection, Result};
-pub use json_text::{parse_json, MAX_JSON_DEPTH};
 pub use grammar::{
     ArgEncoding, CompileOptions, DistinctCalls, Grammar, SchemaRegistry, Whitespace,
 };
+pub use json_text::{parse_json, MAX_JSON_DEPTH};
 pub use mask::{Matcher, TokenAutomaton, TokenMask};
 pub use parse::{Event, Parsed, StreamParser};
 pub use prompt::{render, PromptOptions};

@@ -357,7 +357,11 @@ impl<'o> GrammarBuilder<'o> {
                 what: "states in one lexeme automaton",
                 limit: self.opts.max_lexeme_states,
                 option: "max_lexeme_states",
-                path: if path.is_empty() { String::new() } else { ptr(path) },
+                path: if path.is_empty() {
+                    String::new()
+                } else {
+                    ptr(path)
+                },
             },
             DfaError::Regex(message) => Error::InvalidPattern {
                 pattern: pattern.into(),

@@ -105,7 +105,10 @@ pub(super) fn pattern_syntax_error(body: &str, written: &str) -> Option<String> 
     };
     // Positions are the translation's; they are the user's where it changed nothing.
     if body == written && offset != usize::MAX {
-        Some(format!("{kind} at character {}", body[..offset].chars().count()))
+        Some(format!(
+            "{kind} at character {}",
+            body[..offset].chars().count()
+        ))
     } else {
         Some(kind)
     }

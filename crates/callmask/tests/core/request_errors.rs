@@ -41,7 +41,11 @@ fn unknown_type_names_tool_and_path() {
 #[test]
 fn missing_ref_names_tool_and_path() {
     let e = refusal(json!({"$ref": "#/$defs/missing"}));
-    assert_request_fault(&e, "tools[f].parameters#/properties/a", &["#/$defs/missing"]);
+    assert_request_fault(
+        &e,
+        "tools[f].parameters#/properties/a",
+        &["#/$defs/missing"],
+    );
 }
 
 #[test]
@@ -85,7 +89,11 @@ fn lookaround_is_named() {
 #[test]
 fn backreference_is_named() {
     let e = refusal(json!({"type": "string", "pattern": r"^(a)\1$"}));
-    assert_request_fault(&e, "tools[f].parameters#/properties/a", &["backreference `\\1`"]);
+    assert_request_fault(
+        &e,
+        "tools[f].parameters#/properties/a",
+        &["backreference `\\1`"],
+    );
 }
 
 #[test]
@@ -95,7 +103,11 @@ fn lexeme_limit_names_property_and_option() {
     assert_request_fault(
         &e,
         "tools[f].parameters#/properties/a",
-        &["states in one lexeme automaton", "max_lexeme_states", "at f: #/properties/a"],
+        &[
+            "states in one lexeme automaton",
+            "max_lexeme_states",
+            "at f: #/properties/a",
+        ],
     );
 }
 
@@ -108,7 +120,11 @@ fn deep_nesting_is_a_named_limit_not_a_json_error() {
         matches!(e, Error::LimitExceeded { limit, .. } if limit == MAX_JSON_DEPTH),
         "{e}"
     );
-    assert_request_fault(&e, "tools", &["JSON nesting depth", &MAX_JSON_DEPTH.to_string()]);
+    assert_request_fault(
+        &e,
+        "tools",
+        &["JSON nesting depth", &MAX_JSON_DEPTH.to_string()],
+    );
     assert!(!e.to_string().contains("recursion limit"), "{e}");
 }
 

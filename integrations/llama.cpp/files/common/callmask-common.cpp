@@ -42,6 +42,15 @@ std::string last_error(CallmaskStatus status) {
     return std::string("callmask (") + callmask_status_name(status) + "): " + (msg ? msg : "unknown failure");
 }
 
+// The request's own faults (callmask_status_is_request_fault) as std::invalid_argument, which
+// llama-server answers with HTTP 400; the server's own as std::runtime_error.
+[[noreturn]] void throw_status(CallmaskStatus status) {
+    if (callmask_status_is_request_fault(status)) {
+        throw std::invalid_argument(last_error(status));
+    }
+    throw std::runtime_error(last_error(status));
+}
+
 // The JSON object after the prefix.
 json spec_of(const std::string & grammar) {
     if (!common_callmask_is_grammar(grammar)) {
@@ -120,7 +129,7 @@ grammar_ptr compile(const json & spec) {
         }
     }
     if (status != CALLMASK_STATUS_OK) {
-        throw std::invalid_argument(last_error(status));
+        throw_status(status);
     }
     return grammar_ptr(g, grammar_deleter());
 }
@@ -300,7 +309,7 @@ std::string common_callmask_tools_prompt(const std::string & dialect, const std:
     char *      text = nullptr;
     const CallmaskStatus status = callmask_tools_instructions(name.empty() ? nullptr : name.c_str(), tools_json.c_str(), &text);
     if (status != CALLMASK_STATUS_OK) {
-        throw std::invalid_argument(last_error(status));
+        throw_status(status);
     }
     return std::string(string_ptr(text).get());
 }

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The first GPU run, prepared (scripts/engines/gpu_check.py: the CUDA apply against a CPU
+# reference, the apply alone at batches 1-4,096, transformers generate with callmask's processor
+# on a random-weight Qwen3-shaped model over the real Qwen3 vocabulary). Three ways:
+#
+#   scripts/gpu-check.sh             # here: builds what travels into target/gpu-carry/ (the abi3
+#                                    # wheel, Qwen3's tokenizer.json) and prints the device command
+#   scripts/gpu-check.sh --device    # on the GPU machine (one command, under 8 minutes): installs
+#                                    # the carried wheel without network, runs the check, writes
+#                                    # $OUT/gpu-check.json (and its log beside it)
+#   scripts/gpu-check.sh --dry-run   # here: the same steps on the CPU at small sizes, with a
+#                                    # Python that has torch and transformers (CALLMASK_GPU_PY,
+#                                    # else the vLLM venv's: scripts/vllm-setup.sh)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+export CALLMASK_CACHE=${CALLMASK_CACHE:-$root/.cache}
+carry=target/gpu-carry
+mode=${1:-prepare}
+
+case "$mode" in
+prepare)
+  scripts/fetch-data.sh tokenizers
+  rm -rf "$carry" && mkdir -p "$carry"
+  py=$(scripts/python-setup.sh --print-python 2>/dev/null || true)
+  maturin=$(dirname "${py:-/nonexistent}")/maturin
+  [ -x "$maturin" ] || maturin=maturin
+  "$maturin" build --release --quiet -m crates/callmask-py/Cargo.toml -o "$carry"
+  cp "$CALLMASK_CACHE/tokenizers/qwen3-3.7.2/tokenizer.json" "$carry/qwen3-tokenizer.json"
+  du -sh "$carry" >&2
+  echo "device command (the run tool, carry [\"$carry\"], timeout_s 540):" >&2
+  echo "  bash scripts/gpu-check.sh --device"
+  ;;
+--device)
+  out=${OUT:-target/gpu-out}
+  mkdir -p "$out"
+  site=$(mktemp -d)
+  python -m pip install --quiet --no-deps --no-index --target "$site" "$carry"/callmask-*.whl
+  export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+  nvidia-smi > "$out/nvidia-smi.txt" 2>&1 || true
+  timeout 470 python scripts/engines/gpu_check.py --tokenizer "$carry/qwen3-tokenizer.json" \
+    --out "$out/gpu-check.json" 2>&1 | tee "$out/gpu-check.log"
+  ;;
+--dry-run)
+  scripts/fetch-data.sh tokenizers
+  py=${CALLMASK_GPU_PY:-}
+  if [ -z "$py" ]; then
+    scripts/vllm-setup.sh
+    py=$(scripts/vllm-setup.sh --print-python)
+    venv_bin=$(dirname "$py")
+    rm -rf target/wheels-gpu-dry
+    "$venv_bin/maturin" build --release --quiet -m crates/callmask-py/Cargo.toml -o target/wheels-gpu-dry
+    "$py" -m pip install --quiet --no-deps --force-reinstall target/wheels-gpu-dry/callmask-*.whl
+  fi
+  mkdir -p target
+  "$py" scripts/engines/gpu_check.py --dry-run \
+    --tokenizer "$CALLMASK_CACHE/tokenizers/qwen3-3.7.2/tokenizer.json" --out target/gpu-check-dry.json
+  ;;
+*)
+  echo "usage: scripts/gpu-check.sh [--device | --dry-run]" >&2
+  exit 2
+  ;;
+esac
