@@ -69,7 +69,9 @@ def make_tools(n: int, tag: str) -> List[dict]:
 # -- 1. correctness ----------------------------------------------------------------------------
 
 
-def reference(logits: Any, bitmask: Any, indices: Optional[List[int]], rows: Optional[List[int]]) -> Any:
+def reference(
+    logits: Any, bitmask: Any, indices: Optional[List[int]], rows: Optional[List[int]]
+) -> Any:
     """The masked logits computed on the CPU with numpy (the bitmask unpacked bit by bit)."""
     import numpy as np
     import torch
@@ -109,13 +111,17 @@ def check_apply(device: str, dry: bool) -> List[dict]:
                 rows = 7
                 logits = torch.randn(rows, width, generator=gen).to(dtype)
                 words = (vocab + 31) // 32
-                bitmask = torch.randint(-(2**31), 2**31 - 1, (rows, words), generator=gen, dtype=torch.int64).to(torch.int32)
+                bitmask = torch.randint(
+                    -(2**31), 2**31 - 1, (rows, words), generator=gen, dtype=torch.int64
+                ).to(torch.int32)
                 indices = None if shape == "full" else [0, 2, 5]
                 brows = [1, 0, 2] if shape == "compact" else None
                 want = reference(logits, bitmask, indices, brows)
                 got = logits.to(device)
                 if device != "cpu":
-                    cb.apply_token_bitmask_inplace(got, bitmask.to(device), indices, bitmask_rows=brows)
+                    cb.apply_token_bitmask_inplace(
+                        got, bitmask.to(device), indices, bitmask_rows=brows
+                    )
                 else:
                     cb.apply_token_bitmask_inplace(got, bitmask, indices, bitmask_rows=brows)
                 got = got.to("cpu", torch.float32).numpy()
@@ -171,7 +177,9 @@ def bench_apply(device: str, dry: bool) -> List[dict]:
             bitmask = torch.full((batch, (width + 31) // 32), -1, dtype=torch.int32)
             bitmask[:, ::3] = 0
             bm = bitmask.to(device)
-            s = time_device(lambda: cb.apply_token_bitmask_inplace(logits, bm), device, 5 if dry else 50)
+            s = time_device(
+                lambda: cb.apply_token_bitmask_inplace(logits, bm), device, 5 if dry else 50
+            )
             out.append({"way": way, "batch": batch, "width": width, "us": round(s * 1e6, 2)})
             print(f"apply {way:<20} batch {batch:>5}: {s * 1e6:9.1f} us", flush=True)
     cb._KERNEL = saved
@@ -204,7 +212,12 @@ class Timed:
 
 def bench_generate(device: str, dry: bool, tokenizer_json: str) -> List[dict]:
     import torch
-    from transformers import LogitsProcessorList, PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
+    from transformers import (
+        LogitsProcessorList,
+        PreTrainedTokenizerFast,
+        Qwen3Config,
+        Qwen3ForCausalLM,
+    )
 
     import callmask
     from callmask.transformers import CallmaskLogitsProcessor
@@ -226,7 +239,9 @@ def bench_generate(device: str, dry: bool, tokenizer_json: str) -> List[dict]:
     )
     torch.manual_seed(0)
     model = Qwen3ForCausalLM(cfg).to(device=device, dtype=dtype).eval()
-    prompt = tok("<|im_start|>user\nWhat's the weather in Paris?<|im_end|>\n<|im_start|>assistant\n")["input_ids"]
+    prompt = tok(
+        "<|im_start|>user\nWhat's the weather in Paris?<|im_end|>\n<|im_start|>assistant\n"
+    )["input_ids"]
     batches = [1, 2] if dry else [1, 16, 64, 256]
     new_tokens = 64 if dry else 96
     configs = [("unconstrained", 0, None)] + [
@@ -241,13 +256,20 @@ def bench_generate(device: str, dry: bool, tokenizer_json: str) -> List[dict]:
             for first in (True, False):
                 if n_tools == 0 and first:
                     continue
-                tag = f"t{batch}{n_tools}{choice}{int(time.time() * 1000) % 100000}" if first else "shared"
+                tag = (
+                    f"t{batch}{n_tools}{choice}{int(time.time() * 1000) % 100000}"
+                    if first
+                    else "shared"
+                )
                 procs = LogitsProcessorList()
                 timed = None
                 t0 = time.perf_counter()
                 if n_tools:
                     grammar = callmask.Grammar.from_dialect(
-                        "hermes", make_tools(n_tools, tag), tool_choice=choice, parallel_tool_calls=False
+                        "hermes",
+                        make_tools(n_tools, tag),
+                        tool_choice=choice,
+                        parallel_tool_calls=False,
                     )
                     automaton = callmask.TokenAutomaton(grammar, vocab)
                     timed = Timed(CallmaskLogitsProcessor(automaton, new_tokens), device)
@@ -310,7 +332,9 @@ def main() -> None:
 
     device = "cpu" if args.dry_run or not torch.cuda.is_available() else "cuda"
     results: Dict[str, Any] = {
-        "device": torch.cuda.get_device_name(0) if device == "cuda" else platform.processor() or "cpu",
+        "device": (
+            torch.cuda.get_device_name(0) if device == "cuda" else platform.processor() or "cpu"
+        ),
         "dry_run": args.dry_run,
         "torch": torch.__version__,
         "callmask": _version("callmask"),
@@ -320,7 +344,10 @@ def main() -> None:
     t0 = time.perf_counter()
     results["correctness"] = check_apply(device, args.dry_run)
     bad = [r for r in results["correctness"] if not r["ok"]]
-    print(f"correctness: {len(results['correctness']) - len(bad)} of {len(results['correctness'])} ok", flush=True)
+    print(
+        f"correctness: {len(results['correctness']) - len(bad)} of {len(results['correctness'])} ok",
+        flush=True,
+    )
     results["apply"] = bench_apply(device, args.dry_run)
     if not args.skip_generate:
         results["generate"] = bench_generate(device, args.dry_run, args.tokenizer)

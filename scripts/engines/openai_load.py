@@ -166,7 +166,10 @@ class Load:
                         c["function"]["name"] += tc.function.name or ""
                         c["function"]["arguments"] += tc.function.arguments or ""
                 finish = ch.finish_reason or finish
-        message = {"content": "".join(content) or None, "tool_calls": [calls[k] for k in sorted(calls)]}
+        message = {
+            "content": "".join(content) or None,
+            "tool_calls": [calls[k] for k in sorted(calls)],
+        }
         return message, finish, used
 
     async def disconnect(self, r: dict, seed: int) -> None:
@@ -227,7 +230,10 @@ def distinct_request(i: int, rng: random.Random) -> dict:
                 "name": f"lookup_{tag}",
                 "parameters": {
                     "type": "object",
-                    "properties": {"key": {"enum": [f"k{tag}", f"j{tag}"]}, "n": {"type": "integer"}},
+                    "properties": {
+                        "key": {"enum": [f"k{tag}", f"j{tag}"]},
+                        "n": {"type": "integer"},
+                    },
                     "required": ["key"],
                 },
             },
@@ -291,7 +297,9 @@ async def run(args: argparse.Namespace) -> dict:
     loaded = await phase("with_costly_compiles", args.pathological)
     ratio = percentile(loaded, 95) / max(percentile(prompts_only, 95), 1e-9)
     summary["p95_ratio"] = round(ratio, 3)
-    summary["p95_ratio_to_baseline"] = round(percentile(loaded, 95) / max(percentile(base, 95), 1e-9), 3)
+    summary["p95_ratio_to_baseline"] = round(
+        percentile(loaded, 95) / max(percentile(base, 95), 1e-9), 3
+    )
     print(
         f"p95 with costly compiles in flight / the same prompts unconstrained: {ratio:.2f} "
         f"(/ baseline without them: {summary['p95_ratio_to_baseline']:.2f})",
@@ -300,7 +308,10 @@ async def run(args: argparse.Namespace) -> dict:
 
     t0 = time.perf_counter()
     await asyncio.gather(
-        *(load.disconnect({**r, "stream": True}, k) for k, r in enumerate(reqs[: args.disconnects])),
+        *(
+            load.disconnect({**r, "stream": True}, k)
+            for k, r in enumerate(reqs[: args.disconnects])
+        ),
         return_exceptions=True,
     )
     summary["disconnects"] = {"requests": args.disconnects, "s": round(time.perf_counter() - t0, 2)}
@@ -323,7 +334,11 @@ async def run(args: argparse.Namespace) -> dict:
             f"{'ok' if why is None else 'FAIL: ' + why}  {a['message'][:160]!r}",
             flush=True,
         )
-    summary["hostile"] = {"requests": len(HOSTILE), "refused_with_cause": hostile_ok, "answers": answers}
+    summary["hostile"] = {
+        "requests": len(HOSTILE),
+        "refused_with_cause": hostile_ok,
+        "answers": answers,
+    }
 
     if args.distinct:
         rng = random.Random(args.seed)

@@ -137,6 +137,11 @@ enum CallmaskStatus callmask_record_error(enum CallmaskStatus status, const char
 // The name of a status, e.g. `"token_forbidden"` (a static string).
 const char *callmask_status_name(enum CallmaskStatus status);
 
+// True when a status is the request's own fault (a server answers it with HTTP 400: bad JSON,
+// tools, options, dialect or schema, a limit the request's tools exceed, a budget too small
+// for the output it demands); false for success and for the server's own faults (HTTP 500).
+bool callmask_status_is_request_fault(enum CallmaskStatus status);
+
 // Frees a string callmask returned through a `char **` (NULL is ignored).
 //
 // # Safety

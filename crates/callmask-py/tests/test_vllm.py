@@ -609,7 +609,9 @@ def test_hostile_requests_are_refused_at_admission_naming_the_cause(qwen_vocab, 
     )
     cls(tokenizer, ok.tools).adjust_request(ok)
     assert "callmask" in ok.vllm_xargs
-    auto = SimpleNamespace(**{**vars(ok), "tool_choice": "auto", "max_tokens": 2, "vllm_xargs": None})
+    auto = SimpleNamespace(
+        **{**vars(ok), "tool_choice": "auto", "max_tokens": 2, "vllm_xargs": None}
+    )
     cls(tokenizer, auto.tools).adjust_request(auto)
     assert "callmask" in auto.vllm_xargs
 
