@@ -10,7 +10,7 @@
 #                                    # $OUT/gpu-check.json (and its log beside it)
 #   scripts/gpu-check.sh --dry-run   # here: the same steps on the CPU at small sizes, with a
 #                                    # Python that has torch and transformers (CALLMASK_GPU_PY,
-#                                    # else the vLLM venv's: scripts/vllm-setup.sh)
+#                                    # else the vLLM venv's: scripts/vllm-prepare.sh)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -45,12 +45,7 @@ prepare)
   scripts/fetch-data.sh tokenizers
   py=${CALLMASK_GPU_PY:-}
   if [ -z "$py" ]; then
-    scripts/vllm-setup.sh
-    py=$(scripts/vllm-setup.sh --print-python)
-    venv_bin=$(dirname "$py")
-    rm -rf target/wheels-gpu-dry
-    "$venv_bin/maturin" build --release --quiet -m crates/callmask-py/Cargo.toml -o target/wheels-gpu-dry
-    "$py" -m pip install --quiet --no-deps --force-reinstall target/wheels-gpu-dry/callmask-*.whl
+    py=$(scripts/vllm-prepare.sh)
   fi
   mkdir -p target
   "$py" scripts/engines/gpu_check.py --dry-run \

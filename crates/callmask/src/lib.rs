@@ -49,7 +49,7 @@
 //!
 //! | layer | modules | what they hold |
 //! |---|---|---|
-//! | 0 | `error`, [`python`], `cache`, `setters` | the typed [`Error`]; Python literal spelling; [`Caches`]; options' builder setters |
+//! | 0 | `error`, `json_text`, [`python`], `cache`, `setters` | the typed [`Error`]; JSON text read with a nesting limit ([`parse_json`]); Python literal spelling; [`Caches`]; options' builder setters |
 //! | 1 | `tools`, [`vocab`] | OpenAI tool shapes; token bytes, special and end tokens |
 //! | 2 | `grammar` | the grammar IR, its lexeme DFAs and the one `GrammarBuilder` |
 //! | 3 | `schema`, `automaton` | JSON Schema → grammar; byte-level matching over a grammar |

@@ -8,6 +8,7 @@ use std::path::Path;
 /// Keep in step with the table in `src/lib.rs`.
 const LAYERS: &[(&str, u8)] = &[
     ("error", 0),
+    ("json_text", 0),
     ("python", 0),
     ("cache", 0),
     ("setters", 0),
