@@ -200,7 +200,7 @@ fn check_bad_input_exits_2() {
                 "--tokenizer",
                 &tok,
             ],
-            "recursion limit",
+            "JSON nesting depth",
         ),
         (
             vec![
