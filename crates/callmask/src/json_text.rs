@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// The deepest nesting of arrays and objects accepted in JSON text (serde_json's own limit).
 pub const MAX_JSON_DEPTH: usize = 127;

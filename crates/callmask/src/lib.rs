@@ -49,13 +49,14 @@
 //!
 //! | layer | modules | what they hold |
 //! |---|---|---|
-//! | 0 | `error`, `json_text`, [`python`], `cache`, `setters` | the typed [`Error`]; JSON text read with a nesting limit ([`parse_json`]); Python literal spelling; [`Caches`]; options' builder setters |
-//! | 1 | `tools`, [`vocab`] | OpenAI tool shapes; token bytes, special and end tokens |
-//! | 2 | `grammar` | the grammar IR, its lexeme DFAs and the one `GrammarBuilder` |
-//! | 3 | `schema`, `automaton` | JSON Schema → grammar; byte-level matching over a grammar |
-//! | 4 | `dialect`, [`parse`], [`prompt`] | dialect files → grammar; text → calls; prompts |
-//! | 5 | [`mask`] | token masks and matchers (the distinct-calls rule reads calls with the parser) |
-//! | 6 | [`fuzz`] (feature `fuzz`) | random complete outputs, validated independently |
+//! | 0 | `error`, [`python`], `cache`, `setters` | the typed [`Error`]; Python literal spelling; [`Caches`]; options' builder setters |
+//! | 1 | `json_text` | JSON text read with a nesting limit of its own ([`parse_json`]) |
+//! | 2 | `tools`, [`vocab`] | OpenAI tool shapes; token bytes, special and end tokens |
+//! | 3 | `grammar` | the grammar IR, its lexeme DFAs and the one `GrammarBuilder` |
+//! | 4 | `schema`, `automaton` | JSON Schema → grammar; byte-level matching over a grammar |
+//! | 5 | `dialect`, [`parse`], [`prompt`] | dialect files → grammar; text → calls; prompts |
+//! | 6 | [`mask`] | token masks and matchers (the distinct-calls rule reads calls with the parser) |
+//! | 7 | [`fuzz`] (feature `fuzz`) | random complete outputs, validated independently |
 //!
 //! # Where things go
 //!

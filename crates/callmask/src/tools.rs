@@ -122,7 +122,7 @@ impl Tools {
 
     /// Reads tools from JSON text (see [`Tools::from_openai_json`]).
     pub fn from_json_str(text: &str) -> Result<Tools> {
-        Self::from_openai_value(crate::parse_json(text)?)
+        Self::from_openai_value(crate::json_text::parse_json(text)?)
     }
 
     /// The tools, in order.
