@@ -97,6 +97,8 @@ class Load:
         self.model = ""
         self.seed = seed
         self.failures: list = []
+        self.refused_budgets = 0
+        """Requests demanding a call whose max_tokens no call fits, refused 400 (correctly)."""
 
     async def start(self) -> None:
         models = await self.client.models.list()
@@ -125,6 +127,12 @@ class Load:
                 message = choice.message.model_dump()
                 finish, used = choice.finish_reason, resp.usage.completion_tokens
         except self.openai.APIStatusError as e:
+            demands = r["tool_choice"] == "required" or isinstance(r["tool_choice"], dict)
+            if e.status_code == 400 and demands and "too small" in str(e):
+                # The right answer to a budget no call fits (the plan's 40 tokens can be below
+                # the shortest call on some vocabularies): refused at admission, not a 200.
+                self.refused_budgets += 1
+                return None
             self.failures.append(f"{phase}: HTTP {e.status_code}: {str(e)[:300]}")
             return None
         latency = time.perf_counter() - t0
@@ -380,6 +388,7 @@ async def run(args: argparse.Namespace) -> dict:
     summary["memory_end_mib"] = tree_rss_mib(args.server_pid)
     if ratio > args.max_ratio:
         load.failures.append(f"p95 ratio {ratio:.2f} > {args.max_ratio}")
+    summary["refused_budgets"] = load.refused_budgets
     summary["failures"] = load.failures
     return summary
 
