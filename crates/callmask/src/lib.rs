@@ -55,7 +55,7 @@
 //! | 3 | `grammar` | the grammar IR, its lexeme DFAs and the one `GrammarBuilder` |
 //! | 4 | `schema`, `automaton` | JSON Schema → grammar; byte-level matching over a grammar |
 //! | 5 | `dialect`, [`parse`], [`prompt`] | dialect files → grammar; text → calls; prompts |
-//! | 6 | [`mask`] | token masks and matchers (the distinct-calls rule reads calls with the parser) |
+//! | 6 | [`mask`], `derive` | token masks and matchers (the distinct-calls rule reads calls with the parser); dialects derived from chat templates |
 //! | 7 | [`fuzz`] (feature `fuzz`) | random complete outputs, validated independently |
 //!
 //! # Where things go
@@ -97,6 +97,7 @@
 
 mod automaton;
 mod cache;
+mod derive;
 mod dialect;
 mod error;
 mod formats;
@@ -114,6 +115,7 @@ mod tools;
 pub mod vocab;
 
 pub use cache::{CacheStats, Caches, DEFAULT_CACHE_BYTES};
+pub use derive::{derive_dialect, DerivedDialect};
 pub use dialect::{
     Dialect, DialectOptions, DialectSpec, Reasoning, RefusedSpec, StructuralTag,
     StructuralTagOptions, ToolChoice, DEFAULT_REQUIRED_TEXT_CHARS,

@@ -22,6 +22,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("parse", 5),
     ("prompt", 5),
     ("mask", 6),
+    ("derive", 6),
     ("fuzz", 7),
 ];
 

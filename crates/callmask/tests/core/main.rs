@@ -6,6 +6,7 @@
 mod budget;
 mod concurrency;
 mod conformance;
+mod derive;
 mod dialect_cases;
 mod dialects;
 mod distinct_calls;
