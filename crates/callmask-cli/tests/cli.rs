@@ -1070,3 +1070,62 @@ fn a_closed_stderr_ends_quietly() {
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(141));
 }
+
+/// `dialects --from-template` prints a dialect file derived from a chat template that no
+/// built-in dialect matches; the file, used as `--dialect`, reads the template's calls; a
+/// template in no layout callmask knows is refused (exit 2) saying what it writes.
+#[test]
+fn dialects_from_template_derives_a_file_that_parses_the_calls() {
+    let template = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../callmask-py/tests/data/fn_call_template.jinja"
+    );
+    let out = run(&["dialects", "--from-template", template], "");
+    assert_eq!(code(&out), 0, "{}", show(&out));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.contains("@call(") && text.contains("<fn_call>"),
+        "{text}"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("derived: the name, then the arguments as a JSON object"));
+    let dir = std::env::temp_dir().join(format!("callmask-derived-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("derived.gbnf");
+    std::fs::write(&file, &text).unwrap();
+    let call = "Let me look.\n<fn_call>get_current_weather\n{\"location\": \"Paris\"}</fn_call>";
+    let out = run(
+        &[
+            "parse",
+            "--dialect",
+            file.to_str().unwrap(),
+            "--tools",
+            &format!("{EXAMPLES}/tools/weather.json"),
+        ],
+        call,
+    );
+    assert_eq!(code(&out), 0, "{}", show(&out));
+    let parsed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        parsed["tool_calls"][0]["function"]["name"],
+        "get_current_weather"
+    );
+    assert_eq!(parsed["text"], "Let me look.");
+    // Arguments as `key IS value` text: no builtin writes them.
+    let odd = dir.join("odd.jinja");
+    std::fs::write(
+        &odd,
+        "{% for m in messages %}{% for c in m.tool_calls %}CALL {{ c.function.name }} WITH \
+         {% for k, v in c.function.arguments.items() %}{{ k }} IS {{ v }}; {% endfor %}\
+         {% endfor %}{{ m.content }}{% endfor %}",
+    )
+    .unwrap();
+    let out = run(&["dialects", "--from-template", odd.to_str().unwrap()], "");
+    assert_eq!(code(&out), 2, "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no layout callmask knows"),
+        "{}",
+        show(&out)
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

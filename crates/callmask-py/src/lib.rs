@@ -582,6 +582,18 @@ impl PyGrammar {
         Dialect::detect(chat_template, &vocab.v).map_err(err)
     }
 
+    /// A dialect file derived from a chat template (for a model no built-in dialect matches):
+    /// `(text, summary)`, the file in the language of the built-in grammars and one line saying
+    /// what was read from the template; `DialectError` naming what the template writes when
+    /// no layout callmask knows fits it. With `vocab`, markers that are its special tokens are
+    /// written as such.
+    #[staticmethod]
+    #[pyo3(signature = (chat_template, vocab=None))]
+    fn derive_dialect(chat_template: &str, vocab: Option<&PyVocab>) -> PyResult<(String, String)> {
+        let d = callmask::derive_dialect(chat_template, vocab.map(|v| &*v.v)).map_err(err)?;
+        Ok((d.text().to_owned(), d.summary().to_owned()))
+    }
+
     /// The names of the built-in dialects.
     #[staticmethod]
     fn builtin_dialects() -> Vec<&'static str> {

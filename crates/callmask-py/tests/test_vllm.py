@@ -14,7 +14,9 @@ In CI (no vLLM, no torch) the adapters' base classes are plain objects; scripts/
 this file again inside the real vLLM venv and then the real engine."""
 
 import json
+import logging
 import random
+from pathlib import Path
 from types import SimpleNamespace
 
 import callmask
@@ -631,3 +633,105 @@ def test_errors_carry_their_fault_and_param():
     bad = params({"dialect": "hermes", "tools": one_tool({"type": "strng"})}, 10)
     with pytest.raises(_client_error_class(), match="strng"):
         cm_vllm.CallmaskLogitsProcessor.validate_params(bad)
+
+
+DERIVED_TEMPLATE = Path(__file__).parent / "data" / "fn_call_template.jinja"
+"""A chat template written for these tests, in a layout no built-in dialect detects."""
+
+
+def run_alone(proc, vocab, s, budget, rng):
+    """One request through the V1 logits processor, sampling at random among the allowed
+    tokens until it ends; its tokens."""
+    width = len(vocab) + PAD
+    out: list = []
+    added = [(0, params(s, budget, eos_token_id=IM_END, stop_token_ids=[]), [1, 2, 3], out)]
+    proc.update_state(SimpleNamespace(batch_size=1, removed=[], added=added, moved=[]))
+    while not out or out[-1] != IM_END:
+        assert len(out) < budget, "sampling past the budget"
+        logits = np.zeros((1, width), dtype=np.float32)
+        proc.apply(logits)
+        out.append(sample(rng, logits[0]))
+        proc.update_state(None)
+    proc.update_state(SimpleNamespace(batch_size=0, removed=[0], added=[], moved=[]))
+    return out
+
+
+def served_with_derived_dialect(vocab, dialect):
+    """Required, named and auto requests with the dialect (a derived file's path) through the
+    logits processor: each ends within its budget with calls valid for the tools."""
+    proc = cm_vllm.CallmaskLogitsProcessor(config(max_model_len=4096), None, False)
+    rng = random.Random(11)
+    called = 0
+    named = {"type": "function", "function": {"name": "get_user_info"}}
+    for choice, tools in [
+        ("required", "weather.json"),
+        ("required", "travel.json"),
+        (named, "weather.json"),
+        ("auto", "weather.json"),
+        ("auto", "travel.json"),
+    ]:
+        s = {
+            "dialect": dialect,
+            "tools": load_tools(tools),
+            "tool_choice": choice,
+            "parallel_tool_calls": True,
+        }
+        out = run_alone(proc, vocab, s, 120, rng)
+        called += bool(check_output(vocab, s, out, 120)["tool_calls"])
+    assert called >= 3
+
+
+def test_a_template_no_dialect_matches_is_served_with_a_derived_dialect(
+    qwen_vocab, tmp_path, monkeypatch, caplog
+):
+    """No built-in dialect detects the template: the tool parser's fallback derives one,
+    writes it under CALLMASK_DERIVED_DIR and logs it, and the logits processor serves it."""
+    monkeypatch.setenv("CALLMASK_DERIVED_DIR", str(tmp_path))
+    template = DERIVED_TEMPLATE.read_text()
+    with pytest.raises(callmask.DialectError) as detect:
+        callmask.Grammar.detect_dialect(template, qwen_vocab)
+    with caplog.at_level(logging.WARNING, logger="callmask.vllm"):
+        path = cm_vllm.tool_parser.derived_dialect_file(template, qwen_vocab, detect.value)
+    assert Path(path).parent == tmp_path and "<fn_call>" in Path(path).read_text()
+    assert "using a dialect derived from it" in caplog.text and path in caplog.text
+    served_with_derived_dialect(qwen_vocab, path)
+    # A template in no layout callmask knows: both reasons, as a DialectError.
+    odd = "{% for m in messages %}{% for c in m.tool_calls %}CALL {{ c.function.name }} WITH "
+    odd += "{% for k, v in c.function.arguments.items() %}{{ k }} IS {{ v }}; {% endfor %}"
+    odd += "{% endfor %}{{ m.content }}{% endfor %}"
+    with pytest.raises(callmask.DialectError, match="no dialect derives from it"):
+        cm_vllm.tool_parser.derived_dialect_file(odd, qwen_vocab, detect.value)
+
+
+def test_tool_parser_derives_the_dialect_of_an_unknown_template(qwen_vocab, tmp_path, monkeypatch):
+    """vLLM's tool parser on a tokenizer whose chat template no built-in dialect matches: the
+    parser's dialect is the derived file, and a call in the template's layout comes back as
+    tool_calls."""
+    pytest.importorskip("vllm")
+    from transformers import PreTrainedTokenizerFast
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+    from vllm.tool_parsers.abstract_tool_parser import ToolParserManager
+
+    monkeypatch.setenv("CALLMASK_DERIVED_DIR", str(tmp_path))
+    monkeypatch.delenv("CALLMASK_DIALECT", raising=False)
+    cm_vllm.register()
+    tok = PreTrainedTokenizerFast(tokenizer_file=str(TOKENIZERS["qwen3"]))
+    tok.chat_template = DERIVED_TEMPLATE.read_text()
+    req = ChatCompletionRequest(
+        model="m",
+        messages=[{"role": "user", "content": "hi"}],
+        tools=load_tools("weather.json"),
+        tool_choice="required",
+        max_tokens=100,
+    )
+    parser = ToolParserManager.get_tool_parser("callmask")(tok, req.tools)
+    assert Path(parser._dialect).parent == tmp_path
+    req = parser.adjust_request(req)
+    assert json.loads(req.vllm_xargs["callmask"])["dialect"] == parser._dialect
+    out = '<fn_call>get_current_weather\n{"location": "Paris", "unit": "celsius"}</fn_call>'
+    info = parser.extract_tool_calls(out, req)
+    assert info.tools_called and info.tool_calls[0].function.name == "get_current_weather"
+    assert json.loads(info.tool_calls[0].function.arguments) == {
+        "location": "Paris",
+        "unit": "celsius",
+    }

@@ -151,6 +151,12 @@ class Grammar:
     def detect_dialect(chat_template: Optional[str], vocab: Vocab) -> str:
         """The built-in dialect of a model's chat template (``DialectError`` if none)."""
     @staticmethod
+    def derive_dialect(
+        chat_template: str, vocab: Optional[Vocab] = None
+    ) -> Tuple[str, str]:
+        """A dialect file derived from a chat template: ``(text, summary)``
+        (``DialectError`` when no layout callmask knows fits the template)."""
+    @staticmethod
     def builtin_dialects() -> list[str]:
         """The built-in dialect names."""
     def parse(self, text: str, *, recover: bool = False) -> dict[str, Any]:

@@ -9,8 +9,11 @@
         --tool-call-parser callmask --enable-auto-tool-choice
 
 ``--tool-call-parser callmask`` detects the dialect from the model's chat template
-(:meth:`callmask.Grammar.detect_dialect`); ``callmask_<dialect>`` (e.g. ``callmask_hermes``)
-names it, and so does the ``CALLMASK_DIALECT`` environment variable.
+(:meth:`callmask.Grammar.detect_dialect`); where no built-in dialect matches, it derives one
+from the template (:meth:`callmask.Grammar.derive_dialect`), writes it to a file under
+``CALLMASK_DERIVED_DIR`` (default: a ``callmask-derived`` folder in the system's temporary
+folder) and says so in vLLM's log. ``callmask_<dialect>`` (e.g. ``callmask_hermes``) names the
+dialect, and so does the ``CALLMASK_DIALECT`` environment variable (a name or a file path).
 
 What it does per request (vLLM's ``ToolParser`` plugin interface,
 ``vllm/tool_parsers/abstract_tool_parser.py``):
@@ -38,11 +41,14 @@ request, in addition to the engine's token-level compile.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import os
+import tempfile
 from typing import Any, Optional, Sequence
 
-from .._callmask import CallmaskError, Grammar, StreamParser, Vocab
+from .._callmask import CallmaskError, DialectError, Grammar, StreamParser, Vocab
 from .._common import AutomatonCache, check_budget, grammar_from_spec
 from ._spec import COMPILE_CACHES, EXTRA_ARGS_KEY, client_error
 
@@ -57,6 +63,8 @@ try:  # pragma: no cover - depends on vLLM being installed
     )
     from vllm.tool_parsers.abstract_tool_parser import ToolParser, ToolParserManager
 
+    from vllm.logger import init_logger
+
     HAS_VLLM = True
 except Exception:  # vLLM absent: the module still imports (documentation, tests)
     ToolParser = object  # type: ignore[assignment,misc,no-redef]
@@ -67,6 +75,11 @@ PARSER_NAME = "callmask"
 """The tool-call parser name that detects the dialect from the chat template."""
 
 _DETECTED: dict = {}
+
+logger = logging.getLogger("callmask.vllm")
+# vLLM's server prints only its own loggers' records (the `vllm` tree does not propagate to the
+# root logger, which has no handler there): the messages an operator must see go to both.
+server_logger = init_logger("vllm.callmask") if HAS_VLLM else None
 
 
 def _dump(obj: Any) -> Any:
@@ -103,9 +116,43 @@ def detect_dialect(tokenizer: Any) -> str:
         template = getattr(tokenizer, "chat_template", None)
         if isinstance(template, dict):  # several named templates: the tool-use one first
             template = template.get("tool_use") or template.get("default")
-        found = Grammar.detect_dialect(template, Vocab.from_hf(tokenizer))
+        vocab = Vocab.from_hf(tokenizer)
+        try:
+            found = Grammar.detect_dialect(template, vocab)
+        except DialectError as detect_error:
+            if not template:
+                raise
+            found = derived_dialect_file(template, vocab, detect_error)
         _DETECTED[key] = found
     return found
+
+
+def derived_dialect_file(template: str, vocab: Vocab, detect_error: Exception) -> str:
+    """The path of a dialect file derived from ``template`` (written once per template, under
+    ``CALLMASK_DERIVED_DIR``), logged; raises ``DialectError`` with both reasons when the
+    template's layout is one callmask has no builtin for."""
+    try:
+        text, summary = Grammar.derive_dialect(template, vocab)
+    except DialectError as e:
+        raise DialectError(f"{detect_error}; and no dialect derives from it: {e}") from e
+    folder = os.environ.get("CALLMASK_DERIVED_DIR") or os.path.join(
+        tempfile.gettempdir(), "callmask-derived"
+    )
+    os.makedirs(folder, exist_ok=True)
+    digest = hashlib.sha256(template.encode()).hexdigest()[:16]
+    path = os.path.join(folder, f"derived-{digest}.gbnf")
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+    message = (
+        f"callmask: no built-in dialect matches the chat template ({detect_error}); using a "
+        f"dialect derived from it: {summary}; written to {path}"
+    )
+    logger.warning("%s", message)
+    if server_logger is not None:
+        server_logger.warning("%s", message)
+    return path
 
 
 ADMISSION_AUTOMATA: dict = {}
