@@ -364,6 +364,18 @@ enum CallmaskStatus callmask_dialect_detect(const char *chat_template,
                                             const struct CallmaskVocab *vocab,
                                             char **name);
 
+// A dialect file derived from a chat template, for a model no built-in dialect matches
+// (`callmask dialects --from-template`): `*text` (freed with [`callmask_string_free`]) is the
+// file, for [`callmask_grammar_from_dialect_text`]. With `vocab` (NULL: none), markers that
+// are its special tokens are written as such. `CALLMASK_STATUS_DIALECT` (the message says
+// what the template writes) when no layout callmask knows fits the template.
+//
+// # Safety
+// `chat_template` NUL-terminated; `vocab` NULL or live; `text` writable.
+enum CallmaskStatus callmask_dialect_derive(const char *chat_template,
+                                            const struct CallmaskVocab *vocab,
+                                            char **text);
+
 // The tools as a prompt's system message for a chat template that shows none (Gemma 3's): each
 // tool's JSON and, with a built-in `dialect` (NULL: none), an example call written in it, as
 // `callmask generate` adds it. `*text` is freed with [`callmask_string_free`]. Also

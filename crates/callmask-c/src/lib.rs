@@ -1094,6 +1094,36 @@ pub unsafe extern "C" fn callmask_dialect_detect(
     })
 }
 
+/// A dialect file derived from a chat template, for a model no built-in dialect matches
+/// (`callmask dialects --from-template`): `*text` (freed with [`callmask_string_free`]) is the
+/// file, for [`callmask_grammar_from_dialect_text`]. With `vocab` (NULL: none), markers that
+/// are its special tokens are written as such. `CALLMASK_STATUS_DIALECT` (the message says
+/// what the template writes) when no layout callmask knows fits the template.
+///
+/// # Safety
+/// `chat_template` NUL-terminated; `vocab` NULL or live; `text` writable.
+#[no_mangle]
+pub unsafe extern "C" fn callmask_dialect_derive(
+    chat_template: *const c_char,
+    vocab: *const CallmaskVocab,
+    text: *mut *mut c_char,
+) -> CallmaskStatus {
+    guard(None, || {
+        // SAFETY: caller's contract.
+        let (out, template) = unsafe {
+            (
+                out_ptr(text, "text")?,
+                text_arg(chat_template, "chat_template")?,
+            )
+        };
+        // SAFETY: NULL or live (caller's contract).
+        let v = unsafe { vocab.as_ref() };
+        let derived = callmask::derive_dialect(template, v.map(|v| &*v.vocab))?;
+        *out = c_string_out(derived.text().to_owned());
+        Ok(())
+    })
+}
+
 /// The tools as a prompt's system message for a chat template that shows none (Gemma 3's): each
 /// tool's JSON and, with a built-in `dialect` (NULL: none), an example call written in it, as
 /// `callmask generate` adds it. `*text` is freed with [`callmask_string_free`]. Also

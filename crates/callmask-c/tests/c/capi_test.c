@@ -260,6 +260,25 @@ int main(int argc, char **argv) {
                 CALLMASK_STATUS_DIALECT);
   CHECK(dialect == NULL, "detect out cleared on failure");
 
+  /* A dialect derived from a template no built-in dialect detects: it compiles and parses. */
+  const char *fn_template =
+      "{% for m in messages %}{% if m.tool_calls %}{% for c in m.tool_calls %}<fn_call>{{ c.function.name }}\n"
+      "{{ c.function.arguments | tojson }}</fn_call>{% endfor %}{% else %}{{ m.content }}{% endif %}"
+      "{% endfor %}";
+  char *derived = NULL;
+  OK(callmask_dialect_derive(fn_template, vocab, &derived));
+  CHECK(derived && strstr(derived, "<fn_call>") != NULL, "derived: %s", derived ? derived : "(null)");
+  CallmaskGrammar *dg = NULL;
+  OK(callmask_grammar_from_dialect_text(derived, "[{\"name\": \"f\", \"parameters\": {\"type\": \"object\", "
+                                        "\"properties\": {\"a\": {\"type\": \"integer\"}}}}]",
+                                        NULL, NULL, &dg));
+  callmask_grammar_free(dg);
+  callmask_string_free(derived);
+  EXPECT_STATUS(callmask_dialect_derive("{% for m in messages %}{{ m.content }}{% endfor %}", NULL, &derived),
+                CALLMASK_STATUS_DIALECT);
+  CHECK(derived == NULL, "derive out cleared on failure");
+  EXPECT_STATUS(callmask_dialect_derive(NULL, NULL, &derived), CALLMASK_STATUS_NULL_ARGUMENT);
+
   /* Glue code reports its own failures through the same last error. */
   CHECK(callmask_record_error(CALLMASK_STATUS_SAMPLER, "glue failed") == CALLMASK_STATUS_SAMPLER,
         "record_error returns its status");

@@ -239,13 +239,28 @@ std::string common_callmask_resolve_dialect(const llama_vocab * vocab, const std
         vocab_ptr v    = vocab_of(vocab);
         char *    name = nullptr;
         const CallmaskStatus status = callmask_dialect_detect(chat_template.c_str(), v.get(), &name);
-        if (status != CALLMASK_STATUS_OK) {
-            LOG_WRN("%s: %s; requests with tools use llama.cpp's own tool-call grammars "
-                    "(pass --callmask-dialect NAME to use callmask)\n", __func__, last_error(status).c_str());
-            return "";
+        if (status == CALLMASK_STATUS_OK) {
+            string_ptr owned(name);
+            dialect["dialect"] = std::string(name);
+        } else {
+            // No built-in dialect: derive one from the template itself, where its layout is one
+            // callmask knows.
+            const std::string detect_error = last_error(status);
+            char *            text         = nullptr;
+            const CallmaskStatus derived   = chat_template.empty()
+                                                 ? status
+                                                 : callmask_dialect_derive(chat_template.c_str(), v.get(), &text);
+            if (derived != CALLMASK_STATUS_OK) {
+                LOG_WRN("%s: %s; and no dialect derives from it: %s; requests with tools use llama.cpp's "
+                        "own tool-call grammars (pass --callmask-dialect NAME to use callmask)\n",
+                        __func__, detect_error.c_str(), last_error(derived).c_str());
+                return "";
+            }
+            string_ptr owned(text);
+            dialect["dialect_text"] = std::string(text);
+            LOG_WRN("%s: %s; using a dialect derived from it (callmask dialects --from-template):\n%s\n",
+                    __func__, detect_error.c_str(), text);
         }
-        string_ptr owned(name);
-        dialect["dialect"] = std::string(name);
     } else {
         // a path (with a folder or the .gbnf extension) names a grammar file; anything else a
         // built-in dialect, as callmask's CLI reads --dialect
