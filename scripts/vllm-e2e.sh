@@ -41,14 +41,18 @@ start=$(date +%s)
 py=$(scripts/vllm-prepare.sh)
 model=$CALLMASK_CACHE/models/tiny-qwen3
 
-echo "== vllm-e2e: adapter tests against the installed vLLM (V1 and V2 interfaces, tool parser) ==" >&2
-(cd crates/callmask-py && "$py" -m pytest -q -p no:cacheprovider tests/test_vllm.py tests/test_bitmask.py)
+if [ "$derived_only" = 0 ]; then
+  echo "== vllm-e2e: adapter tests against the installed vLLM (V1 and V2 interfaces, tool parser) ==" >&2
+  (cd crates/callmask-py && "$py" -m pytest -q -p no:cacheprovider tests/test_vllm.py tests/test_bitmask.py)
+fi
 
 # vLLM's CPU backend: KV cache within this 24 GB machine, one thread per core.
 export VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-2}
 export PYTHONUNBUFFERED=1
-echo "== vllm-e2e: offline ==" >&2
-"$py" scripts/engines/vllm_e2e.py offline "$model" --requests "$requests"
+if [ "$derived_only" = 0 ]; then
+  echo "== vllm-e2e: offline ==" >&2
+  "$py" scripts/engines/vllm_e2e.py offline "$model" --requests "$requests"
+fi
 
 server=""
 serve() { # log-file extra-server-arguments...: starts the server, waits for /health
