@@ -11,8 +11,10 @@ GPU machine; ``--dry-run`` runs the same steps on the CPU at small sizes).
 3. **generation**: a random-weight model of Qwen3's shape (the real Qwen3 vocabulary, a few
    layers; bfloat16 on a GPU) under transformers' ``generate`` at batches 1, 16, 64 and 256:
    unconstrained, and callmask's processor (hermes over 5 and 100 tools, ``required`` and
-   ``auto``): time per output token, the processor's share of the step, and the first batch of
-   a tool set never seen (compile and first mask included).
+   ``auto``), and XGrammar's transformers processor (``xgrammar.contrib.hf``) with its own
+   tool-calling preset for Qwen3 (``get_model_structural_tag("qwen_3", ...)``, the nearest
+   equivalent grammar) where XGrammar is installed: time per output token, the processor's share
+   of the step, and the first batch of a tool set never seen (compile and first mask included).
 
 Writes one JSON file (``--out``) and prints a line per measure; exits non-zero when a
 correctness check fails.
@@ -214,15 +216,26 @@ def bench_generate(device: str, dry: bool, tokenizer_json: str) -> List[dict]:
     )["input_ids"]
     batches = [1, 2] if dry else [1, 16, 64, 256]
     new_tokens = 64 if dry else 96
-    configs = [("unconstrained", 0, None)] + [
-        (f"hermes {n} tools {choice}", n, choice)
+    engines = ["callmask"] + (["xgrammar"] if _importable("xgrammar") else [])
+    configs = [("unconstrained", 0, None, None)] + [
+        (f"{engine} hermes {n} tools {choice}", n, choice, engine)
         for n in ((5,) if dry else (5, 100))
         for choice in ("required", "auto")
+        for engine in engines
     ]
+    xgr_compiler: Any = None
+    if "xgrammar" in engines:
+        import xgrammar as xgr
+
+        xgr_info = xgr.TokenizerInfo.from_huggingface(
+            tok, vocab_size=151_936, stop_token_ids=[151645]
+        )
+        # One compiler for the run, as an engine keeps one: a tool set seen before is a hit.
+        xgr_compiler = xgr.GrammarCompiler(xgr_info)
     out = []
     for batch in batches:
         ids = torch.tensor([prompt] * batch, device=device)
-        for label, n_tools, choice in configs:
+        for label, n_tools, choice, engine in configs:
             for first in (True, False):
                 if n_tools == 0 and first:
                     continue
@@ -234,7 +247,7 @@ def bench_generate(device: str, dry: bool, tokenizer_json: str) -> List[dict]:
                 procs = LogitsProcessorList()
                 timed = None
                 t0 = time.perf_counter()
-                if n_tools:
+                if n_tools and engine == "callmask":
                     grammar = callmask.Grammar.from_dialect(
                         "hermes",
                         make_tools(n_tools, tag),
@@ -243,6 +256,20 @@ def bench_generate(device: str, dry: bool, tokenizer_json: str) -> List[dict]:
                     )
                     automaton = callmask.TokenAutomaton(grammar, vocab)
                     timed = Timed(CallmaskLogitsProcessor(automaton, new_tokens), device)
+                    procs.append(timed)
+                elif n_tools:
+                    import xgrammar as xgr
+                    from xgrammar.contrib.hf import LogitsProcessor as XgrProcessor
+
+                    preset = xgr.get_model_structural_tag(
+                        "qwen_3",
+                        tools=make_tools(n_tools, tag),
+                        tool_choice=choice,
+                        reasoning="disabled",
+                        parallel_tool_calls=False,
+                    )
+                    compiled = xgr_compiler.compile_structural_tag(preset)
+                    timed = Timed(XgrProcessor(compiled), device)
                     procs.append(timed)
                 if device == "cuda":
                     torch.cuda.synchronize()
@@ -273,12 +300,22 @@ def bench_generate(device: str, dry: bool, tokenizer_json: str) -> List[dict]:
                 }
                 out.append(row)
                 print(
-                    f"generate batch {batch:>3} {label:<28} {row['tool_set']:<10} "
+                    f"generate batch {batch:>3} {label:<44} {row['tool_set']:<10} "
                     f"{row['ms_per_output_token']:8.3f} ms/token  processor "
                     f"{'-' if timed is None else f'{100 * timed.seconds / wall:.1f}%'}",
                     flush=True,
                 )
     return out
+
+
+def _importable(module: str) -> bool:
+    """Whether ``module`` imports here (a peer missing on the device is skipped, not fatal)."""
+    try:
+        __import__(module)
+        return True
+    except Exception as e:
+        print(f"{module} not importable ({e}): its rows are skipped", flush=True)
+        return False
 
 
 def _version(dist: str) -> Optional[str]:

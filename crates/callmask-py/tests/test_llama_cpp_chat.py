@@ -4,7 +4,9 @@ the generation itself), and ``create_chat_completion`` with tools end to end on 
 (rendered prompt, constrained output, OpenAI-shaped reply), refusing a ``draft_model``."""
 
 import json
+import logging
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -96,6 +98,37 @@ def test_create_chat_completion(llm):
     )
     assert reply["usage"]["completion_tokens"] <= 120
     print(f"\n{message}")
+
+
+def test_create_chat_completion_derives_the_dialect_of_an_unknown_template(
+    llm, tmp_path, monkeypatch, caplog
+):
+    """A chat template no built-in dialect detects (``<fn_call>NAME\n{args}</fn_call>``): the
+    dialect is derived from it (logged), and the reply is a valid call in that layout."""
+    jsonschema = pytest.importorskip("jsonschema")
+    from conftest import standard
+
+    monkeypatch.setenv("CALLMASK_DERIVED_DIR", str(tmp_path))
+    template = (Path(__file__).parent / "data" / "fn_call_template.jinja").read_text()
+    with caplog.at_level(logging.WARNING, logger="callmask.llama_cpp"):
+        reply = cm.create_chat_completion(
+            llm,
+            [{"role": "user", "content": "What's the weather like in Oslo?"}],
+            TOOLS,
+            tool_choice="required",
+            chat_template=template,
+            max_tokens=120,
+            temperature=0,
+        )
+    assert "using a dialect derived from it" in caplog.text
+    assert any(tmp_path.iterdir())
+    calls = reply["choices"][0]["message"]["tool_calls"]
+    assert calls and reply["usage"]["completion_tokens"] <= 120
+    for call in calls:
+        spec = next(t["function"] for t in TOOLS if t["function"]["name"] == call["function"]["name"])
+        jsonschema.validate(
+            json.loads(call["function"]["arguments"]), standard(spec.get("parameters", {}))
+        )
 
 
 def test_create_chat_completion_refuses_draft_model(llm, monkeypatch):

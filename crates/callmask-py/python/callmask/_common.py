@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import tempfile
 import threading
 from collections import OrderedDict
 from concurrent.futures import Future
 from typing import Any, Mapping, Optional, Union
 
-from ._callmask import CallmaskError, Caches, Grammar, TokenAutomaton, ToolsError, Vocab
+from ._callmask import (
+    CallmaskError,
+    Caches,
+    DialectError,
+    Grammar,
+    TokenAutomaton,
+    ToolsError,
+    Vocab,
+)
 from .bitmask import apply_token_bitmask_inplace
 
 Spec = Union[str, Mapping[str, Any]]
@@ -20,6 +31,44 @@ or JSON text, plus the options of that compile by their names in callmask's opti
 docs/library.md). The compile checks the options: an unknown one is a ``ToolsError``."""
 
 _GRAMMAR_KEYS = ("dialect", "json_schema", "structural_tag")
+
+
+def dialect_of_template(chat_template: Optional[str], vocab: Vocab) -> tuple:
+    """The dialect of a model's chat template, as ``(name_or_path, note)``: the built-in one
+    detection finds (``note`` None), else the path of a dialect file derived from the template
+    (:func:`derived_dialect_file`) and a line saying so, for the adapter's log. ``DialectError``
+    with both reasons when neither works."""
+    try:
+        return Grammar.detect_dialect(chat_template, vocab), None
+    except DialectError as detect_error:
+        if not chat_template:
+            raise
+        return derived_dialect_file(chat_template, vocab, detect_error)
+
+
+def derived_dialect_file(template: str, vocab: Optional[Vocab], detect_error: Exception) -> tuple:
+    """``(path, note)``: a dialect file derived from ``template``, written once per template
+    under ``CALLMASK_DERIVED_DIR`` (default: ``callmask-derived`` in the temporary folder), and
+    a line saying so; ``DialectError`` with both reasons when no layout callmask knows fits."""
+    try:
+        text, summary = Grammar.derive_dialect(template, vocab)
+    except DialectError as e:
+        raise DialectError(f"{detect_error}; and no dialect derives from it: {e}") from e
+    folder = os.environ.get("CALLMASK_DERIVED_DIR") or os.path.join(
+        tempfile.gettempdir(), "callmask-derived"
+    )
+    os.makedirs(folder, exist_ok=True)
+    digest = hashlib.sha256(template.encode()).hexdigest()[:16]
+    path = os.path.join(folder, f"derived-{digest}.gbnf")
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+    note = (
+        f"callmask: no built-in dialect matches the chat template ({detect_error}); using a "
+        f"dialect derived from it: {summary}; written to {path}"
+    )
+    return path, note
 
 
 def normalize_spec(spec: Spec) -> dict:

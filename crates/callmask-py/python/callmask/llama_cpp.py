@@ -35,6 +35,7 @@ what the model samples from: no GGUF parsing of our own and no extra build depen
 from __future__ import annotations
 
 import ctypes
+import logging
 import time
 import weakref
 from typing import Any, Mapping, Optional, Sequence, Union
@@ -42,7 +43,10 @@ from typing import Any, Mapping, Optional, Sequence, Union
 import numpy as np
 
 from ._callmask import Grammar, TokenAutomaton, Vocab, mask_logits, render_prompt
+from ._common import dialect_of_template
 from .bitmask import apply_token_bitmask_inplace, native_logits
+
+logger = logging.getLogger("callmask.llama_cpp")
 
 
 def vocab_from_llama(llm: Any) -> Vocab:
@@ -204,7 +208,9 @@ def create_chat_completion(
     if chat_template is None:
         chat_template = (getattr(llm, "metadata", None) or {}).get("tokenizer.chat_template")
     if dialect is None:
-        dialect = Grammar.detect_dialect(chat_template, vocab)
+        dialect, note = dialect_of_template(chat_template, vocab)
+        if note:
+            logger.warning("%s", note)
     prompt = render_prompt(dialect, list(tools), list(messages), template=chat_template)
     grammar = Grammar.from_dialect(
         dialect,

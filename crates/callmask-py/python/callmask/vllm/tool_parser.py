@@ -41,15 +41,14 @@ request, in addition to the engine's token-level compile.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
-import tempfile
 from typing import Any, Optional, Sequence
 
 from .._callmask import CallmaskError, DialectError, Grammar, StreamParser, Vocab
 from .._common import AutomatonCache, check_budget, grammar_from_spec
+from .._common import derived_dialect_file as _derived_dialect_file
 from ._spec import COMPILE_CACHES, EXTRA_ARGS_KEY, client_error
 
 try:  # pragma: no cover - depends on vLLM being installed
@@ -128,30 +127,12 @@ def detect_dialect(tokenizer: Any) -> str:
 
 
 def derived_dialect_file(template: str, vocab: Vocab, detect_error: Exception) -> str:
-    """The path of a dialect file derived from ``template`` (written once per template, under
-    ``CALLMASK_DERIVED_DIR``), logged; raises ``DialectError`` with both reasons when the
-    template's layout is one callmask has no builtin for."""
-    try:
-        text, summary = Grammar.derive_dialect(template, vocab)
-    except DialectError as e:
-        raise DialectError(f"{detect_error}; and no dialect derives from it: {e}") from e
-    folder = os.environ.get("CALLMASK_DERIVED_DIR") or os.path.join(
-        tempfile.gettempdir(), "callmask-derived"
-    )
-    os.makedirs(folder, exist_ok=True)
-    digest = hashlib.sha256(template.encode()).hexdigest()[:16]
-    path = os.path.join(folder, f"derived-{digest}.gbnf")
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
-    message = (
-        f"callmask: no built-in dialect matches the chat template ({detect_error}); using a "
-        f"dialect derived from it: {summary}; written to {path}"
-    )
-    logger.warning("%s", message)
+    """The path of a dialect file derived from ``template``
+    (:func:`callmask._common.derived_dialect_file`), logged to vLLM's log and callmask's."""
+    path, note = _derived_dialect_file(template, vocab, detect_error)
+    logger.warning("%s", note)
     if server_logger is not None:
-        server_logger.warning("%s", message)
+        server_logger.warning("%s", note)
     return path
 
 
