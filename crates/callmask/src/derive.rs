@@ -23,7 +23,7 @@
 
 use crate::dialect::Dialect;
 use crate::error::{Error, Result};
-use crate::prompt::{render_chat_template, PromptOptions};
+use crate::prompt::{rendered_turn, PromptOptions};
 use crate::tools::{Message, ToolCall, Tools};
 use crate::vocab::Vocab;
 use serde_json::{json, Value as Json};
@@ -210,33 +210,11 @@ impl<'t> Probe<'t> {
             turn.content = None;
         }
         turn.tool_calls = calls.to_vec();
-        let render = |messages: &[Message], opts: &PromptOptions| {
-            render_chat_template(self.template, messages, &self.tools, opts)
-        };
-        let with = match render(
-            &[user.clone(), turn],
-            &self.options.clone().add_generation_prompt(false),
-        ) {
-            Ok(w) => w,
-            Err(e) if !e.to_string().contains("(in <string>") => return Ok(None),
-            Err(e) => return Err(refused(format!("the template does not render: {e}"))),
-        };
-        let before = render(&[user], &self.options)
-            .map_err(|e| refused(format!("the template does not render: {e}")))?;
-        let mut common = with
-            .bytes()
-            .zip(before.bytes())
-            .take_while(|(a, b)| a == b)
-            .count();
-        while !with.is_char_boundary(common) {
-            common -= 1;
+        match rendered_turn(self.template, &[user, turn], &self.tools, &self.options) {
+            Ok(Some((with, start))) => Ok(Some(with[start..].to_owned())),
+            Ok(None) => Ok(None),
+            Err(e) => Err(refused(format!("the template does not render: {e}"))),
         }
-        if let Some(open) = with[..common].rfind('<') {
-            if !with[open..common].contains('>') {
-                common = open;
-            }
-        }
-        Ok(Some(with[common..].to_owned()))
     }
 
     /// A turn with calls, less the end-of-turn marks; tried with no content, then empty content

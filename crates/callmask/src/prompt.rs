@@ -285,6 +285,53 @@ fn without_generation_tags(template: &str) -> String {
     out
 }
 
+/// The rendering of `conversation` (whose last message is the turn of interest, rendered
+/// without a generation prompt) and where that turn starts in it: as far as the rendering of
+/// the conversation before it, with the generation prompt, agrees byte for byte, backed off to
+/// the start of a `<...>` marker it would cut (`<think>` against `<tool_call>`). `Ok(None)` where
+/// the template raises an exception of its own (`raise_exception`: it refuses the turn).
+pub fn rendered_turn(
+    template: &str,
+    conversation: &[Message],
+    tools: &Tools,
+    opts: &PromptOptions,
+) -> Result<Option<(String, usize)>> {
+    let Some((_, before)) = conversation.split_last() else {
+        return Ok(None);
+    };
+    let with = match render_chat_template(
+        template,
+        conversation,
+        tools,
+        &opts.clone().add_generation_prompt(false),
+    ) {
+        Ok(w) => w,
+        // The template's own `raise_exception` (its message, with no template location).
+        Err(e) if !e.to_string().contains("(in <string>") => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let prompt = render_chat_template(
+        template,
+        before,
+        tools,
+        &opts.clone().add_generation_prompt(true),
+    )?;
+    let mut common = with
+        .bytes()
+        .zip(prompt.bytes())
+        .take_while(|(a, b)| a == b)
+        .count();
+    while !with.is_char_boundary(common) {
+        common -= 1;
+    }
+    if let Some(open) = with[..common].rfind('<') {
+        if !with[open..common].contains('>') {
+            common = open;
+        }
+    }
+    Ok(Some((with, common)))
+}
+
 /// A turn format for a model whose GGUF file carries no chat template (Gemma 3 270M's, for
 /// one), told from its special tokens: Gemma's `<start_of_turn>`, ChatML's `<|im_start|>`, Llama
 /// 3's `<|start_header_id|>` (callmask's own minimal templates, `grammars/chat/*.jinja`, written

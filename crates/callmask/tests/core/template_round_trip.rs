@@ -10,7 +10,7 @@
 
 use callmask_testkit as testkit;
 
-use callmask::prompt::{render_chat_template, PromptOptions};
+use callmask::prompt::{rendered_turn, PromptOptions};
 use callmask::{Dialect, DialectOptions, FunctionCall, Message, ToolCall, Tools};
 use serde_json::{json, Value};
 
@@ -102,34 +102,7 @@ fn rendered(
     let prompt = PromptOptions::default()
         .bos_token("<s>".into())
         .eos_token("</s>".into());
-    let with = match render_chat_template(
-        template,
-        &[user.clone(), turn],
-        &tools(),
-        &prompt.clone().add_generation_prompt(false),
-    ) {
-        Ok(w) => w,
-        // The template's own `raise_exception` (its message, with no template location).
-        Err(e) if !e.to_string().contains("(in <string>") => return Ok(None),
-        Err(e) => return Err(format!("render: {e}")),
-    };
-    let before = render_chat_template(template, &[user], &tools(), &prompt)
-        .map_err(|e| format!("render: {e}"))?;
-    let mut common = with
-        .bytes()
-        .zip(before.bytes())
-        .take_while(|(a, b)| a == b)
-        .count();
-    while !with.is_char_boundary(common) {
-        common -= 1;
-    }
-    // Not inside a marker the two renderings start alike (`<think>` and `<tool_call>`).
-    if let Some(open) = with[..common].rfind('<') {
-        if !with[open..common].contains('>') {
-            common = open;
-        }
-    }
-    Ok(Some((with, common)))
+    rendered_turn(template, &[user, turn], &tools(), &prompt).map_err(|e| format!("render: {e}"))
 }
 
 /// Whether `tail` is only end-of-turn marks: whitespace, `<...>`-style tokens, MiniMax's
