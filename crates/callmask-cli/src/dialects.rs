@@ -36,7 +36,7 @@ pub(crate) struct DialectsArgs {
 fn read_chat_template(path: &Path) -> Result<String, BadInput> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| BadInput(format!("cannot read {}: {e}", path.display())))?;
-    if !path.extension().is_some_and(|e| e == "json") {
+    if path.extension().is_none_or(|e| e != "json") {
         return Ok(text);
     }
     let config: serde_json::Value = serde_json::from_str(&text)
