@@ -39,8 +39,9 @@ use syntax::parse_rules;
 /// How [`DialectOptions`] and [`CompileOptions`] read and write JSON.
 mod options_json;
 
-/// Most rules, tokens and nesting in a dialect file (they are small).
+/// Most bytes of a dialect file (they are small).
 const MAX_FILE_BYTES: usize = 1 << 20;
+/// Deepest nesting of a dialect file's expressions, and of a structural tag's format objects.
 const MAX_NESTING: usize = 64;
 
 /// Which calls the output may (or must) make, as OpenAI's `tool_choice`.

@@ -71,8 +71,8 @@ use crate::schema::CompileOptions;
 use crate::vocab::{TokenId, Vocab};
 use serde_json::{Map, Value};
 
-/// Deepest nesting of format objects.
-const MAX_NESTING: usize = 64;
+/// Deepest nesting of format objects: the dialect files' own limit.
+use super::MAX_NESTING;
 /// Most repetitions a `repeat` may ask for (other than unbounded).
 const MAX_REPEAT: u32 = 1 << 16;
 
