@@ -121,7 +121,23 @@ pub fn derive_dialect(chat_template: &str, vocab: Option<&Vocab>) -> Result<Deri
              could not be told from a call: {one:?}"
         )));
     }
-    let writer = Writer { vocab };
+    // Call ids: of the probe's length where the template refuses another (Mistral's nine
+    // characters), else any short run of letters, digits, `_` and `-` (the model's choice).
+    let long_id = ToolCall::new("call0000000000", NAME_A, args_a().to_string());
+    let id_regex = match probe.calls_turn(&[long_id]) {
+        Ok(Some(_)) => "[A-Za-z0-9_-]{1,64}".to_owned(),
+        _ => format!("[A-Za-z0-9]{{{}}}", CALL_ID.len()),
+    };
+    if let Layout::JsonCall {
+        id_key: Some((_, re)),
+        ..
+    } = &mut layout
+    {
+        if re.starts_with("[A-Za-z0-9]{") {
+            *re = id_regex.clone();
+        }
+    }
+    let writer = Writer { vocab, id_regex };
     let text = shape.file(&layout, &writer, &one);
     let summary = shape.summary(&layout);
     let derived = DerivedDialect { text, summary };
@@ -828,6 +844,8 @@ fn regex_syntax_escape(c: char) -> String {
 /// Writes literal text as grammar pieces.
 struct Writer<'v> {
     vocab: Option<&'v Vocab>,
+    /// The regex of a call id the model writes.
+    id_regex: String,
 }
 
 impl Writer<'_> {
@@ -867,7 +885,7 @@ impl Writer<'_> {
         let mut out: Vec<String> = Vec::new();
         for part in split_markers(s) {
             if part == ID_MARK {
-                out.push("@call_id(/[A-Za-z0-9]{9}/)".into());
+                out.push(format!("@call_id(/{}/)", self.id_regex));
                 continue;
             }
             if part == INDEX_MARK {
