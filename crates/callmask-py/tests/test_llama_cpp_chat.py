@@ -125,7 +125,9 @@ def test_create_chat_completion_derives_the_dialect_of_an_unknown_template(
     calls = reply["choices"][0]["message"]["tool_calls"]
     assert calls and reply["usage"]["completion_tokens"] <= 120
     for call in calls:
-        spec = next(t["function"] for t in TOOLS if t["function"]["name"] == call["function"]["name"])
+        spec = next(
+            t["function"] for t in TOOLS if t["function"]["name"] == call["function"]["name"]
+        )
         jsonschema.validate(
             json.loads(call["function"]["arguments"]), standard(spec.get("parameters", {}))
         )
