@@ -23,7 +23,35 @@ from typing import List, Optional, Sequence, Tuple
 
 from .._callmask import Matcher, accept_batch
 
-logger = logging.getLogger("callmask.vllm")
+
+class VllmLog:
+    """callmask's log records inside vLLM: to the ``callmask.vllm`` logger (the caller's own
+    handlers, tests) and, where vLLM is installed, to ``vllm.callmask`` as well, since vLLM's
+    processes print only the records of their ``vllm`` logger tree (a ``callmask.vllm`` record
+    never reached vLLM's server log)."""
+
+    def __init__(self) -> None:
+        self.own = logging.getLogger("callmask.vllm")
+        self.server: Optional[logging.Logger] = None
+        try:  # pragma: no cover - depends on vLLM being installed
+            from vllm.logger import init_logger
+
+            self.server = init_logger("vllm.callmask")
+        except Exception:
+            pass
+
+    def warning(self, msg: str, *args: object) -> None:
+        self.own.warning(msg, *args)
+        if self.server is not None:
+            self.server.warning(msg, *args)
+
+    def error(self, msg: str, *args: object) -> None:
+        self.own.error(msg, *args)
+        if self.server is not None:
+            self.server.error(msg, *args)
+
+
+logger = VllmLog()
 
 
 class Constraint:

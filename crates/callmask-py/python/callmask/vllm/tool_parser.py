@@ -42,13 +42,13 @@ request, in addition to the engine's token-level compile.
 from __future__ import annotations
 
 import json
-import logging
 import os
 from typing import Any, Optional, Sequence
 
 from .._callmask import CallmaskError, DialectError, Grammar, StreamParser, Vocab
 from .._common import AutomatonCache, check_budget, grammar_from_spec
 from .._common import derived_dialect_file as _derived_dialect_file
+from ._constraint import logger
 from ._spec import COMPILE_CACHES, EXTRA_ARGS_KEY, client_error
 
 try:  # pragma: no cover - depends on vLLM being installed
@@ -62,8 +62,6 @@ try:  # pragma: no cover - depends on vLLM being installed
     )
     from vllm.tool_parsers.abstract_tool_parser import ToolParser, ToolParserManager
 
-    from vllm.logger import init_logger
-
     HAS_VLLM = True
 except Exception:  # vLLM absent: the module still imports (documentation, tests)
     ToolParser = object  # type: ignore[assignment,misc,no-redef]
@@ -74,11 +72,6 @@ PARSER_NAME = "callmask"
 """The tool-call parser name that detects the dialect from the chat template."""
 
 _DETECTED: dict = {}
-
-logger = logging.getLogger("callmask.vllm")
-# vLLM's server prints only its own loggers' records (the `vllm` tree does not propagate to the
-# root logger, which has no handler there): the messages an operator must see go to both.
-server_logger = init_logger("vllm.callmask") if HAS_VLLM else None
 
 
 def _dump(obj: Any) -> Any:
@@ -131,8 +124,6 @@ def derived_dialect_file(template: str, vocab: Vocab, detect_error: Exception) -
     (:func:`callmask._common.derived_dialect_file`), logged to vLLM's log and callmask's."""
     path, note = _derived_dialect_file(template, vocab, detect_error)
     logger.warning("%s", note)
-    if server_logger is not None:
-        server_logger.warning("%s", note)
     return path
 
 
